@@ -1,0 +1,45 @@
+# loaderbench: every target sets up .venv first if it is missing or older than pyproject.toml.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+TORCH_VERSION ?= 2.14.1
+TORCHVISION_VERSION ?= 0.29.1
+STUDY ?= suite/studies/quick.toml
+RESULTS ?= results
+FIGURES ?= figures
+CLUSTER ?= slurm
+PYTEST_ARGS ?=
+
+.PHONY: setup local run figures test bench submit status clean
+.DEFAULT_GOAL := local
+
+$(VENV)/.installed: pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==$(TORCH_VERSION) torchvision==$(TORCHVISION_VERSION)
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $@
+
+setup: $(VENV)/.installed  ## create .venv and install torch, the project and its dev tools
+
+local: setup  ## run STUDY here, then draw the figures of everything under RESULTS
+	$(PY) -m suite run $(STUDY) --results $(RESULTS)
+	$(PY) -m analysis $(RESULTS) --figures $(FIGURES)
+
+run: setup  ## run STUDY here without drawing
+	$(PY) -m suite run $(STUDY) --results $(RESULTS)
+
+figures: setup  ## figures, tables and the report from every record under RESULTS
+	$(PY) -m analysis $(RESULTS) --figures $(FIGURES)
+
+test: setup  ## the test suite, in parallel
+	$(PY) -m pytest -n auto $(PYTEST_ARGS)
+
+bench: setup  ## benchmarks of the suite itself
+	$(PY) -m suite.bench --out $(RESULTS)/bench.json
+
+clean:
+	rm -rf $(RESULTS) $(FIGURES) .cache .pytest_cache
+
+-include slurm/slurm.mk containers/containers.mk

@@ -1,0 +1,1 @@
+"""Figures: one function per question, each taking the tidy table and writing PNG + PDF."""

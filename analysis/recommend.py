@@ -1,0 +1,279 @@
+"""Which ``num_workers`` to use: the measured knee, and how rules of thumb fare.
+
+Pure functions on tidy tables; no I/O, no figures, no torch.
+
+* :func:`knee` - from the per-N median throughput, the smallest N whose median
+  is within ``within`` (default 5 %) of the best median. ``num_workers == 0``
+  (main-process loading) is a legitimate candidate here.
+* :func:`rules_of_thumb` - the worker counts popular advice would pick.
+* :func:`evaluate_rules` - per group, what each rule costs against the
+  measured best and the knee.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "Knee",
+    "RULE_LABELS",
+    "medians_by_n",
+    "knee",
+    "rules_of_thumb",
+    "lookup",
+    "evaluate_rules",
+]
+
+
+@dataclass(frozen=True)
+class Knee:
+    """``knee_n``: smallest N with median >= (1 - within) * best median;
+    ``best_n``: the N with the best median (smallest such N on ties)."""
+
+    knee_n: int
+    knee_x: float
+    best_n: int
+    best_x: float
+    within: float = 0.05
+
+
+def _ok(df: pd.DataFrame, status_col: str, ok_value: str) -> pd.DataFrame:
+    return df[df[status_col] == ok_value] if status_col in df.columns else df
+
+
+def medians_by_n(
+    df: pd.DataFrame,
+    n_col: str = "num_workers",
+    x_col: str = "samples_per_s",
+    *,
+    status_col: str = "status",
+    ok_value: str = "ok",
+) -> pd.Series:
+    """Median of ``x_col`` per value of ``n_col`` over ok rows with a finite value,
+    sorted by N (N values with no such row are absent)."""
+    d = _ok(df, status_col, ok_value)
+    x = pd.to_numeric(d[x_col], errors="coerce")
+    keep = np.isfinite(x) & d[n_col].notna()
+    return x[keep].groupby(d.loc[keep, n_col]).median().sort_index()
+
+
+def knee(
+    df: pd.DataFrame,
+    n_col: str = "num_workers",
+    x_col: str = "samples_per_s",
+    within: float = 0.05,
+    *,
+    status_col: str = "status",
+    ok_value: str = "ok",
+) -> Knee:
+    """Knee of one throughput-vs-N curve (higher is better).
+
+    ``df`` holds one curve (one workload on one core count, say): filter or
+    group first. Per-N medians over ok rows; the knee is the smallest N whose
+    median is ``>= (1 - within) * best``. Raises ``ValueError`` if no ok row
+    carries a finite value.
+    """
+    if not 0 <= within < 1:
+        raise ValueError("knee: `within` must be in [0, 1)")
+    med = medians_by_n(df, n_col, x_col, status_col=status_col, ok_value=ok_value)
+    if med.empty:
+        raise ValueError(f"knee: no ok rows with a finite {x_col!r}")
+    best_x = float(med.max())
+    best_n = med.index[int(np.argmax(med.to_numpy()))]  # first max = smallest N
+    close = med[med >= (1.0 - within) * best_x]
+    knee_n = close.index[0]
+    return Knee(
+        knee_n=int(knee_n), knee_x=float(close.iloc[0]),
+        best_n=int(best_n), best_x=best_x, within=float(within),
+    )
+
+
+#: Rule id -> human label; the order is the order of :func:`evaluate_rules` rows.
+RULE_LABELS: dict[str, str] = {
+    "cores": "workers = cores",
+    "cores_minus_1": "workers = cores - 1",
+    "2x_cores": "workers = 2 x cores (I/O-bound advice)",
+    "4_per_gpu": "4 workers per GPU",
+    "lightning": "Lightning: cpus // local_world_size - 1",
+}
+
+
+def rules_of_thumb(cores: int, gpus: int = 1, local_world_size: int = 1) -> dict[str, int]:
+    """``num_workers`` picked by common rules of thumb, keyed as :data:`RULE_LABELS`.
+
+    ``cores`` is the number of CPUs the training process may use (its
+    affinity mask / cgroup quota, i.e. the ``cores`` config column).
+
+    * ``cores``: ``cores``
+    * ``cores_minus_1``: ``max(cores - 1, 0)``
+    * ``2x_cores``: ``2 * cores`` (advice for I/O-bound loading)
+    * ``4_per_gpu``: ``4 * gpus``
+    * ``lightning``: ``max(1, cores // local_world_size - 1)``. This is
+      ``lightning.fabric.utilities.data.suggested_max_num_workers`` (Lightning
+      2.x), which PyTorch Lightning's data connector quotes in its "does not
+      have many workers" warning; it counts CPUs with
+      ``os.sched_getaffinity(0)`` and takes ``local_world_size`` = the number
+      of devices on the node. Note the floor is 1, not 0.
+    """
+    cores, gpus, lws = int(cores), int(gpus), int(local_world_size)
+    if cores < 1:
+        raise ValueError("rules_of_thumb: cores must be >= 1")
+    if gpus < 0:
+        raise ValueError("rules_of_thumb: gpus must be >= 0")
+    if lws < 1:
+        raise ValueError("rules_of_thumb: local_world_size must be >= 1")
+    return {
+        "cores": cores,
+        "cores_minus_1": max(cores - 1, 0),
+        "2x_cores": 2 * cores,
+        "4_per_gpu": 4 * gpus,
+        "lightning": max(1, cores // lws - 1),
+    }
+
+
+def lookup(med: pd.Series, n: float, between: str = "interpolate") -> tuple[float, str, float, float]:
+    """Value of the per-N series ``med`` (index = measured N, sorted) at ``n``.
+
+    Returns ``(value, match, n_lo, n_hi)`` where ``match`` is
+
+    * ``"exact"``: ``n`` was measured (``n_lo == n_hi == n``);
+    * ``"interpolated"``: ``n`` lies between two measured N and
+      ``between == "interpolate"``: linear interpolation between the
+      neighbours ``n_lo < n < n_hi``;
+    * ``"nearest"``: ``n`` lies outside the measured range (never
+      extrapolated), or ``between == "nearest"``: the value at the nearest
+      measured N (the smaller one on a tie), ``n_lo == n_hi`` = that N.
+    """
+    if between not in ("interpolate", "nearest"):
+        raise ValueError("lookup: between must be 'interpolate' or 'nearest'")
+    med = med.dropna().sort_index()
+    if med.empty:
+        return float("nan"), "none", float("nan"), float("nan")
+    ns = med.index.to_numpy(dtype=float)
+    vs = med.to_numpy(dtype=float)
+    hit = np.flatnonzero(ns == n)
+    if hit.size:
+        return float(vs[hit[0]]), "exact", float(n), float(n)
+    if between == "interpolate" and ns[0] < n < ns[-1]:
+        j = int(np.searchsorted(ns, n))
+        lo, hi = ns[j - 1], ns[j]
+        v = float(np.interp(n, [lo, hi], [vs[j - 1], vs[j]]))
+        return v, "interpolated", float(lo), float(hi)
+    i = int(np.argmin(np.abs(ns - n)))  # argmin returns the first = smaller N on ties
+    return float(vs[i]), "nearest", float(ns[i]), float(ns[i])
+
+
+def _group_value(g: pd.DataFrame, spec, name: str):
+    """``spec`` is a constant, or the name of a column constant within the group."""
+    if isinstance(spec, str):
+        vals = g[spec].dropna().unique()
+        if len(vals) != 1:
+            raise ValueError(f"evaluate_rules: {name} column {spec!r} is not constant within a group")
+        return vals[0]
+    return spec
+
+
+_OUT_COLS = [
+    "rule", "rule_label", "rule_n", "x_at_rule", "match", "n_lo", "n_hi",
+    "best_n", "best_x", "knee_n", "knee_x", "loss_vs_best", "extra_procs_vs_knee",
+    "mem_at_rule", "mem_at_knee", "extra_mem_bytes",
+]
+
+
+def evaluate_rules(
+    df: pd.DataFrame,
+    by: Sequence[str] = ("workload", "cores"),
+    n_col: str = "num_workers",
+    x_col: str = "samples_per_s",
+    *,
+    cores: int | str = "cores",
+    gpus: int | str = 1,
+    local_world_size: int | str = 1,
+    mem_col: str = "uss_peak_bytes",
+    within: float = 0.05,
+    between: str = "interpolate",
+    rules: Mapping[str, str] | None = None,
+    status_col: str = "status",
+    ok_value: str = "ok",
+) -> pd.DataFrame:
+    """Score each rule of thumb against the measured curve of each group.
+
+    ``cores``, ``gpus`` and ``local_world_size`` are either constants or the
+    name of a column that is constant within each group (``cores`` defaults to
+    the ``cores`` column). Per group: per-N medians of ``x_col`` over ok rows,
+    the :func:`knee` and best N, then for each rule (``rules`` restricts/relabels
+    the rule ids, default :data:`RULE_LABELS`) one row:
+
+    * ``rule_n``: the N the rule picks;
+    * ``x_at_rule``: median throughput at ``rule_n`` via :func:`lookup`
+      (``match`` = ``"exact"``/``"interpolated"``/``"nearest"``; ``n_lo`` and
+      ``n_hi`` are the measured N the value came from);
+    * ``loss_vs_best`` = ``1 - x_at_rule / best_x`` (fraction of the best
+      median throughput given up; 0 = as good as the best);
+    * ``extra_procs_vs_knee`` = ``rule_n - knee_n`` (negative: fewer
+      processes than the knee);
+    * ``mem_at_rule``, ``mem_at_knee``, ``extra_mem_bytes`` = median
+      ``mem_col`` at ``rule_n`` (same lookup) minus at ``knee_n``; NaN if
+      ``mem_col`` is absent or has no value.
+
+    Columns: ``*by`` then ``rule, rule_label, rule_n, x_at_rule, match, n_lo,
+    n_hi, best_n, best_x, knee_n, knee_x, loss_vs_best, extra_procs_vs_knee,
+    mem_at_rule, mem_at_knee, extra_mem_bytes``. Groups without any ok
+    throughput are skipped.
+    """
+    by = list(by)
+    labels = dict(RULE_LABELS if rules is None else rules)
+    unknown = set(labels) - set(RULE_LABELS)
+    if unknown:
+        raise ValueError(f"evaluate_rules: unknown rules {sorted(unknown)}")
+    missing = [c for c in [*by, n_col, x_col] if c not in df.columns]
+    missing += [s for s in (cores, gpus, local_world_size) if isinstance(s, str) and s not in df.columns]
+    if missing:
+        raise KeyError(f"evaluate_rules: columns not in table: {missing}")
+    has_mem = mem_col in df.columns
+    nan = float("nan")
+
+    rows = []
+    groups = df.groupby(by, dropna=False, sort=True, observed=True) if by else [((), df)]
+    for key, g in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        med = medians_by_n(g, n_col, x_col, status_col=status_col, ok_value=ok_value)
+        if med.empty:
+            continue
+        k = knee(g, n_col, x_col, within, status_col=status_col, ok_value=ok_value)
+        picks = rules_of_thumb(
+            _group_value(g, cores, "cores"),
+            _group_value(g, gpus, "gpus"),
+            _group_value(g, local_world_size, "local_world_size"),
+        )
+        mem_med = (
+            medians_by_n(g, n_col, mem_col, status_col=status_col, ok_value=ok_value)
+            if has_mem else pd.Series(dtype=float)
+        )
+        mem_knee = lookup(mem_med, k.knee_n, between)[0] if has_mem else nan
+        for rule, label in labels.items():
+            rn = picks[rule]
+            x, match, lo, hi = lookup(med, rn, between)
+            mem_rule = lookup(mem_med, rn, between)[0] if has_mem else nan
+            rows.append({
+                **dict(zip(by, key)),
+                "rule": rule, "rule_label": label, "rule_n": int(rn),
+                "x_at_rule": x, "match": match, "n_lo": lo, "n_hi": hi,
+                "best_n": k.best_n, "best_x": k.best_x,
+                "knee_n": k.knee_n, "knee_x": k.knee_x,
+                "loss_vs_best": 1.0 - x / k.best_x if k.best_x else nan,
+                "extra_procs_vs_knee": int(rn - k.knee_n),
+                "mem_at_rule": mem_rule, "mem_at_knee": mem_knee,
+                "extra_mem_bytes": mem_rule - mem_knee,
+            })
+    out = pd.DataFrame(rows, columns=[*by, *_OUT_COLS])
+    for c in by:
+        try:
+            out[c] = out[c].astype(df[c].dtype)
+        except (TypeError, ValueError):
+            pass
+    return out

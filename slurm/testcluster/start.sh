@@ -1,0 +1,384 @@
+#!/usr/bin/env bash
+# Start a private single-node Slurm cluster on this machine (idempotent).
+#
+#   slurm/testcluster/start.sh [STATE_DIR]      # default: $SLURM_TESTCLUSTER_STATE or ./state
+#   export SLURM_CONF=STATE_DIR/slurm.conf      # printed at the end and written to STATE_DIR/env
+#   slurm/testcluster/stop.sh [STATE_DIR]
+#
+# Everything lives in STATE_DIR: slurm.conf, cgroup.conf, slurmdbd.conf, a munge key and
+# socket, MariaDB's data, spool/state folders, logs (log/), the PIDs of the daemons we started
+# (pids/). Ports are picked free at first start (ports), so a system Slurm, munge or MySQL
+# is not disturbed. Needs root (job launch, cgroups); run install.sh first.
+#
+# Environment (all optional):
+#   SLURM_TESTCLUSTER_STATE       state folder when no argument is given
+#   SLURM_TESTCLUSTER_MODE        auto (default) | cgroup | linuxproc
+#   SLURM_TESTCLUSTER_ACCOUNTING  auto (default: on if slurmdbd and mariadbd are installed) | 1 | 0
+#   SLURM_TESTCLUSTER_PARTITION   partition name (default: debug)
+#   SLURM_TESTCLUSTER_WAIT        seconds to wait for each daemon (default: 60)
+#   SLURM_TESTCLUSTER_OWNER_PID   when set, a watchdog runs stop.sh once that process is gone
+#                                 (so a killed test run leaves no daemons behind)
+set -euo pipefail
+t0=$EPOCHREALTIME
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+S=${1:-${SLURM_TESTCLUSTER_STATE:-$here/state}}
+mkdir -p "$S"
+S=$(cd "$S" && pwd -P)
+MODE_REQ=${SLURM_TESTCLUSTER_MODE:-auto}
+ACCT_REQ=${SLURM_TESTCLUSTER_ACCOUNTING:-auto}
+PARTITION=${SLURM_TESTCLUSTER_PARTITION:-debug}
+WAIT=${SLURM_TESTCLUSTER_WAIT:-60}
+OWNER=${SLURM_TESTCLUSTER_OWNER_PID:-}
+ME=$(id -un)
+export SLURM_CONF=$S/slurm.conf   # every daemon and client below, and the marker stop.sh checks
+
+log() { echo "start.sh: $*" >&2; }
+
+# one start/stop at a time per state folder (stop.sh skips the lock when we hold it)
+if [[ "${_SLURM_TESTCLUSTER_LOCKED:-}" != "$S" ]]; then
+  exec 9>>"$S/.lock"
+  flock -w 600 9 || { log "could not lock $S/.lock"; exit 1; }
+  export _SLURM_TESTCLUSTER_LOCKED=$S
+fi
+
+# A PID is ours when its environment carries our SLURM_CONF (guards against PID reuse).
+ours() {
+  [[ "$1" =~ ^[0-9]+$ ]] && [[ -r /proc/$1/environ ]] &&
+    tr '\0' '\n' 2>/dev/null <"/proc/$1/environ" | grep -qxF "SLURM_CONF=$SLURM_CONF"
+}
+
+print_env() {
+  echo "export SLURM_CONF=$SLURM_CONF" >"$S/env"
+  cat "$S/env"
+}
+
+# ---- already running? -------------------------------------------------------------------
+if compgen -G "$S/pids/*" >/dev/null; then
+  alive=1
+  for f in "$S"/pids/*; do ours "$(cat "$f" 2>/dev/null)" || alive=0; done
+  if ((alive)) && [[ -e "$S/pids/slurmctld" && -e "$S/pids/slurmd" ]] &&
+     state=$(timeout 10 sinfo -h -N -n localhost -o %T 2>/dev/null) &&
+     [[ "$state" =~ ^(idle|mixed|allocated|completing) ]]; then
+    log "already running ($(cat "$S/mode"), accounting $(cat "$S/accounting")): nothing to do"
+    print_env
+    exit 0
+  fi
+  log "stale or partial cluster in $S: stopping it first"
+  "$here/stop.sh" "$S" >&2
+fi
+
+# ---- what to run --------------------------------------------------------------------------
+for b in slurmctld slurmd munged sinfo srun; do
+  command -v "$b" >/dev/null || { log "$b not found: run $here/install.sh"; exit 1; }
+done
+if [[ "$(id -u)" != 0 ]]; then
+  log "warning: not root; jobs can only run as $ME and cgroup mode is unavailable"
+fi
+case "$ACCT_REQ" in
+  0|no|false) ACCT=0 ;;
+  auto) ACCT=0; command -v slurmdbd >/dev/null && command -v mariadbd >/dev/null &&
+          command -v mariadb-install-db >/dev/null && ACCT=1 ;;
+  *) ACCT=1
+     for b in slurmdbd mariadbd mariadb-install-db sacctmgr; do
+       command -v "$b" >/dev/null || { log "$b not found: run $here/install.sh"; exit 1; }
+     done ;;
+esac
+
+mkdir -p "$S"/{pids,run,log,ctld,spool,munge}
+chmod 755 "$S/munge"  # munged wants the socket folder searchable by all
+if ((${#S} > 80)); then
+  log "state path too long for unix sockets (${#S} > 80 chars): $S"; exit 1
+fi
+
+# ports: reuse the recorded ones when still free, otherwise pick 4 free consecutive ports
+port_free() { ! (: </dev/tcp/127.0.0.1/"$1") 2>/dev/null; }
+ports_free() { local p; for p in "$@"; do port_free "$p" || return 1; done; }
+P=()
+[[ -s "$S/ports" ]] && read -r -a P <"$S/ports"
+if ((${#P[@]} != 4)) || ! ports_free "${P[@]}"; then
+  P=()
+  for _ in $(seq 50); do
+    b=$((20000 + RANDOM % 12000))
+    if ports_free $b $((b + 1)) $((b + 2)) $((b + 3)); then
+      P=($b $((b + 1)) $((b + 2)) $((b + 3))); break
+    fi
+  done
+  ((${#P[@]} == 4)) || { log "no free ports found"; exit 1; }
+  echo "${P[*]}" >"$S/ports"
+fi
+P_CTLD=${P[0]} P_SLURMD=${P[1]} P_DBD=${P[2]} P_SQL=${P[3]}
+
+# node shape from slurmd -C (first line: NodeName=... CPUs=2 Boards=1 ... RealMemory=24105)
+declare -A HW=()
+for kv in $(slurmd -C | head -n1); do HW[${kv%%=*}]=${kv#*=}; done
+for k in CPUs Boards SocketsPerBoard CoresPerSocket ThreadsPerCore RealMemory; do
+  [[ -n "${HW[$k]:-}" ]] || { log "slurmd -C did not report $k"; slurmd -C >&2; exit 1; }
+done
+MEM=$((HW[RealMemory] * 95 / 100))
+
+# ---- helpers --------------------------------------------------------------------------------
+# launch NAME CMD...: run CMD in the foreground of its own session, in the background of ours;
+# $! is then the daemon itself (setsid does not fork when the caller is no group leader).
+launch() {
+  local name=$1; shift
+  # fd 9 (our lock) must not leak into daemons, nor the lock marker into their environment
+  setsid env -u _SLURM_TESTCLUSTER_LOCKED "$@" </dev/null >>"$S/log/$name.out" 2>&1 9>&- &
+  echo $! >"$S/pids/$name"
+}
+
+fail() {
+  log "$*"
+  local f
+  for f in "$S"/log/*; do
+    [[ -s "$f" ]] || continue
+    echo "----- tail of $f" >&2
+    tail -n 25 "$f" >&2
+  done
+  "$here/stop.sh" "$S" >&2 || true
+  exit 1
+}
+
+# wait_for NAME DESCRIPTION CMD...: poll CMD (every 0.1 s) until it succeeds, for $WAIT s at most
+wait_for() {
+  local name=$1 what=$2; shift 2
+  local deadline=$((SECONDS + WAIT))
+  until "$@" >/dev/null 2>&1; do
+    if [[ -n "$name" ]] && ! ours "$(cat "$S/pids/$name")"; then
+      fail "$name exited while waiting for $what"
+    fi
+    ((SECONDS < deadline)) || fail "timed out after ${WAIT}s waiting for $what"
+    sleep 0.1
+  done
+}
+
+# ---- munge (own key and socket) ------------------------------------------------------------
+SOCK=$S/munge/munge.socket
+if [[ ! -s "$S/munge/munge.key" ]]; then
+  (umask 077; head -c 1024 /dev/urandom >"$S/munge/munge.key")
+fi
+chmod 600 "$S/munge/munge.key"
+rm -f "$SOCK" "$SOCK.lock"
+launch munged munged --foreground --force --socket="$SOCK" --key-file="$S/munge/munge.key" \
+  --pid-file="$S/run/munged.pid" --log-file="$S/log/munged.log" --seed-file="$S/munge/munged.seed"
+munge_ok() { munge -n -S "$SOCK" | unmunge -S "$SOCK"; }
+wait_for munged "munged" munge_ok
+
+# ---- accounting: MariaDB + slurmdbd --------------------------------------------------------
+ACCT_CONF=$(printf 'AccountingStorageType=accounting_storage/none')
+if ((ACCT)); then
+  D=$S/mysql
+  mkdir -p "$D/tmp"
+  SQL_USER=(); [[ "$(id -u)" == 0 ]] && SQL_USER=(--user=root)
+  if [[ ! -d "$D/data/mysql" ]]; then
+    mariadb-install-db --no-defaults "${SQL_USER[@]}" --datadir="$D/data" --skip-test-db \
+      --auth-root-authentication-method=socket >>"$S/log/mariadb-install.log" 2>&1 ||
+      fail "mariadb-install-db failed"
+  fi
+  launch mariadb mariadbd --no-defaults "${SQL_USER[@]}" --datadir="$D/data" --tmpdir="$D/tmp" \
+    --socket="$D/mysql.sock" --pid-file="$S/run/mariadb.pid" --log-error="$S/log/mariadb.log" \
+    --port="$P_SQL" --bind-address=127.0.0.1 --skip-name-resolve --performance-schema=OFF \
+    --innodb-buffer-pool-size=128M --innodb-lock-wait-timeout=900 --max-connections=64
+  SQL=(mariadb --no-defaults --socket="$D/mysql.sock" -uroot)
+  wait_for mariadb "MariaDB" "${SQL[@]}" -e 'SELECT 1'
+  [[ -s "$S/.dbpass" ]] || (umask 077; head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$S/.dbpass")
+  DBPASS=$(cat "$S/.dbpass")
+  "${SQL[@]}" -e "CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '$DBPASS';
+                  GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';" ||
+    fail "could not create the MariaDB user for slurmdbd"
+  (umask 077; cat >"$S/slurmdbd.conf" <<EOF
+# written by slurm/testcluster/start.sh
+AuthType=auth/munge
+AuthInfo=socket=$SOCK
+DbdHost=localhost
+DbdPort=$P_DBD
+SlurmUser=$ME
+PidFile=$S/run/slurmdbd.pid
+LogFile=$S/log/slurmdbd.log
+DebugLevel=info
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort=$P_SQL
+StorageUser=slurm
+StoragePass=$DBPASS
+StorageLoc=slurm_acct_db
+EOF
+  )
+  ACCT_CONF="AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=localhost
+AccountingStoragePort=$P_DBD
+# with a non-default munge socket, slurmctld and the clients find it here for slurmdbd
+AccountingStoragePass=$SOCK"
+fi
+
+write_conf() { # write_conf MODE
+  local mode=$1 proctrack taskplugin gather
+  if [[ "$mode" == cgroup ]]; then
+    proctrack=proctrack/cgroup taskplugin=task/cgroup,task/affinity gather=jobacct_gather/cgroup
+  else
+    proctrack=proctrack/linuxproc taskplugin=task/affinity gather=jobacct_gather/linux
+  fi
+  cat >"$S/slurm.conf" <<EOF
+# written by slurm/testcluster/start.sh for $(hostname) ($mode mode)
+ClusterName=loaderbench
+SlurmctldHost=localhost
+SlurmctldPort=$P_CTLD
+SlurmdPort=$P_SLURMD
+SlurmUser=$ME
+AuthType=auth/munge
+AuthInfo=socket=$SOCK
+CredType=cred/munge
+StateSaveLocation=$S/ctld
+SlurmdSpoolDir=$S/spool
+SlurmctldPidFile=$S/run/slurmctld.pid
+SlurmdPidFile=$S/run/slurmd.pid
+SlurmctldLogFile=$S/log/slurmctld.log
+SlurmdLogFile=$S/log/slurmd.log
+SlurmctldDebug=info
+SlurmdDebug=info
+ProctrackType=$proctrack
+TaskPlugin=$taskplugin
+JobAcctGatherType=$gather
+JobAcctGatherFrequency=10
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=1024
+SchedulerType=sched/backfill
+MpiDefault=none
+MailProg=/bin/true
+SwitchType=switch/none
+ReturnToService=2
+# finished jobs stay visible in squeue -t all / scontrol for an hour
+MinJobAge=3600
+KillWait=5
+InactiveLimit=0
+SlurmctldTimeout=30
+SlurmdTimeout=60
+$ACCT_CONF
+JobCompType=jobcomp/none
+NodeName=localhost NodeAddr=127.0.0.1 CPUs=${HW[CPUs]} Boards=${HW[Boards]} SocketsPerBoard=${HW[SocketsPerBoard]} CoresPerSocket=${HW[CoresPerSocket]} ThreadsPerCore=${HW[ThreadsPerCore]} RealMemory=$MEM State=UNKNOWN
+PartitionName=$PARTITION Nodes=localhost Default=YES MaxTime=INFINITE State=UP
+EOF
+  if [[ "$mode" == cgroup ]]; then
+    cat >"$S/cgroup.conf" <<EOF
+# written by slurm/testcluster/start.sh
+CgroupPlugin=$CGROUP_PLUGIN
+CgroupMountpoint=/sys/fs/cgroup
+ConstrainCores=yes
+ConstrainRAMSpace=yes
+ConstrainSwapSpace=no
+ConstrainDevices=no
+EOF
+  else
+    rm -f "$S/cgroup.conf"
+  fi
+}
+
+# ---- mode: cgroup (enforced binding and memory) when this machine allows it ----------------
+cgroup_possible() {
+  [[ "$(id -u)" == 0 ]] || { WHY="not root"; return 1; }
+  if mount -t cgroup | grep -q ' /sys/fs/cgroup/cpuset ' &&
+     mount -t cgroup | grep -q ' /sys/fs/cgroup/memory ' &&
+     mount -t cgroup | grep -q ' /sys/fs/cgroup/freezer '; then
+    local t=/sys/fs/cgroup/cpuset/.slurm-testcluster-probe.$$
+    mkdir "$t" 2>/dev/null && rmdir "$t" || { WHY="cgroup v1 is read-only"; return 1; }
+    CGROUP_PLUGIN=cgroup/v1; return 0
+  fi
+  if [[ -r /sys/fs/cgroup/cgroup.controllers ]] &&
+     grep -qw cpuset /sys/fs/cgroup/cgroup.controllers &&
+     grep -qw memory /sys/fs/cgroup/cgroup.controllers; then
+    CGROUP_PLUGIN=cgroup/v2; return 0   # not tried on our machines; the smoke test decides
+  fi
+  WHY="no cgroup v1 cpuset/memory/freezer mounts and no usable cgroup v2"
+  return 1
+}
+
+start_slurm() { # start_slurm MODE -> 0 when the node is idle and a step runs
+  local mode=$1
+  write_conf "$mode"
+  echo "$mode" >"$S/mode"
+  launch slurmctld slurmctld -D -i -f "$S/slurm.conf"
+  launch slurmd slurmd -D -N localhost -f "$S/slurm.conf"
+  local deadline=$((SECONDS + WAIT)) st=""
+  while :; do
+    st=$(timeout 10 sinfo -h -N -n localhost -o %T 2>/dev/null || true)
+    [[ "$st" == idle ]] && break
+    for d in slurmctld slurmd; do
+      ours "$(cat "$S/pids/$d")" || { WHY="$d exited"; return 1; }
+    done
+    ((SECONDS < deadline)) || { WHY="node state '${st:-no answer}' after ${WAIT}s, not idle"; return 1; }
+    sleep 0.1
+  done
+  # a real step through slurmstepd: catches cgroup setup errors that only show at launch
+  if ! out=$(timeout 60 srun -N1 -n1 -c1 --mem=64 -t 1 -J smoke true 2>&1); then
+    WHY="smoke test 'srun true' failed: $out"; return 1
+  fi
+}
+
+stop_slurm() {
+  local d pid
+  for d in slurmd slurmctld; do
+    pid=$(cat "$S/pids/$d" 2>/dev/null) || continue
+    ours "$pid" && kill -TERM "$pid" 2>/dev/null
+    for _ in $(seq 100); do ours "$pid" || break; sleep 0.1; done
+    ours "$pid" && kill -KILL "$pid" 2>/dev/null
+    rm -f "$S/pids/$d"
+  done
+}
+
+MODE=""
+WHY=""
+CGROUP_PLUGIN=""
+# first guess of the mode, so clients (sacctmgr) have a slurm.conf right away
+FIRST=linuxproc
+if [[ "$MODE_REQ" != linuxproc ]] && cgroup_possible; then FIRST=cgroup; fi
+write_conf "$FIRST"
+
+if ((ACCT)); then
+  launch slurmdbd slurmdbd -D
+  wait_for slurmdbd "slurmdbd" timeout 10 sacctmgr -n show cluster
+  if [[ -z "$(timeout 10 sacctmgr -n -P show cluster format=cluster where cluster=loaderbench)" ]]; then
+    timeout 10 sacctmgr -i add cluster loaderbench >>"$S/log/sacctmgr.log" 2>&1 ||
+      fail "sacctmgr add cluster failed"
+  fi
+fi
+
+case "$MODE_REQ" in
+  cgroup)
+    cgroup_possible || fail "cgroup mode requested but not possible: $WHY"
+    start_slurm cgroup || fail "cgroup mode failed: $WHY"
+    MODE=cgroup ;;
+  linuxproc) ;;
+  auto)
+    if cgroup_possible; then
+      if start_slurm cgroup; then
+        MODE=cgroup
+      else
+        log "cgroup mode ($CGROUP_PLUGIN) failed ($WHY); falling back to proctrack/linuxproc"
+        stop_slurm
+        mv -f "$S/log/slurmd.log" "$S/log/slurmd.cgroup-failed.log" 2>/dev/null || true
+      fi
+    else
+      log "cgroup mode not possible ($WHY); using proctrack/linuxproc"
+    fi ;;
+  *) fail "SLURM_TESTCLUSTER_MODE must be auto, cgroup or linuxproc, not '$MODE_REQ'" ;;
+esac
+if [[ -z "$MODE" ]]; then
+  start_slurm linuxproc || fail "Slurm did not come up: $WHY"
+  MODE=linuxproc
+fi
+echo "$MODE" >"$S/mode"
+echo "$ACCT" >"$S/accounting"
+echo "$PARTITION" >"$S/partition"
+
+# ---- watchdog: stop everything when the owner process (e.g. pytest) disappears -----------
+if [[ -n "$OWNER" ]]; then
+  launch watchdog bash -c '
+    while [[ -e "$2/pids/slurmctld" ]]; do
+      kill -0 "$1" 2>/dev/null || exec "$3" "$2"
+      sleep 1
+    done' watchdog "$OWNER" "$S" "$here/stop.sh"
+fi
+
+log "up in $(awk "BEGIN { printf \"%.1f\", $EPOCHREALTIME - $t0 }")s:" \
+    "mode=$MODE accounting=$ACCT partition=$PARTITION state=$S"
+print_env

@@ -1,0 +1,100 @@
+"""The study matrix's vocabulary: every axis a study may vary, its type, its allowed values and default.
+
+An axis is declared once here; validation, expansion, records and figures all read this table.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import sys
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, TypeAdapter, ValidationError
+
+WORKLOADS = ("sleep", "cpu", "jpeg")
+SHARING_STRATEGIES = ("file_descriptor", "file_system") if sys.platform.startswith("linux") else ("file_system",)
+START_METHODS = tuple(multiprocessing.get_all_start_methods())
+ALL_START_METHODS = ("fork", "spawn", "forkserver")
+
+
+@dataclass(frozen=True)
+class Axis:
+    name: str
+    type_: Any  # a pydantic-validatable type (strict)
+    default: Any
+    help: str
+    allowed: str  # what is allowed, in words, for error messages
+    applies_to: tuple[str, ...] | None = None  # workloads this axis means something for (None: all)
+    needs_workers: bool = False  # meaningless when num_workers == 0
+
+    def validate(self, value: Any) -> Any:
+        return _adapter(self.type_).validate_python(value, strict=True)
+
+
+_ADAPTERS: dict[int, TypeAdapter] = {}
+
+
+def _adapter(type_: Any) -> TypeAdapter:
+    key = id(type_)
+    if key not in _ADAPTERS:
+        _ADAPTERS[key] = TypeAdapter(type_)
+    return _ADAPTERS[key]
+
+
+def _int(lo: int, hi: int):
+    return Annotated[int, Field(ge=lo, le=hi)]
+
+
+def _float(lo: float, hi: float):
+    # strict floats refuse ints in pydantic; a study author writing `step_ms = 5` means 5.0
+    return Annotated[float | int, Field(ge=lo, le=hi)]
+
+
+def _choice(values: tuple[str, ...]):
+    return Literal[values]  # type: ignore[valid-type]
+
+
+AXES: dict[str, Axis] = {
+    a.name: a
+    for a in [
+        Axis("workload", _choice(WORKLOADS), "sleep", "what each sample costs", f"one of {', '.join(WORKLOADS)}"),
+        Axis("num_workers", _int(0, 1024), 0, "DataLoader worker processes (0: load in the main process)",
+             "an integer from 0 to 1024"),
+        Axis("cores", _int(1, 4096), 1, "CPUs the cell may use (affinity here, cpus-per-task on Slurm)",
+             "an integer from 1 to the CPUs this machine allows"),
+        Axis("start_method", _choice(ALL_START_METHODS), "fork", "multiprocessing start method of the workers",
+             f"one of {', '.join(START_METHODS)} on this platform"),
+        Axis("sharing_strategy", _choice(SHARING_STRATEGIES), "file_descriptor",
+             "torch.multiprocessing sharing strategy", f"one of {', '.join(SHARING_STRATEGIES)}"),
+        Axis("batch_size", _int(1, 65536), 32, "samples per batch", "an integer from 1 to 65536"),
+        Axis("prefetch_factor", _int(1, 1024), 2, "batches loaded ahead per worker", "an integer from 1 to 1024",
+             needs_workers=True),
+        Axis("pin_memory", bool, False, "copy batches into page-locked memory (needs an accelerator)", "true or false"),
+        Axis("persistent_workers", bool, False, "keep workers alive across epochs", "true or false",
+             needs_workers=True),
+        Axis("in_order", bool, True, "deliver batches in sampler order", "true or false", needs_workers=True),
+        Axis("batched", bool, False, "fetch a batch with one __getitems__ call instead of per-sample __getitem__",
+             "true or false"),
+        Axis("epochs", _int(1, 10000), 1, "passes over the measured window", "an integer from 1 to 10000"),
+        Axis("step_ms", _float(0, 600_000), 0.0, "simulated training step per batch, in ms",
+             "a number of milliseconds from 0 to 600000"),
+        Axis("step_kind", _choice(("sleep", "busy")), "sleep", "how the simulated step spends its time",
+             "sleep or busy"),
+        Axis("sleep_ms", _float(0, 60_000), 5.0, "blocking wait per sample (sleep workload), in ms",
+             "a number of milliseconds from 0 to 60000", applies_to=("sleep",)),
+        Axis("cpu_work", _int(1, 1_000_000), 20, "pure-Python CPU work per sample, in thousands of loop iterations",
+             "an integer from 1 to 1000000", applies_to=("cpu",)),
+        Axis("decoder", _choice(("pil", "torchvision")), "pil", "JPEG decoder (jpeg workload)", "pil or torchvision",
+             applies_to=("jpeg",)),
+        Axis("sample_kb", _float(0.001, 1_048_576), 12.0, "size of each sample's tensor(s) in KiB (sleep, cpu)",
+             "a number of KiB from 0.001 to 1048576", applies_to=("sleep", "cpu")),
+        Axis("tensors_per_sample", _int(1, 100_000), 1, "tensors each sample returns (sleep, cpu)",
+             "an integer from 1 to 100000", applies_to=("sleep", "cpu")),
+    ]
+}
+
+
+def validation_message(axis: Axis, exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    return f"{first['msg']}; allowed: {axis.allowed}"

@@ -1,0 +1,45 @@
+"""A cell: one point of a study's matrix, with the measuring settings it runs under."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from suite.axes import AXES
+
+
+def _canonical(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """Axis values (every axis, defaults filled, meaningless ones set to None) plus the measuring settings."""
+
+    axes: tuple[tuple[str, Any], ...]
+    measure: tuple[tuple[str, Any], ...]  # warmup_batches, measure_batches, seed, dataset...
+    cell_id: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cell_id", cell_id_of(dict(self.axes), dict(self.measure)))
+
+    def __getitem__(self, key: str) -> Any:
+        return dict(self.axes)[key]
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """Flat config as stored in records: axis values, then measuring settings."""
+        return {**dict(self.axes), **dict(self.measure)}
+
+
+def cell_id_of(axes: dict[str, Any], measure: dict[str, Any]) -> str:
+    """Stable hash of what the cell measures.
+
+    Axes left at their default are omitted, so adding a new axis (with a default) later does not
+    change the id of cells measured before it existed.
+    """
+    significant = {k: v for k, v in axes.items() if k not in AXES or v != AXES[k].default}
+    digest = hashlib.sha256(_canonical({"axes": significant, "measure": measure}).encode()).hexdigest()
+    return "c" + digest[:15]

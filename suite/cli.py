@@ -1,0 +1,128 @@
+"""The `loaderbench` command (also `python -m suite`): thin; the work is in the modules it calls."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+err = Console(stderr=True, highlight=False)
+
+
+def _load(path: str, max_cores: int | None = None):
+    from suite.study import load_study
+
+    return load_study(path, max_cores=max_cores)
+
+
+def cmd_validate(args) -> int:
+    for path in args.studies:
+        study = _load(path)
+        err.print(f"{path}: ok, study {study.name!r}: {len(study.cells)} cells x {study.settings.repetitions} repetitions")
+    return 0
+
+
+def cmd_plan(args) -> int:
+    from suite.plan import counts
+    from suite.progress import describe
+    from suite.store import Store
+
+    study = _load(args.study)
+    store = Store(args.results)
+    c = counts(study, store)
+    print(f"study {study.name!r} ({args.study}): {len(study.cells)} cells x {study.settings.repetitions} repetitions")
+    print("  " + ", ".join(f"{k}: {v}" for k, v in c.items()))
+    if args.verbose:
+        for cell in study.cells:
+            print(f"  {cell.cell_id}  {describe(cell.config)}")
+    return 0
+
+
+def cmd_run(args) -> int:
+    from suite.launch.local import run_local
+    from suite.store import Store
+
+    study = _load(args.study)
+    store = Store(args.results)
+    err.print(f"study {study.name!r}: {len(study.cells)} cells x {study.settings.repetitions} repetitions -> "
+              f"{Path(args.results) / study.name}")
+    try:
+        summary = run_local(study, store, retry_failed=not args.no_retry_failed)
+    except KeyboardInterrupt:
+        err.print("[yellow]interrupted[/yellow]: the cell in progress left no record; run the same command again "
+                  "to resume where it stopped")
+        return 130
+    if summary.measured == 0:
+        err.print(f"nothing to do: all {summary.skipped_done} cell repetitions already have an ok record")
+    else:
+        err.print(f"measured {summary.measured} cell repetitions ({summary.skipped_done} were already done), "
+                  f"{len(summary.failed)} failed")
+        for rec in summary.failed:
+            err.print(f"  [red]{rec['status']}[/red] {rec['cell_id']} rep {rec['repetition']}: "
+                      f"{rec['error']['kind']}: {rec['error']['message'][:200]}")
+    return 0
+
+
+def cmd_dataset(args) -> int:
+    from suite.dataset import DatasetSpec, ensure_dataset
+
+    prepared = ensure_dataset(DatasetSpec(kind="synthetic-jpeg", images=args.images))
+    print(f"{prepared.root}: {prepared.summary}")
+    return 0
+
+
+def cmd_figures(args) -> int:
+    from analysis.cli import main as analysis_main
+
+    return analysis_main([args.results, "--figures", args.figures])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="loaderbench", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("run", help="run a study's missing or failed cells here")
+    s.add_argument("study")
+    s.add_argument("--results", default="results")
+    s.add_argument("--no-retry-failed", action="store_true", help="leave cells with a failed/timeout record alone")
+    s.set_defaults(func=cmd_run)
+
+    s = sub.add_parser("validate", help="check study files without running anything")
+    s.add_argument("studies", nargs="+")
+    s.set_defaults(func=cmd_validate)
+
+    s = sub.add_parser("plan", help="show a study's cells and how many are done")
+    s.add_argument("study")
+    s.add_argument("--results", default="results")
+    s.add_argument("-v", "--verbose", action="store_true")
+    s.set_defaults(func=cmd_plan)
+
+    s = sub.add_parser("dataset", help="generate (once) and verify the default synthetic JPEG dataset")
+    s.add_argument("--images", type=int, default=1024)
+    s.set_defaults(func=cmd_dataset)
+
+    s = sub.add_parser("figures", help="figures, tables and report from every record under RESULTS")
+    s.add_argument("results", nargs="?", default="results")
+    s.add_argument("--figures", default="figures")
+    s.set_defaults(func=cmd_figures)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from suite.study import StudyError
+
+    try:
+        return args.func(args)
+    except StudyError as exc:
+        err.print(f"[red]error[/red]: {exc}", markup=False) if False else print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # dataset problems and the like: one line, no traceback
+        from suite.dataset import DatasetError
+
+        if isinstance(exc, DatasetError):
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        raise

@@ -1,0 +1,56 @@
+"""Real image loading: read a JPEG, decode it, RandomResizedCrop(224), flip, to float tensor, normalize.
+
+The decoder is PIL (resize then runs in PIL, where pillow-simd helps) or torchvision.io.decode_jpeg
+(resize then runs on uint8 tensors in torch).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch.utils.data import Dataset
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+def _transform(decoder: str):
+    from torchvision.transforms import v2
+
+    head = [v2.RandomResizedCrop(224, antialias=True), v2.RandomHorizontalFlip()]
+    to_tensor = [v2.PILToTensor()] if decoder == "pil" else []
+    return v2.Compose(head + to_tensor + [v2.ToDtype(torch.float32, scale=True), v2.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
+
+
+def decode(path: str, decoder: str):
+    if decoder == "pil":
+        from PIL import Image
+
+        with Image.open(path) as img:
+            return img.convert("RGB")
+    from torchvision.io import ImageReadMode, decode_jpeg, read_file
+
+    return decode_jpeg(read_file(path), mode=ImageReadMode.RGB)
+
+
+class JpegDataset(Dataset):
+    def __init__(self, length: int, root: Path, files: tuple[str, ...], labels: tuple[int, ...], decoder: str):
+        if not files:
+            raise ValueError(f"{root}: no JPEG files to read")
+        self.length, self.decoder = length, decoder
+        self.paths = [str(Path(root) / f) for f in files]
+        self.labels = list(labels)
+        self.transform = _transform(decoder)
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int):
+        k = index % len(self.paths)
+        return self.transform(decode(self.paths[k], self.decoder)), self.labels[k]
+
+
+class BatchedJpegDataset(JpegDataset):
+    def __getitems__(self, indices: list[int]):
+        return [self[i] for i in indices]

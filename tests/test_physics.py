@@ -1,0 +1,48 @@
+"""Physics that cannot fail by noise: bounds that contention can only push further from the threshold.
+
+- Sleep-bound: samples cannot arrive faster than the sleeps allow in one process, and 4 workers sleeping
+  in parallel need almost no CPU, so even a loaded single core lets them beat the one-process bound.
+- CPU-bound on one core: however many workers, throughput cannot exceed one core's worth of the work,
+  measured as samples per CPU-second of the work itself (contention only lowers wall-clock throughput).
+"""
+
+import pytest
+
+from suite.launch.local import run_local
+from suite.store import Store
+from suite.study import parse_study
+
+pytestmark = pytest.mark.slow
+
+
+def run(tmp_path, matrix: dict, **study):
+    raw = {"study": {"name": "phys", "repetitions": 1, "warmup_batches": 2, "measure_batches": 8, **study},
+           "matrix": matrix}
+    s = parse_study(raw, where="test")
+    store = Store(tmp_path)
+    run_local(s, store)
+    recs = [r for _, r in store.records("phys")]
+    assert all(r["status"] == "ok" for r in recs), [r.get("error") for r in recs]
+    return {r["config"]["num_workers"]: r for r in recs}
+
+
+def test_sleep_bound_scales_past_one_core(tmp_path):
+    recs = run(tmp_path, {"workload": "sleep", "sleep_ms": 20.0, "batch_size": 4, "num_workers": [0, 4], "cores": 1})
+    serial = recs[0]["metrics"]["samples_per_s"]
+    parallel = recs[4]["metrics"]["samples_per_s"]
+    assert serial <= 1000 / 20  # one process cannot beat its own sleeps
+    assert parallel > 2 * serial
+    assert recs[4]["env"]["cpus_allowed"] == recs[0]["env"]["cpus_allowed"][:1]
+
+
+def test_cpu_bound_on_one_core_does_not_scale(tmp_path):
+    recs = run(tmp_path, {"workload": "cpu", "cpu_work": 10, "batch_size": 4, "num_workers": [0, 4], "cores": 1})
+    base = recs[0]["metrics"]
+    # CPU seconds per sample of the work alone, from the single-process run
+    cpu_per_sample = base["cpu_s"]["main"] / (base["end_to_end_samples_per_s"] * base["total_s"])
+    ceiling = 1.0 / cpu_per_sample
+    four = recs[4]
+    assert len(four["env"]["cpus_allowed"]) == 1
+    assert four["metrics"]["samples_per_s"] < 1.3 * ceiling
+    # and the four workers together never had more than the one core
+    assert four["metrics"]["cpu_s"]["workers"] <= 1.1 * four["metrics"]["total_s"] + 0.5
