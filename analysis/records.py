@@ -2,12 +2,19 @@
 
 Records that cannot be used (truncated or corrupt JSON, a schema this code does not know, a stray
 file) are skipped and reported with their path; they never crash the analysis or mix schemas.
+
+Speed (100,000 records, see `python -m analysis.bench_scale`): the Parquet cache is matched to the
+files by path, size and mtime as whole columns (no per-row Python), so a warm load costs one
+directory scan plus one Parquet read; records that are new or changed are parsed in a process pool
+when there are many, and their per-batch `raw` times (half of each file, never used here) are cut
+out of the text before parsing.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +23,8 @@ import pandas as pd
 
 SCHEMA = "loaderbench.record/1"
 CACHE_NAME = ".records-cache.parquet"
+#: Bump when `flatten` changes what it writes, so caches written by older code are rebuilt.
+CACHE_VERSION = "2"
 
 METRIC_PATHS = {
     "samples_per_s": ("samples_per_s",),
@@ -43,15 +52,26 @@ METRIC_PATHS = {
     "processes_peak": ("processes_peak",),
     "accelerator_busy_fraction": ("accelerator_busy_fraction",),
 }
-ENV_KEYS = ("host", "cpu_model", "logical_cpus", "physical_cores", "mem_total", "shm_size", "kernel", "python",
-            "torch", "torchvision", "pillow", "pillow_simd", "libjpeg_turbo", "git_commit", "container_image",
-            "container_digest", "lock_sha256", "loaderbench")
+ENV_KEYS = ("host", "cpu_model", "logical_cpus", "physical_cores", "mem_total", "shm_size", "kernel", "os", "python",
+            "torch", "torchvision", "numpy", "pillow", "pillow_simd", "libjpeg_turbo", "libjpeg_turbo_version",
+            "cuda_available", "cuda_version", "git_commit", "container_runtime", "container_image",
+            "container_digest", "lock_sha256", "loaderbench", "torch_threads", "omp_num_threads")
+#: Config columns that are axes of a study (the user's vocabulary, see suite/axes.py); `jpeg_stage`
+#: ("full" | "decode") marks the decode-only reference cells when a study has them.
+AXIS_COLUMNS = ["workload", "num_workers", "cores", "start_method", "sharing_strategy", "batch_size",
+                "prefetch_factor", "pin_memory", "persistent_workers", "in_order", "batched", "epochs", "step_ms",
+                "step_kind", "sleep_ms", "cpu_work", "decoder", "jpeg_stage", "sample_kb", "tensors_per_sample"]
+SLURM_KEYS = ("job_id", "array_job_id", "array_task_id", "node", "partition", "cpus_per_task")
+
+# Below this many records to parse, a process pool costs more than it saves.
+_POOL_MIN = 2000
 
 
 @dataclass
 class LoadReport:
     loaded: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
+    parsed: int = 0  # records read from JSON this time (the rest came from the cache)
 
 
 def _dig(d: Any, path: tuple[str, ...]) -> Any:
@@ -62,29 +82,40 @@ def _dig(d: Any, path: tuple[str, ...]) -> Any:
     return d
 
 
+def _scalar(v: Any) -> Any:
+    # Parquet needs one type per column: nested values are kept as their JSON text.
+    return json.dumps(v, sort_keys=True, default=str) if isinstance(v, (list, dict, tuple)) else v
+
+
 def flatten(record: dict[str, Any], path: str) -> dict[str, Any]:
     row: dict[str, Any] = {
         "study": record["study"], "cell_id": record["cell_id"], "repetition": int(record["repetition"]),
         "status": record["status"], "attempt": record.get("attempt", 1),
+        "previous_attempts_n": len(record.get("previous_attempts") or ()),
         "error_kind": _dig(record, ("error", "kind")), "error_message": _dig(record, ("error", "message")),
-        "started_at": record.get("started_at"), "launcher": _dig(record, ("launcher", "kind")), "path": path,
+        "started_at": record.get("started_at"), "finished_at": record.get("finished_at"),
+        "launcher": _dig(record, ("launcher", "kind")), "path": path,
     }
     for key, value in (record.get("config") or {}).items():
         if key == "dataset" and isinstance(value, dict):
             for k, v in value.items():
-                row[f"dataset_{k}"] = v
+                row[f"dataset_{k}"] = _scalar(v)
         else:
-            row[key] = value
+            row[key] = _scalar(value)
     metrics = record.get("metrics") or {}
     for col, mpath in METRIC_PATHS.items():
-        row[col] = _dig(metrics, mpath)
+        row[col] = _scalar(_dig(metrics, mpath))
     env = record.get("env") or {}
     for key in ENV_KEYS:
-        row[f"env_{key}"] = env.get(key)
+        row[f"env_{key}"] = _scalar(env.get(key))
     allowed = env.get("cpus_allowed")
     row["env_cpus_allowed_n"] = len(allowed) if isinstance(allowed, list) else None
+    nofile = env.get("ulimit_nofile_cell", env.get("ulimit_nofile"))
+    row["env_ulimit_nofile"] = nofile[0] if isinstance(nofile, list) and nofile else nofile
     slurm = env.get("slurm") or {}
     row["env_slurm_job_id"] = slurm.get("array_job_id") or slurm.get("job_id")
+    for key in SLURM_KEYS[2:]:
+        row[f"env_slurm_{key}"] = slurm.get(key)
     return row
 
 
@@ -102,58 +133,168 @@ def _check(record: Any) -> str | None:
     return None
 
 
+def _without_raw(text: str) -> str:
+    """The record's text with its `raw` per-batch times left out.
+
+    `raw` is an object of number lists only (no braces inside), written as the key `"raw": {`; a
+    string value can never contain that sequence unescaped. The caller parses the full text if the
+    cut text does not parse.
+    """
+    i = text.find('"raw": {')
+    if i < 0:
+        return text
+    j = text.find("}", i)
+    return text[:i] + '"raw": null' + text[j + 1:] if j > 0 else text
+
+
+def _parse(path: str, size: int, mtime_ns: int) -> tuple[dict | None, str | None]:
+    try:
+        with open(path, "rb") as fh:
+            text = fh.read().decode()
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, f"unreadable ({type(exc).__name__})"
+    try:
+        try:
+            record = json.loads(_without_raw(text))
+        except ValueError:
+            record = json.loads(text)
+    except ValueError as exc:
+        return None, f"unreadable or truncated JSON ({type(exc).__name__})"
+    why = _check(record)
+    if why:
+        return None, why
+    try:
+        row = flatten(record, path)
+    except (TypeError, ValueError, KeyError) as exc:
+        return None, f"malformed record ({type(exc).__name__}: {exc})"
+    row["_size"], row["_mtime_ns"] = size, mtime_ns
+    return row, None
+
+
+def _parse_many(items: list[tuple[str, int, int]]) -> tuple[list[dict], list[tuple[str, str]]]:
+    rows, skipped = [], []
+    for path, size, mtime in items:
+        row, why = _parse(path, size, mtime)
+        if row is None:
+            skipped.append((path, why))
+        else:
+            rows.append(row)
+    return rows, skipped
+
+
+def _rows_frame(rows: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame.from_records(rows) if rows else pd.DataFrame()
+
+
+def _parse_pool(items: list[tuple[str, int, int]], workers: int) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
+    if workers <= 1 or len(items) < _POOL_MIN:
+        rows, skipped = _parse_many(items)
+        return _rows_frame(rows), skipped
+    chunk = max(500, len(items) // (workers * 4))
+    parts = [items[i:i + chunk] for i in range(0, len(items), chunk)]
+    frames, skipped = [], []
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        for rows, sk in pool.map(_parse_many, parts):
+            frames.append(_rows_frame(rows))
+            skipped += sk
+    frames = [f for f in frames if not f.empty]
+    return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), skipped
+
+
 def record_files(results: Path) -> list[Path]:
     """Every candidate record: <results>/<study>/*.json, skipping temp files of writes in progress."""
-    return sorted(p for p in results.glob("*/*.json") if not p.name.startswith("."))
+    return [Path(p) for p, _, _ in _scan(Path(results))]
 
 
-def load_records(results: str | os.PathLike, use_cache: bool = True) -> tuple[pd.DataFrame, LoadReport]:
-    """All usable records under `results` as a tidy table; the cache is keyed by each file's size and mtime."""
+def _scan(results: Path) -> list[tuple[str, int, int]]:
+    """(path, size, mtime_ns) of every candidate record, sorted by path."""
+    out = []
+    try:
+        studies = [e for e in os.scandir(results) if e.is_dir() and not e.name.startswith(".")]
+    except OSError:
+        return out
+    for d in studies:
+        try:
+            entries = list(os.scandir(d.path))
+        except OSError:
+            continue
+        for e in entries:
+            if e.name.endswith(".json") and not e.name.startswith("."):
+                try:
+                    st = e.stat()
+                except OSError:
+                    continue
+                out.append((e.path, st.st_size, st.st_mtime_ns))
+    out.sort()
+    return out
+
+
+def _read_cache(cache_path: Path) -> pd.DataFrame | None:
+    try:
+        old = pd.read_parquet(cache_path)
+    except Exception:  # a broken cache is rebuilt, never trusted
+        return None
+    if not {"path", "_size", "_mtime_ns", "_cache_version"} <= set(old.columns):
+        return None
+    if (old["_cache_version"] != CACHE_VERSION).any():
+        return None
+    return old.drop(columns=["_cache_version"])
+
+
+def _write_cache(df: pd.DataFrame, cache_path: Path) -> None:
+    tmp = cache_path.with_name(f".{cache_path.name}.{os.getpid()}.tmp")
+    try:
+        df.assign(_cache_version=CACHE_VERSION).to_parquet(tmp, index=False)
+        os.replace(tmp, cache_path)
+    except Exception:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass  # the cache is an optimisation; analysis goes on without it
+
+
+def load_records(results: str | os.PathLike, use_cache: bool = True,
+                 workers: int | None = None) -> tuple[pd.DataFrame, LoadReport]:
+    """All usable records under `results` as a tidy table; the cache is keyed by each file's size and mtime.
+
+    `workers`: processes that parse new records (default: the CPUs this process may use; a pool is
+    started only for 2000 records or more).
+    """
     results = Path(results)
     report = LoadReport()
     cache_path = results / CACHE_NAME
-    cached: dict[str, dict] = {}
-    if use_cache and cache_path.exists():
-        try:
-            old = pd.read_parquet(cache_path)
-            cached = {r["path"]: r for r in old.to_dict("records")}
-        except Exception:  # a broken cache is rebuilt, never trusted
-            cached = {}
-    rows = []
-    dirty = False
-    for p in record_files(results):
-        st = p.stat()
-        key = str(p)
-        hit = cached.get(key)
-        if hit is not None and hit.get("_size") == st.st_size and hit.get("_mtime_ns") == st.st_mtime_ns:
-            rows.append(hit)
-            continue
-        dirty = True
-        try:
-            record = json.loads(p.read_text())
-        except (OSError, ValueError) as exc:
-            report.skipped.append((key, f"unreadable or truncated JSON ({type(exc).__name__})"))
-            continue
-        why = _check(record)
-        if why:
-            report.skipped.append((key, why))
-            continue
-        row = flatten(record, key)
-        row["_size"], row["_mtime_ns"] = st.st_size, st.st_mtime_ns
-        rows.append(row)
-    if len(rows) != len(cached):
-        dirty = True
-    df = pd.DataFrame(rows)
+    files = _scan(results)
+    listing = pd.DataFrame(files, columns=["path", "_size", "_mtime_ns"])
+    cached = _read_cache(cache_path) if use_cache and cache_path.exists() else None
+
+    if cached is not None and not cached.empty:
+        m = listing.merge(cached[["path", "_size", "_mtime_ns"]], on="path", how="left", suffixes=("", "_c"),
+                          indicator=True)
+        hit = ((m["_merge"] == "both") & (m["_size"] == m["_size_c"]) & (m["_mtime_ns"] == m["_mtime_ns_c"])).to_numpy()
+        keep = cached[cached["path"].isin(set(listing["path"][hit]))]
+        todo = [files[i] for i in range(len(files)) if not hit[i]]
+        stale = len(keep) != len(cached)
+    else:
+        keep = None
+        todo = files
+        stale = True
+
+    if workers is None:
+        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    new, skipped = _parse_pool(todo, workers)
+    report.skipped = skipped
+    report.parsed = len(new)
+
+    parts = [p for p in (keep, new) if p is not None and not p.empty]
+    df = pd.concat(parts, ignore_index=True) if len(parts) > 1 else (parts[0] if parts else pd.DataFrame())
+    if len(parts) > 1:
+        df = df.sort_values("path", kind="stable", ignore_index=True)
     report.loaded = len(df)
-    if use_cache and dirty and not df.empty:
-        try:
-            tmp = cache_path.with_suffix(".tmp")
-            df.to_parquet(tmp, index=False)
-            os.replace(tmp, cache_path)
-        except Exception:
-            pass  # the cache is an optimisation; analysis goes on without it
+    # Files that were skipped are parsed again next time (they may have been completed since).
+    if use_cache and (stale or report.parsed) and not df.empty:
+        _write_cache(df, cache_path)
     if not df.empty:
-        df = df.drop(columns=[c for c in ("_size", "_mtime_ns") if c in df.columns])
+        df = df.drop(columns=[c for c in ("_size", "_mtime_ns") if c in df.columns]).reset_index(drop=True)
     return df, report
 
 

@@ -6,11 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.records import AXIS_COLUMNS
 from analysis.stats import summarize
-
-AXIS_COLUMNS = ["workload", "num_workers", "cores", "start_method", "sharing_strategy", "batch_size",
-                "prefetch_factor", "pin_memory", "persistent_workers", "in_order", "batched", "epochs", "step_ms",
-                "sleep_ms", "cpu_work", "decoder", "sample_kb", "tensors_per_sample"]
 
 
 def varying_axes(df: pd.DataFrame) -> list[str]:

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter, ValidationError
 
-WORKLOADS = ("sleep", "cpu", "jpeg")
+WORKLOADS = ("sleep", "cpu", "jpeg", "tutorial", "rng")
 SHARING_STRATEGIES = ("file_descriptor", "file_system") if sys.platform.startswith("linux") else ("file_system",)
 START_METHODS = tuple(multiprocessing.get_all_start_methods())
 ALL_START_METHODS = ("fork", "spawn", "forkserver")
@@ -81,8 +81,8 @@ AXES: dict[str, Axis] = {
              "a number of milliseconds from 0 to 600000"),
         Axis("step_kind", _choice(("sleep", "busy")), "sleep", "how the simulated step spends its time",
              "sleep or busy"),
-        Axis("sleep_ms", _float(0, 60_000), 5.0, "blocking wait per sample (sleep workload), in ms",
-             "a number of milliseconds from 0 to 60000", applies_to=("sleep",)),
+        Axis("sleep_ms", _float(0, 60_000), 5.0, "blocking wait per sample (sleep, tutorial), in ms",
+             "a number of milliseconds from 0 to 60000", applies_to=("sleep", "tutorial")),
         Axis("cpu_work", _int(1, 1_000_000), 20, "pure-Python CPU work per sample, in thousands of loop iterations",
              "an integer from 1 to 1000000", applies_to=("cpu",)),
         Axis("decoder", _choice(("pil", "torchvision")), "pil", "JPEG decoder (jpeg workload)", "pil or torchvision",
@@ -91,6 +91,33 @@ AXES: dict[str, Axis] = {
              "a number of KiB from 0.001 to 1048576", applies_to=("sleep", "cpu")),
         Axis("tensors_per_sample", _int(1, 100_000), 1, "tensors each sample returns (sleep, cpu)",
              "an integer from 1 to 100000", applies_to=("sleep", "cpu")),
+        # --- the seeds' questions (studies in suite/studies/) ---
+        Axis("jpeg_stage", _choice(("full", "decode")), "full",
+             "jpeg: the full pipeline, or decode only (the decode ceiling)", "full or decode", applies_to=("jpeg",)),
+        Axis("forkserver_preload", bool, False, "forkserver: preload torch and the workload in the fork server",
+             "true or false", needs_workers=True),
+        Axis("parent_payload_mb", _float(0, 65_536), 0.0,
+             "MiB of Python objects the dataset object carries (pickled to spawn/forkserver workers)",
+             "a number of MiB from 0 to 65536"),
+        Axis("index_backing", _choice(("none", "list_str", "numpy_bytes", "numpy_object", "arrow")), "none",
+             "how the dataset holds its per-sample index (copy-on-write study)",
+             "none, list_str, numpy_bytes, numpy_object or arrow"),
+        Axis("index_items", _int(1, 100_000_000), 1_000_000, "entries in the per-sample index",
+             "an integer from 1 to 100000000"),
+        Axis("ranks", _int(1, 1024), 1, "loader processes side by side in the cell (DDP-like), each with num_workers",
+             "an integer from 1 to 1024"),
+        Axis("slow_worker_ms", _float(0, 60_000), 0.0, "extra wait per sample in worker 0 only (a straggler), in ms",
+             "a number of milliseconds from 0 to 60000", needs_workers=True),
+        Axis("worker_init", _choice(("none", "seed_all")), "none",
+             "worker_init_fn: none, or seed Python's random and NumPy from torch's per-worker seed",
+             "none or seed_all"),
+        Axis("model", _choice(("none", "tutorial", "resnet50")), "none",
+             "the consumer: a simulated step (none) or a real training step of this model",
+             "none, tutorial or resnet50"),
+        Axis("device", _choice(("auto", "cpu", "cuda")), "auto", "where a real model step runs (auto: cuda if present)",
+             "auto, cpu or cuda"),
+        Axis("non_blocking", bool, True, "host-to-device copies with non_blocking=True", "true or false"),
+        Axis("prefetcher", bool, False, "copy batch N+1 on a side CUDA stream while N computes", "true or false"),
     ]
 }
 

@@ -37,9 +37,10 @@ class Cell:
 def cell_id_of(axes: dict[str, Any], measure: dict[str, Any]) -> str:
     """Stable hash of what the cell measures.
 
-    Axes left at their default are omitted, so adding a new axis (with a default) later does not
-    change the id of cells measured before it existed.
+    Axes left at their default or not applicable (None) are omitted, so adding a new axis later does not
+    change the id of cells measured before it existed. (None-ness follows from the other axes' values, so
+    omitting it cannot make two different cells collide.)
     """
-    significant = {k: v for k, v in axes.items() if k not in AXES or v != AXES[k].default}
+    significant = {k: v for k, v in axes.items() if k not in AXES or (v is not None and v != AXES[k].default)}
     digest = hashlib.sha256(_canonical({"axes": significant, "measure": measure}).encode()).hexdigest()
     return "c" + digest[:15]

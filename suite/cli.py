@@ -65,6 +65,44 @@ def cmd_run(args) -> int:
     return 0
 
 
+def cmd_submit(args) -> int:
+    from suite.launch.slurm import submit
+    from suite.profile import load_profile
+
+    profile = load_profile(args.cluster)
+    study = _load(args.study, max_cores=profile.settings.slurm.node_cores)
+    results = args.results or profile.settings.slurm.results or "results"
+    result = submit(study, profile, results, dry_run=args.dry_run, retry_failed=not args.no_retry_failed)
+    for job_id, n, cores, gpus in result.submitted:
+        verb = "would submit an array" if args.dry_run else f"submitted array {job_id}"
+        err.print(f"{verb}: {n} cell repetitions, {cores} cores, {gpus} GPUs each")
+    if not result.submitted:
+        err.print("nothing to submit")
+    err.print(f"{result.skipped_done} already done, {result.skipped_active} pending or running; "
+              f"follow with: make status CLUSTER={profile.name}")
+    return 0
+
+
+def cmd_status(args) -> int:
+    from suite.launch.slurm import status
+
+    results = args.results
+    if args.cluster and not results:
+        from suite.profile import load_profile
+
+        results = load_profile(args.cluster).settings.slurm.results
+    rows = status(results or "results")
+    if not rows:
+        print(f"no Slurm submissions under {results or 'results'}")
+        return 0
+    for row in rows:
+        print(f"{row['study']}: done {row['ok']}, running {row['running']}, pending {row['pending']}, "
+              f"failed {row['failed']}, timeout {row['timeout']}, lost {row['lost']}  (jobs: {', '.join(row['jobs'])})")
+        for line in row["problems"]:
+            print(f"  - {line}")
+    return 0
+
+
 def cmd_dataset(args) -> int:
     from suite.dataset import DatasetSpec, ensure_dataset
 
@@ -99,6 +137,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-v", "--verbose", action="store_true")
     s.set_defaults(func=cmd_plan)
 
+    s = sub.add_parser("submit", help="submit a study's missing cells as Slurm job arrays")
+    s.add_argument("study")
+    s.add_argument("--cluster", required=True, help="cluster profile, e.g. slurm/slurm.toml")
+    s.add_argument("--results", default=None, help="records folder (default: the profile's, else results)")
+    s.add_argument("--dry-run", action="store_true", help="validate and group, submit nothing")
+    s.add_argument("--no-retry-failed", action="store_true", help="leave cells with a failed/timeout record alone")
+    s.set_defaults(func=cmd_submit)
+
+    s = sub.add_parser("status", help="per study: done / running / pending / failed Slurm cells, with job ids")
+    s.add_argument("--results", default=None)
+    s.add_argument("--cluster", default=None)
+    s.set_defaults(func=cmd_status)
+
     s = sub.add_parser("dataset", help="generate (once) and verify the default synthetic JPEG dataset")
     s.add_argument("--images", type=int, default=1024)
     s.set_defaults(func=cmd_dataset)
@@ -117,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except StudyError as exc:
-        err.print(f"[red]error[/red]: {exc}", markup=False) if False else print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # dataset problems and the like: one line, no traceback
         from suite.dataset import DatasetError

@@ -626,22 +626,32 @@ def _verify_manifest_dir(root: Path, *, full: bool, sample: int = CHEAP_HASH_SAM
     listed = [r["path"] for r in rows]
     if listed != sorted(listed):
         raise _CorruptDataset(f"{mpath}: the file list is not sorted")
-    on_disk = _jpeg_files_under(root)
+    try:
+        class_dirs = {e.name for e in os.scandir(root) if e.is_dir()}
+        on_disk = _jpeg_files_under(root)
+    except OSError as exc:
+        raise _CorruptDataset(f"{root}: cannot list the folder ({exc})") from exc
+    if class_dirs != set(man.get("classes", ())):
+        raise _CorruptDataset(f"{root}: the class folders differ from the manifest's")
     if on_disk != set(listed):
         missing, extra = sorted(set(listed) - on_disk), sorted(on_disk - set(listed))
         raise _CorruptDataset(
             f"{root}: {len(missing)} file(s) missing (e.g. {missing[:3]}), {len(extra)} unexpected (e.g. {extra[:3]})"
         )
-    for r in rows:
-        p = root / r["path"]
-        size = p.stat().st_size
-        if size != r["bytes"]:
-            raise _CorruptDataset(f"{p}: {size} bytes on disk, the manifest says {r['bytes']} (truncated or changed)")
     check = rows if full else random.SystemRandom().sample(rows, min(sample, len(rows)))
-    for r in check:
-        p = root / r["path"]
-        if _sha256_file(p) != r["sha256"]:
-            raise _CorruptDataset(f"{p}: sha256 differs from the manifest (file changed or corrupt)")
+    try:
+        for r in rows:
+            p = root / r["path"]
+            size = p.stat().st_size
+            if size != r["bytes"]:
+                raise _CorruptDataset(f"{p}: {size} bytes on disk, the manifest says {r['bytes']} "
+                                      f"(truncated or changed)")
+        for r in check:
+            p = root / r["path"]
+            if _sha256_file(p) != r["sha256"]:
+                raise _CorruptDataset(f"{p}: sha256 differs from the manifest (file changed or corrupt)")
+    except OSError as exc:
+        raise _CorruptDataset(f"{root}: cannot read a file ({exc})") from exc
     return PreparedDataset(
         root=root,
         files=tuple(listed),
@@ -662,7 +672,11 @@ def verify_dataset(dataset: PreparedDataset | Path | str, *, full: bool = False,
     """
     root = Path(dataset.root if isinstance(dataset, PreparedDataset) else dataset)
     if (root / MANIFEST_NAME).is_file():
-        fresh = _verify_manifest_dir(root, full=full, sample=sample)
+        try:
+            fresh = _verify_manifest_dir(root, full=full, sample=sample)
+        except _CorruptDataset as exc:
+            raise DatasetError(f"{exc}; the dataset at {root} is corrupt: ensure_dataset() (any study "
+                               f"run) generates a synthetic one again, or delete the folder") from exc
     else:
         fresh = scan_imagefolder(root)
     if isinstance(dataset, PreparedDataset) and fresh.digest != dataset.digest:

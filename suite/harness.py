@@ -36,7 +36,9 @@ class LoopTimes:
     done: list[list[float]]
 
 
-def run_loop(loader: Iterable, epochs: int, batches_per_epoch: int, step: Callable[[Any], None]) -> LoopTimes:
+def run_loop(loader: Iterable, epochs: int, batches_per_epoch: int, step: Callable[[Any], None],
+             on_epoch_end: Callable[[], None] | None = None) -> LoopTimes:
+    """`on_epoch_end` runs after an epoch's last step, before its iterator is dropped (outside the window)."""
     clock = time.perf_counter
     t_iter, got, done = [], [], []
     for _ in range(epochs):
@@ -49,11 +51,61 @@ def run_loop(loader: Iterable, epochs: int, batches_per_epoch: int, step: Callab
             g[b] = clock()
             step(batch)
             d[b] = clock()
+        if on_epoch_end is not None:
+            on_epoch_end()
         del it, batch  # non-persistent workers shut down here: part of the next epoch's gap
         t_iter.append(t0)
         got.append(g)
         done.append(d)
     return LoopTimes(t_iter, got, done)
+
+
+def run_loop_adaptive(loader: Iterable, warmup: int, window_batches: int, min_windows: int, max_windows: int,
+                      target: float, max_seconds: float, step: Callable[[Any], None],
+                      clock: Callable[[], float] = time.perf_counter) -> tuple[LoopTimes, dict]:
+    """One epoch measured in consecutive windows of `window_batches`, until the 95% interval of the mean window
+    rate (batch means) is within `target` of it, or the caps are hit. The caller sizes the dataset for
+    warmup + max_windows * window_batches batches."""
+    total = warmup + max_windows * window_batches
+    g = [0.0] * total
+    d = [0.0] * total
+    rates: list[float] = []
+    reached, half = False, float("nan")
+    t0 = clock()
+    it = iter(loader)
+    b = 0
+    window_start = t0
+    while b < total:
+        batch = next(it)
+        g[b] = clock()
+        step(batch)
+        d[b] = clock()
+        b += 1
+        if b == warmup:
+            window_start = d[b - 1]
+        elif b > warmup and (b - warmup) % window_batches == 0:
+            rates.append(window_batches / (d[b - 1] - window_start))
+            window_start = d[b - 1]
+            if len(rates) >= min_windows:
+                reached, half = precision_reached(rates, target)
+                if reached or d[b - 1] - d[max(warmup - 1, 0)] >= max_seconds:
+                    break
+    del it, batch
+    times = LoopTimes([t0], [g[:b]], [d[:b]])
+    return times, {"windows": len(rates), "window_batches_per_s": rates, "precision_target": target,
+                   "precision_half_width": half, "precision_reached": reached}
+
+
+def precision_reached(rates: list[float], target: float, confidence: float = 0.95) -> tuple[bool, float]:
+    """Batch-means stopping rule: half-width of the t interval of the mean window rate, relative to the mean."""
+    from scipy import stats
+
+    r = np.asarray(rates, dtype=float)
+    if len(r) < 2 or not np.all(np.isfinite(r)) or r.mean() <= 0:
+        return False, float("nan")
+    half = stats.t.ppf(0.5 + confidence / 2, len(r) - 1) * r.std(ddof=1) / np.sqrt(len(r))
+    rel = float(half / r.mean())
+    return rel <= target, rel
 
 
 def summarize_loop(times: LoopTimes, warmup: int, batch_size: int) -> dict:

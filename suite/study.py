@@ -19,6 +19,9 @@ from suite.axes import AXES, START_METHODS, Axis, validation_message
 from suite.cell import Cell
 
 
+IMAGE_WORKLOADS = ("jpeg", "tutorial")
+
+
 class StudyError(Exception):
     """A study file that cannot run; the message says where and why."""
 
@@ -35,6 +38,13 @@ class StudySettings(BaseModel):
     timeout_s: Annotated[float | int, Field(gt=0, le=7 * 86400)] = 300
     probe_interval_s: Annotated[float | int, Field(ge=0.01, le=60)] = 0.2
     seed: Annotated[int, Field(ge=0, le=2**32 - 1)] = 0
+    # adaptive measuring: keep measuring windows of measure_batches until the 95% interval of the mean window
+    # rate is within target_precision of it (at least min_windows, at most max_windows or max_measure_s)
+    target_precision: Annotated[float | int, Field(gt=0, lt=1)] | None = None
+    min_windows: Annotated[int, Field(ge=2, le=1000)] = 3
+    max_windows: Annotated[int, Field(ge=2, le=10_000)] = 10
+    max_measure_s: Annotated[float | int, Field(gt=0, le=86400)] = 60
+    drain_prefetch: bool = True  # open the window only after num_workers x prefetch_factor batches
     max_workers_per_core: Annotated[float | int, Field(gt=0, le=1024)] | None = None  # drop cells past this ratio
 
 
@@ -130,10 +140,20 @@ def parse_study(raw: dict[str, Any], where: str, path: Path | None = None, max_c
                     parsed[key] = values
             exclude_rules.append(parsed)
 
+    if settings is not None and settings.target_precision and axes_values.get("epochs", [1]) != [1]:
+        problems.append(f"[matrix] epochs = {axes_values['epochs']!r}: adaptive measuring (target_precision) "
+                        "measures one epoch; allowed: epochs = 1 with target_precision")
+    if settings is not None and settings.min_windows > settings.max_windows:
+        problems.append(f"[study] min_windows = {settings.min_windows}: more than max_windows = {settings.max_windows}")
     if problems:
         raise StudyError(_format(where, problems))
 
     cells = expand(axes_values, exclude_rules, settings, dataset)
+    bad = sorted({c["workload"] for c in cells if c["model"] != "none" and c["workload"] not in IMAGE_WORKLOADS})
+    if bad:
+        raise StudyError(f"{where}: [matrix] model = {axes_values['model']!r} with workload {bad!r}: a real model step "
+                         f"needs image batches; allowed: workload in {IMAGE_WORKLOADS} when model is not \"none\" "
+                         f"(add an [[exclude]] for the other workloads)")
     if not cells:
         raise StudyError(f"{where}: [[exclude]] removes every cell of [matrix]; nothing would run")
     return Study(path=path or Path(where), settings=settings, dataset=dataset, cells=tuple(cells))
@@ -221,8 +241,16 @@ def normalize(axes: dict[str, Any]) -> dict[str, Any]:
             out[name] = None
         if axis.needs_workers and out["num_workers"] == 0:
             out[name] = None
-    if out["step_ms"] == 0:
+    if out["step_ms"] == 0 or out["model"] != "none":
         out["step_kind"] = None
+    if out["model"] != "none":
+        out["step_ms"] = 0.0
+    else:
+        out["device"] = out["non_blocking"] = out["prefetcher"] = None
+    if out["index_backing"] == "none":
+        out["index_items"] = None
+    if out["start_method"] != "forkserver" and out["forkserver_preload"] is not None:
+        out["forkserver_preload"] = None
     return out
 
 
@@ -234,6 +262,10 @@ def expand(axes_values: dict[str, list[Any]], excludes: list[dict[str, list[Any]
         ("warmup_batches", settings.warmup_batches),
         ("measure_batches", settings.measure_batches),
         ("seed", settings.seed),
+        *((("drain_prefetch", False),) if not settings.drain_prefetch else ()),
+        *((("target_precision", settings.target_precision), ("min_windows", settings.min_windows),
+           ("max_windows", settings.max_windows), ("max_measure_s", settings.max_measure_s))
+          if settings.target_precision else ()),
         ("dataset", dataset.model_dump()),
     )
     seen: dict[str, Cell] = {}

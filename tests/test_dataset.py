@@ -322,3 +322,27 @@ def test_recipe_file_path_works(tmp_path):
     d = ensure_dataset(synth(8, recipe=str(copy)), cache_dir=tmp_path / "c", workers=1, overrides=TINY)
     assert d.root.name.startswith("mine-n8-")
     assert d.digest == make_tiny(tmp_path / "d").digest  # same parameters, same bytes
+
+
+# ----------------------------------------------------------------------------- helpers & CLI
+
+
+def test_smooth_fft_lengths():
+    def smooth(n):
+        for p in (2, 3, 5):
+            while n % p == 0:
+                n //= p
+        return n == 1
+
+    for n in range(1, 3000):
+        m = ds._smooth_len(n)
+        assert m >= n and smooth(m) and not any(smooth(k) for k in range(n, m)), n
+
+
+def test_cli_prints_summary(tmp_path, capsys):
+    _jpeg(tmp_path / "tree" / "a" / "x.jpg")
+    assert ds.main(["--path", str(tmp_path / "tree")]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["summary"]["n"] == 1 and len(out["digest"]) == 64
+    assert ds.main(["--path", str(tmp_path / "nowhere")]) == 2
+    assert "nowhere" in capsys.readouterr().err

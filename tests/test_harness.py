@@ -62,3 +62,47 @@ def test_step_lasts_at_least_step_ms(kind):
     t0 = time.perf_counter()
     step(None)
     assert time.perf_counter() - t0 >= 0.02
+
+
+class FakeClock:
+    """Each call advances time by the next per-batch cost; deterministic throughput without sleeping."""
+
+    def __init__(self, costs):
+        self.t, self.costs, self.i = 0.0, costs, 0
+
+    def __call__(self):
+        self.t += self.costs[(self.i // 3) % len(self.costs)] / 3  # three clock reads per batch
+        self.i += 1
+        return self.t
+
+
+def test_precision_rule_on_known_rates():
+    from suite.harness import precision_reached
+
+    ok, half = precision_reached([100.0, 101.0, 99.0, 100.0], 0.02)
+    assert ok and half < 0.02
+    bad, half2 = precision_reached([50.0, 150.0, 100.0], 0.02)
+    assert not bad and half2 > 0.5
+    assert precision_reached([100.0], 0.02)[0] is False
+
+
+def test_adaptive_stops_once_precise():
+    from suite.harness import run_loop_adaptive
+
+    loader = list(range(1000))
+    times, p = run_loop_adaptive(loader, warmup=2, window_batches=5, min_windows=3, max_windows=50, target=0.02,
+                                 max_seconds=1e9, step=lambda b: None, clock=FakeClock([0.01]))
+    assert p["precision_reached"] and p["windows"] == 3
+    assert len(times.got[0]) == 2 + 3 * 5
+
+
+def test_adaptive_caps_when_noisy():
+    from suite.harness import run_loop_adaptive
+
+    loader = list(range(1000))
+    # window rates alternate between fast and slow: never within 2%
+    costs = [0.001] * 5 + [0.02] * 5
+    times, p = run_loop_adaptive(loader, warmup=0, window_batches=5, min_windows=3, max_windows=8, target=0.02,
+                                 max_seconds=1e9, step=lambda b: None, clock=FakeClock(costs))
+    assert not p["precision_reached"] and p["windows"] == 8
+    assert len(times.got[0]) == 8 * 5

@@ -33,6 +33,8 @@ ME=$(id -un)
 export SLURM_CONF=$S/slurm.conf   # every daemon and client below, and the marker stop.sh checks
 
 log() { echo "start.sh: $*" >&2; }
+# phase NAME: seconds since start, appended to log/start.timing (where the time goes)
+phase() { awk "BEGIN { printf \"%6.2f %s\\n\", $EPOCHREALTIME - $t0, \"$1\" }" >>"$S/log/start.timing"; }
 
 # one start/stop at a time per state folder (stop.sh skips the lock when we hold it)
 if [[ "${_SLURM_TESTCLUSTER_LOCKED:-}" != "$S" ]]; then
@@ -57,7 +59,7 @@ if compgen -G "$S/pids/*" >/dev/null; then
   alive=1
   for f in "$S"/pids/*; do ours "$(cat "$f" 2>/dev/null)" || alive=0; done
   if ((alive)) && [[ -e "$S/pids/slurmctld" && -e "$S/pids/slurmd" ]] &&
-     state=$(timeout 10 sinfo -h -N -n localhost -o %T 2>/dev/null) &&
+     state=$(timeout 10 sinfo -h -N -n "$(cat "$S/node" 2>/dev/null)" -o %T 2>/dev/null) &&
      [[ "$state" =~ ^(idle|mixed|allocated|completing) ]]; then
     log "already running ($(cat "$S/mode"), accounting $(cat "$S/accounting")): nothing to do"
     print_env
@@ -77,36 +79,42 @@ fi
 case "$ACCT_REQ" in
   0|no|false) ACCT=0 ;;
   auto) ACCT=0; command -v slurmdbd >/dev/null && command -v mariadbd >/dev/null &&
-          command -v mariadb-install-db >/dev/null && ACCT=1 ;;
+          command -v mariadb >/dev/null && ACCT=1 ;;
   *) ACCT=1
-     for b in slurmdbd mariadbd mariadb-install-db sacctmgr; do
+     for b in slurmdbd mariadbd mariadb sacctmgr; do
        command -v "$b" >/dev/null || { log "$b not found: run $here/install.sh"; exit 1; }
      done ;;
 esac
 
 mkdir -p "$S"/{pids,run,log,ctld,spool,munge}
+echo "---- start.sh $(date -Is)" >>"$S/log/start.timing"
 chmod 755 "$S/munge"  # munged wants the socket folder searchable by all
 if ((${#S} > 80)); then
   log "state path too long for unix sockets (${#S} > 80 chars): $S"; exit 1
 fi
 
-# ports: reuse the recorded ones when still free, otherwise pick 4 free consecutive ports
+# ports: reuse the recorded ones when still free, otherwise pick 3 free consecutive ports
 port_free() { ! (: </dev/tcp/127.0.0.1/"$1") 2>/dev/null; }
 ports_free() { local p; for p in "$@"; do port_free "$p" || return 1; done; }
 P=()
 [[ -s "$S/ports" ]] && read -r -a P <"$S/ports"
-if ((${#P[@]} != 4)) || ! ports_free "${P[@]}"; then
+if ((${#P[@]} != 3)) || ! ports_free "${P[@]}"; then
   P=()
   for _ in $(seq 50); do
     b=$((20000 + RANDOM % 12000))
-    if ports_free $b $((b + 1)) $((b + 2)) $((b + 3)); then
-      P=($b $((b + 1)) $((b + 2)) $((b + 3))); break
+    if ports_free $b $((b + 1)) $((b + 2)); then
+      P=($b $((b + 1)) $((b + 2))); break
     fi
   done
-  ((${#P[@]} == 4)) || { log "no free ports found"; exit 1; }
+  ((${#P[@]} == 3)) || { log "no free ports found"; exit 1; }
   echo "${P[*]}" >"$S/ports"
 fi
-P_CTLD=${P[0]} P_SLURMD=${P[1]} P_DBD=${P[2]} P_SQL=${P[3]}
+P_CTLD=${P[0]} P_SLURMD=${P[1]} P_DBD=${P[2]}
+# The node name is unique per cluster: slurmd's cgroups live under /sys/fs/cgroup/*/slurm_<node>,
+# so two test clusters on one machine (parallel CI jobs, a developer's second checkout) never
+# share a job cgroup.
+NODE=tc$P_SLURMD
+echo "$NODE" >"$S/node"
 
 # node shape from slurmd -C (first line: NodeName=... CPUs=2 Boards=1 ... RealMemory=24105)
 declare -A HW=()
@@ -162,29 +170,25 @@ launch munged munged --foreground --force --socket="$SOCK" --key-file="$S/munge/
   --pid-file="$S/run/munged.pid" --log-file="$S/log/munged.log" --seed-file="$S/munge/munged.seed"
 munge_ok() { munge -n -S "$SOCK" | unmunge -S "$SOCK"; }
 wait_for munged "munged" munge_ok
+phase munged
 
 # ---- accounting: MariaDB + slurmdbd --------------------------------------------------------
-ACCT_CONF=$(printf 'AccountingStorageType=accounting_storage/none')
+# MariaDB runs without networking and without grant tables, reachable only through a socket in
+# a root-only folder: no system tables to create (mariadb-install-db costs ~6 s), no password.
+# slurmdbd finds that socket through MYSQL_UNIX_PORT (StorageHost=localhost means "socket").
+ACCT_CONF="AccountingStorageType=accounting_storage/none"
 if ((ACCT)); then
   D=$S/mysql
-  mkdir -p "$D/tmp"
+  mkdir -p "$D/data" "$D/tmp"
+  chmod 700 "$D"
   SQL_USER=(); [[ "$(id -u)" == 0 ]] && SQL_USER=(--user=root)
-  if [[ ! -d "$D/data/mysql" ]]; then
-    mariadb-install-db --no-defaults "${SQL_USER[@]}" --datadir="$D/data" --skip-test-db \
-      --auth-root-authentication-method=socket >>"$S/log/mariadb-install.log" 2>&1 ||
-      fail "mariadb-install-db failed"
-  fi
+  rm -f "$D/mysql.sock"
   launch mariadb mariadbd --no-defaults "${SQL_USER[@]}" --datadir="$D/data" --tmpdir="$D/tmp" \
-    --socket="$D/mysql.sock" --pid-file="$S/run/mariadb.pid" --log-error="$S/log/mariadb.log" \
-    --port="$P_SQL" --bind-address=127.0.0.1 --skip-name-resolve --performance-schema=OFF \
+    --socket="$D/mysql.sock" --skip-networking --skip-grant-tables \
+    --pid-file="$S/run/mariadb.pid" --log-error="$S/log/mariadb.log" --performance-schema=OFF \
     --innodb-buffer-pool-size=128M --innodb-lock-wait-timeout=900 --max-connections=64
-  SQL=(mariadb --no-defaults --socket="$D/mysql.sock" -uroot)
-  wait_for mariadb "MariaDB" "${SQL[@]}" -e 'SELECT 1'
-  [[ -s "$S/.dbpass" ]] || (umask 077; head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$S/.dbpass")
-  DBPASS=$(cat "$S/.dbpass")
-  "${SQL[@]}" -e "CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '$DBPASS';
-                  GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';" ||
-    fail "could not create the MariaDB user for slurmdbd"
+  wait_for mariadb "MariaDB" mariadb --no-defaults --socket="$D/mysql.sock" -e 'SELECT 1'
+  phase mariadb
   (umask 077; cat >"$S/slurmdbd.conf" <<EOF
 # written by slurm/testcluster/start.sh
 AuthType=auth/munge
@@ -196,10 +200,8 @@ PidFile=$S/run/slurmdbd.pid
 LogFile=$S/log/slurmdbd.log
 DebugLevel=info
 StorageType=accounting_storage/mysql
-StorageHost=127.0.0.1
-StoragePort=$P_SQL
-StorageUser=slurm
-StoragePass=$DBPASS
+StorageHost=localhost
+StorageUser=$ME
 StorageLoc=slurm_acct_db
 EOF
   )
@@ -249,14 +251,14 @@ SwitchType=switch/none
 ReturnToService=2
 # finished jobs stay visible in squeue -t all / scontrol for an hour
 MinJobAge=3600
-KillWait=5
+KillWait=2
 InactiveLimit=0
 SlurmctldTimeout=30
 SlurmdTimeout=60
 $ACCT_CONF
 JobCompType=jobcomp/none
-NodeName=localhost NodeAddr=127.0.0.1 CPUs=${HW[CPUs]} Boards=${HW[Boards]} SocketsPerBoard=${HW[SocketsPerBoard]} CoresPerSocket=${HW[CoresPerSocket]} ThreadsPerCore=${HW[ThreadsPerCore]} RealMemory=$MEM State=UNKNOWN
-PartitionName=$PARTITION Nodes=localhost Default=YES MaxTime=INFINITE State=UP
+NodeName=$NODE NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=${HW[CPUs]} Boards=${HW[Boards]} SocketsPerBoard=${HW[SocketsPerBoard]} CoresPerSocket=${HW[CoresPerSocket]} ThreadsPerCore=${HW[ThreadsPerCore]} RealMemory=$MEM State=UNKNOWN
+PartitionName=$PARTITION Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
 EOF
   if [[ "$mode" == cgroup ]]; then
     cat >"$S/cgroup.conf" <<EOF
@@ -297,10 +299,10 @@ start_slurm() { # start_slurm MODE -> 0 when the node is idle and a step runs
   write_conf "$mode"
   echo "$mode" >"$S/mode"
   launch slurmctld slurmctld -D -i -f "$S/slurm.conf"
-  launch slurmd slurmd -D -N localhost -f "$S/slurm.conf"
+  launch slurmd slurmd -D -N "$NODE" -f "$S/slurm.conf"
   local deadline=$((SECONDS + WAIT)) st=""
   while :; do
-    st=$(timeout 10 sinfo -h -N -n localhost -o %T 2>/dev/null || true)
+    st=$(timeout 10 sinfo -h -N -n "$NODE" -o %T 2>/dev/null || true)
     [[ "$st" == idle ]] && break
     for d in slurmctld slurmd; do
       ours "$(cat "$S/pids/$d")" || { WHY="$d exited"; return 1; }
@@ -308,10 +310,12 @@ start_slurm() { # start_slurm MODE -> 0 when the node is idle and a step runs
     ((SECONDS < deadline)) || { WHY="node state '${st:-no answer}' after ${WAIT}s, not idle"; return 1; }
     sleep 0.1
   done
+  phase "$mode: node idle"
   # a real step through slurmstepd: catches cgroup setup errors that only show at launch
   if ! out=$(timeout 60 srun -N1 -n1 -c1 --mem=64 -t 1 -J smoke true 2>&1); then
     WHY="smoke test 'srun true' failed: $out"; return 1
   fi
+  phase "$mode: smoke test"
 }
 
 stop_slurm() {
@@ -334,12 +338,14 @@ if [[ "$MODE_REQ" != linuxproc ]] && cgroup_possible; then FIRST=cgroup; fi
 write_conf "$FIRST"
 
 if ((ACCT)); then
-  launch slurmdbd slurmdbd -D
+  launch slurmdbd env MYSQL_UNIX_PORT="$D/mysql.sock" slurmdbd -D
   wait_for slurmdbd "slurmdbd" timeout 10 sacctmgr -n show cluster
+  phase slurmdbd
   if [[ -z "$(timeout 10 sacctmgr -n -P show cluster format=cluster where cluster=loaderbench)" ]]; then
     timeout 10 sacctmgr -i add cluster loaderbench >>"$S/log/sacctmgr.log" 2>&1 ||
       fail "sacctmgr add cluster failed"
   fi
+  phase "cluster registered"
 fi
 
 case "$MODE_REQ" in

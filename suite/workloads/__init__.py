@@ -8,10 +8,15 @@ from torch.utils.data import Dataset
 
 
 def build_dataset(config: dict[str, Any], length: int, prepared=None) -> Dataset:
-    """The dataset object a cell's DataLoader reads, from the cell's config.
+    """The dataset object a cell's DataLoader reads, from the cell's config, with its index, payload and
+    straggler (suite.workloads.extras). `length` is the number of samples per epoch; `prepared` is the
+    PreparedDataset (jpeg only)."""
+    from suite.workloads.extras import with_extras
 
-    `length` is the number of samples per epoch; `prepared` is the PreparedDataset (jpeg only).
-    """
+    return with_extras(_base_dataset(config, length, prepared), config)
+
+
+def _base_dataset(config: dict[str, Any], length: int, prepared) -> Dataset:
     workload, batched = config["workload"], config["batched"]
     if workload == "sleep":
         from suite.workloads.sleep import BatchedSleepDataset, SleepDataset
@@ -29,5 +34,14 @@ def build_dataset(config: dict[str, Any], length: int, prepared=None) -> Dataset
         if prepared is None:
             raise ValueError("the jpeg workload needs a prepared dataset")
         cls = BatchedJpegDataset if batched else JpegDataset
-        return cls(length, prepared.root, prepared.files, prepared.labels, config["decoder"])
+        return cls(length, prepared.root, prepared.files, prepared.labels, config["decoder"],
+                   config.get("jpeg_stage") or "full")
+    if workload == "tutorial":
+        from suite.workloads.tutorial import BatchedTutorialDataset, TutorialDataset
+
+        return (BatchedTutorialDataset if batched else TutorialDataset)(length, config["sleep_ms"])
+    if workload == "rng":
+        from suite.workloads.rng import BatchedRngDataset, RngDataset
+
+        return (BatchedRngDataset if batched else RngDataset)(length)
     raise ValueError(f"unknown workload {workload!r}")

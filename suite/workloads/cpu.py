@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from torch.utils.data import Dataset
 
+from suite.workloads.extras import Extras
 from suite.workloads.payload import make_sample
 
 
@@ -18,7 +19,7 @@ def burn(kilo_iterations: int, seed: int) -> int:
     return x
 
 
-class CpuDataset(Dataset):
+class CpuDataset(Extras, Dataset):
     def __init__(self, length: int, cpu_work: int, sample_kb: float, tensors_per_sample: int):
         self.length, self.cpu_work = length, cpu_work
         self.sample_kb, self.tensors = sample_kb, tensors_per_sample
@@ -27,11 +28,13 @@ class CpuDataset(Dataset):
         return self.length
 
     def __getitem__(self, index: int):
+        self.extras(index)
         burn(self.cpu_work, index)
         return make_sample(index, self.sample_kb, self.tensors)
 
 
 class BatchedCpuDataset(CpuDataset):
     def __getitems__(self, indices: list[int]):
+        self.extras_batch(indices)
         burn(self.cpu_work * len(indices), indices[0] if indices else 0)
         return [make_sample(i, self.sample_kb, self.tensors) for i in indices]

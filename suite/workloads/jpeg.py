@@ -11,6 +11,8 @@ from pathlib import Path
 import torch
 from torch.utils.data import Dataset
 
+from suite.workloads.extras import Extras
+
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
@@ -34,21 +36,28 @@ def decode(path: str, decoder: str):
     return decode_jpeg(read_file(path), mode=ImageReadMode.RGB)
 
 
-class JpegDataset(Dataset):
-    def __init__(self, length: int, root: Path, files: tuple[str, ...], labels: tuple[int, ...], decoder: str):
+class JpegDataset(Extras, Dataset):
+    def __init__(self, length: int, root: Path, files: tuple[str, ...], labels: tuple[int, ...], decoder: str,
+                 stage: str = "full"):
         if not files:
             raise ValueError(f"{root}: no JPEG files to read")
         self.length, self.decoder = length, decoder
         self.paths = [str(Path(root) / f) for f in files]
         self.labels = list(labels)
+        self.stage = stage
         self.transform = _transform(decoder)
 
     def __len__(self) -> int:
         return self.length
 
     def __getitem__(self, index: int):
+        self.extras(index)
         k = index % len(self.paths)
-        return self.transform(decode(self.paths[k], self.decoder)), self.labels[k]
+        image = decode(self.paths[k], self.decoder)
+        if self.stage == "decode":  # the decode-only ceiling: no transform, only the image's size travels
+            size = image.size if hasattr(image, "size") and not callable(image.size) else tuple(image.shape[-2:])
+            return torch.tensor(size), self.labels[k]
+        return self.transform(image), self.labels[k]
 
 
 class BatchedJpegDataset(JpegDataset):

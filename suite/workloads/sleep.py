@@ -9,10 +9,11 @@ import time
 
 from torch.utils.data import Dataset
 
+from suite.workloads.extras import Extras
 from suite.workloads.payload import make_sample
 
 
-class SleepDataset(Dataset):
+class SleepDataset(Extras, Dataset):
     def __init__(self, length: int, sleep_ms: float, sample_kb: float, tensors_per_sample: int):
         self.length, self.sleep_s = length, sleep_ms / 1000.0
         self.sample_kb, self.tensors = sample_kb, tensors_per_sample
@@ -21,6 +22,7 @@ class SleepDataset(Dataset):
         return self.length
 
     def __getitem__(self, index: int):
+        self.extras(index)
         if self.sleep_s:
             time.sleep(self.sleep_s)
         return make_sample(index, self.sample_kb, self.tensors)
@@ -28,6 +30,7 @@ class SleepDataset(Dataset):
 
 class BatchedSleepDataset(SleepDataset):
     def __getitems__(self, indices: list[int]):
+        self.extras_batch(indices)
         if self.sleep_s:
             time.sleep(self.sleep_s)
         return [make_sample(i, self.sample_kb, self.tensors) for i in indices]

@@ -1,0 +1,113 @@
+"""One DataLoader configuration measured by one fresh process: the command-wrapping baseline.
+
+This is what a benchmark looks like without the suite: one script per configuration, run once per
+repetition under a command timer (hyperfine, `time`), each run paying interpreter start-up and the
+torch import again. `python -m suite.bench` times it from outside against the suite running the same
+cells. It does the same work as a suite cell (same workloads, same DataLoader arguments, same
+warm-up rule, same number of batches) with a bare loop and two clock reads around the window.
+
+    python suite/bench_script.py --workload jpeg --workers 2 --cores 2 --batches 30
+
+Prints one JSON line: samples_per_s and where the process's time went (imports, setup, measuring).
+"""
+
+from __future__ import annotations
+
+import time
+
+T_START = time.perf_counter()  # the interpreter has started; everything after this is ours
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+# Run as a file, Python puts suite/ first on sys.path, where suite/profile.py would shadow the standard
+# library's `profile` (imported via cProfile by torch) and dataset.py, plan.py... other top-level names.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+if str(_HERE.parent) not in sys.path:
+    sys.path.insert(0, str(_HERE.parent))
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--workload", choices=("sleep", "cpu", "jpeg"), required=True)
+    p.add_argument("--workers", type=int, default=0, help="DataLoader num_workers")
+    p.add_argument("--cores", type=int, default=1, help="CPUs to pin to (the first N allowed)")
+    p.add_argument("--start-method", default="fork", choices=("fork", "spawn", "forkserver"))
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--prefetch-factor", type=int, default=2)
+    p.add_argument("--warmup", type=int, default=4, help="batches excluded from steady state")
+    p.add_argument("--batches", type=int, default=30, help="measured batches")
+    p.add_argument("--sleep-ms", type=float, default=2.0)
+    p.add_argument("--cpu-work", type=int, default=15)
+    p.add_argument("--sample-kb", type=float, default=12.0)
+    p.add_argument("--decoder", default="pil", choices=("pil", "torchvision"))
+    p.add_argument("--images", type=int, default=1024, help="synthetic JPEG dataset size (jpeg)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repetition", type=int, default=0)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    allowed = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, allowed[: args.cores])
+    os.environ["OMP_NUM_THREADS"] = str(args.cores)
+
+    import torch
+    import torch.multiprocessing as tmp
+    from torch.utils.data import DataLoader
+
+    from suite.workloads import build_dataset
+
+    t_imported = time.perf_counter()
+    torch.set_num_threads(args.cores)
+    prepared = None
+    if args.workload == "jpeg":
+        from suite.dataset import DatasetSpec, ensure_dataset
+
+        prepared = ensure_dataset(DatasetSpec(kind="synthetic-jpeg", images=args.images))
+    config = {"workload": args.workload, "batched": False, "sleep_ms": args.sleep_ms, "cpu_work": args.cpu_work,
+              "sample_kb": args.sample_kb, "tensors_per_sample": 1, "decoder": args.decoder}
+    warmup = max(args.warmup, args.workers * args.prefetch_factor)  # the suite's rule: drain the prefetch first
+    total = warmup + args.batches
+    dataset = build_dataset(config, total * args.batch_size, prepared)
+    kwargs = {}
+    if args.workers > 0:
+        kwargs = {"multiprocessing_context": tmp.get_context(args.start_method),
+                  "prefetch_factor": args.prefetch_factor}
+    generator = torch.Generator().manual_seed(args.seed * 1000 + args.repetition)
+    loader = DataLoader(dataset, batch_size=args.batch_size, shuffle=True, drop_last=True,
+                        num_workers=args.workers, generator=generator, **kwargs)
+
+    clock = time.perf_counter
+    t_iter = clock()
+    it = iter(loader)
+    next(it)
+    t_first = clock()
+    for _, batch in zip(range(warmup - 1), it):
+        pass
+    t0 = clock()
+    for _, batch in zip(range(args.batches), it):
+        pass
+    t1 = clock()
+    del it
+    t_end = clock()
+    print(json.dumps({
+        "samples_per_s": args.batches * args.batch_size / (t1 - t0),
+        "measured_s": t1 - t0,
+        "time_to_first_batch_s": t_first - t_iter,
+        "import_s": t_imported - T_START,
+        "setup_s": t_iter - t_imported,
+        "loop_s": t_end - t_iter,
+        "in_script_s": t_end - T_START,
+        "pid": os.getpid(),
+    }))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,293 @@
+"""Run a study's pending cell repetitions as Slurm job arrays through submitit.
+
+One array per allocation shape (cores, GPUs), one array task per cell repetition; each task runs the
+same `run_task` as the local launcher, so records are identical but for their `launcher` block.
+A ledger (<results>/<study>/.slurm-ledger.jsonl) remembers what was submitted, so a second submit
+skips cells that are pending or running and nothing is measured twice.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shlex
+import shutil
+import subprocess
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import submitit
+from submitit.core.utils import UncompletedJobError
+
+from suite.plan import pending_tasks
+from suite.profile import LoadedProfile
+from suite.store import Store
+from suite.study import Study, StudyError
+
+LEDGER = ".slurm-ledger.jsonl"
+ACTIVE_STATES = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED",
+                 "REQUEUE_HOLD", "REQUEUE_FED"}
+
+
+class CellJob(submitit.helpers.Checkpointable):
+    """One cell repetition as a Slurm array task. Preempted or timed out, it is requeued (checkpoint()
+    resubmits it unchanged: a cell is measured whole or not at all); out of requeues, it records a timeout."""
+
+    def __init__(self, study: str, cell, repetition: int, results: str, dataset: dict | None, timeout_s: float,
+                 probe_interval_s: float, max_requeues: int):
+        self.study, self.cell, self.repetition, self.results = study, cell, repetition, results
+        self.dataset, self.timeout_s, self.probe_interval_s = dataset, timeout_s, probe_interval_s
+        self.max_requeues = max_requeues
+
+    def __call__(self) -> str:
+        from suite.fingerprint import host_fingerprint
+        from suite.runner import Task, run_task, warm_imports
+
+        store = Store(self.results)
+        if store.is_done(self.study, self.cell.cell_id, self.repetition):
+            return "ok (already measured)"
+        env = submitit.JobEnvironment()
+        launcher = {"kind": "slurm", "job_id": env.job_id, "array_job_id": os.environ.get("SLURM_ARRAY_JOB_ID"),
+                    "array_task_id": os.environ.get("SLURM_ARRAY_TASK_ID"), "node": env.hostname,
+                    "restarts": int(os.environ.get("SLURM_RESTART_COUNT", "0"))}
+        prepared = None
+        if self.dataset is not None:
+            from suite.dataset import DatasetSpec, ensure_dataset
+
+            prepared = ensure_dataset(DatasetSpec(**self.dataset))
+        warm_imports()
+        task = Task(self.study, self.cell, self.repetition)
+        try:
+            record = run_task(task, store, host_fingerprint(), prepared, timeout_s=self.timeout_s,
+                              probe_interval_s=self.probe_interval_s, launcher=launcher)
+        except UncompletedJobError as exc:  # Slurm's time limit, out of requeues: record it, never lose it
+            _record_slurm_timeout(store, task, launcher, str(exc))
+            raise
+        return record["status"]
+
+
+def _record_slurm_timeout(store: Store, task, launcher: dict, why: str) -> None:
+    from suite.fingerprint import host_fingerprint
+    from suite.store import SCHEMA
+
+    now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+    store.write({"schema": SCHEMA, "study": task.study, "cell_id": task.cell.cell_id,
+                 "repetition": task.repetition, "config": task.cell.config, "launcher": launcher,
+                 "status": "timeout", "error": {"kind": "timeout", "message": f"Slurm time limit reached: {why}"},
+                 "env": host_fingerprint(), "started_at": now, "finished_at": now})
+
+
+@dataclass
+class SubmitResult:
+    submitted: list  # (job_id, n_tasks, cores, gpus)
+    skipped_active: int
+    skipped_done: int
+
+
+def python_command(profile: LoadedProfile) -> str | None:
+    """The interpreter submitit starts on the node: the host's, or one inside the container."""
+    c = profile.settings.container
+    if c.kind == "apptainer":
+        binds = [f"--bind={shlex.quote(b)}" for b in c.binds]
+        return " ".join(["apptainer", "exec", "--nv", *binds, shlex.quote(c.image), shlex.quote(c.python)])
+    if c.kind == "pyxis":
+        return shlex.quote(c.python)
+    return None
+
+
+def make_executor(profile: LoadedProfile, folder: Path, cores: int, gpus: int, study: str,
+                  time_limit_min: int) -> submitit.AutoExecutor:
+    s = profile.settings.slurm
+    kwargs = {}
+    py = python_command(profile)
+    if py:
+        kwargs["slurm_python"] = py
+    executor = submitit.AutoExecutor(folder=str(folder), cluster="slurm", slurm_max_num_timeout=s.max_requeues,
+                                     **kwargs)
+    srun_args = [f"--cpus-per-task={cores}"]  # Slurm 22.05-23.11: srun does not inherit it from sbatch
+    c = profile.settings.container
+    if c.kind == "pyxis":
+        srun_args += [f"--container-image={c.image}"] + ([f"--container-mounts={','.join(f'{b}:{b}' for b in c.binds)}"]
+                                                          if c.binds else [])
+    additional = {}
+    for line in s.extra_sbatch:
+        key, _, value = line[2:].partition("=")
+        additional[key.replace("-", "_")] = value or True
+    if s.account:
+        additional["account"] = s.account
+    if s.qos:
+        additional["qos"] = s.qos
+    params = dict(slurm_partition=s.partition, cpus_per_task=cores, tasks_per_node=1, nodes=1,
+                  timeout_min=time_limit_min, slurm_array_parallelism=s.array_parallelism,
+                  slurm_srun_args=srun_args, slurm_setup=list(s.setup), name=f"lb-{study}-c{cores}g{gpus}",
+                  slurm_additional_parameters=additional)
+    if s.gres:
+        params["slurm_gres"] = s.gres
+    elif gpus:
+        params["gpus_per_node"] = gpus
+    if s.mem_per_cpu_mb:
+        params["slurm_mem_per_cpu"] = f"{s.mem_per_cpu_mb}M"
+    params = {k: v for k, v in params.items() if v is not None}
+    executor.update_parameters(**params)
+    return executor
+
+
+class Ledger:
+    """Append-only list of submitted cell repetitions and their Slurm job ids."""
+
+    def __init__(self, results: Path, study: str):
+        self.path = Path(results) / study / LEDGER
+
+    def entries(self) -> list[dict]:
+        if not self.path.exists():
+            return []
+        out = []
+        for line in self.path.read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue  # a torn last line from an interrupted submit
+        return out
+
+    def latest(self) -> dict[tuple[str, int], dict]:
+        last = {}
+        for e in self.entries():
+            last[(e["cell_id"], e["repetition"])] = e
+        return last
+
+    def append(self, entries: list[dict]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a") as fh:
+            for e in entries:
+                fh.write(json.dumps(e) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+
+def squeue_states(job_ids: list[str]) -> dict[str, str] | None:
+    """State of each job (array tasks as 123_4); None when squeue cannot be asked."""
+    if not job_ids:
+        return {}
+    if not shutil.which("squeue"):
+        return None
+    arrays = sorted({j.split("_")[0] for j in job_ids})
+    out = subprocess.run(["squeue", "-h", "-r", "-j", ",".join(arrays), "-o", "%i|%T|%r"], capture_output=True,
+                         text=True, timeout=60)
+    if out.returncode != 0 and "Invalid job id" not in out.stderr:
+        return None
+    states = {}
+    for line in out.stdout.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) >= 2:
+            states[parts[0]] = parts[1]
+    return states
+
+
+def sacct_states(job_ids: list[str]) -> dict[str, str]:
+    """Final states from accounting where the cluster keeps it (empty when it does not)."""
+    if not job_ids or not shutil.which("sacct"):
+        return {}
+    arrays = sorted({j.split("_")[0] for j in job_ids})
+    out = subprocess.run(["sacct", "-n", "-X", "-P", "-j", ",".join(arrays), "-o", "JobID,State"],
+                         capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        return {}
+    return {jid: state.split()[0] for jid, state in (ln.split("|", 1) for ln in out.stdout.splitlines() if "|" in ln)}
+
+
+def submit(study: Study, profile: LoadedProfile, results: str | Path, dry_run: bool = False,
+           retry_failed: bool = True) -> SubmitResult:
+    """Submit every cell repetition with no ok record and none pending or running. Validation and executor
+    set-up for every group happen before the first sbatch, so bad input submits nothing."""
+    results = Path(results).resolve()
+    s = profile.settings.slurm
+    limit_s = s.time_limit_min * 60
+    if study.settings.timeout_s + 60 > limit_s:
+        raise StudyError(f"{study.path}: [study] timeout_s = {study.settings.timeout_s:g} does not fit the profile "
+                         f"{profile.path}: slurm.time_limit_min = {s.time_limit_min} (allow at least 60 s more than "
+                         f"timeout_s, so the suite records the timeout before Slurm kills the job)")
+    store = Store(results)
+    ledger = Ledger(results, study.name)
+    latest = ledger.latest()
+    states = squeue_states([e["job_id"] for e in latest.values()])
+    if states is None and latest:
+        raise StudyError("squeue is not available: cannot tell which submitted cells are still pending or running; "
+                         "run `make submit` where Slurm's client commands work")
+    active = {(study.name, cid, rep) for (cid, rep), e in latest.items() if (states or {}).get(e["job_id"]) in ACTIVE_STATES}
+    all_pending = pending_tasks(study, store, retry_failed=retry_failed)
+    tasks = [t for t in all_pending if t.key not in active]
+    total = study.settings.repetitions * len(study.cells)
+    result = SubmitResult([], skipped_active=len(all_pending) - len(tasks), skipped_done=total - len(all_pending))
+    if not tasks:
+        return result
+    groups: dict[tuple[int, int], list] = defaultdict(list)
+    gpus = s.gpus_per_cell
+    for task in tasks:
+        groups[(task.cell["cores"], gpus)].append(task)
+    folder = Path(s.logs) if Path(s.logs).is_absolute() else results / s.logs
+    executors = {key: make_executor(profile, folder, key[0], key[1], study.name, s.time_limit_min) for key in groups}
+    if dry_run:
+        result.submitted = [("(dry run)", len(ts), c, g) for (c, g), ts in groups.items()]
+        return result
+    dataset = None
+    if study.needs_dataset():
+        from suite.launch.local import prepare_dataset
+
+        prepare_dataset(study)  # generate once here (shared cache), not in every array task
+        dataset = study.dataset.model_dump()
+    for key, group in sorted(groups.items()):
+        executor = executors[key]
+        jobs_cells = []
+        with executor.batch():
+            for task in group:
+                job = executor.submit(CellJob(study.name, task.cell, task.repetition, str(results), dataset,
+                                              study.settings.timeout_s, study.settings.probe_interval_s,
+                                              s.max_requeues))
+                jobs_cells.append((job, task))
+        now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        ledger.append([{"cell_id": t.cell.cell_id, "repetition": t.repetition, "job_id": j.job_id,
+                        "submitted_at": now, "cores": key[0], "gpus": key[1], "logs": str(folder)}
+                       for j, t in jobs_cells])
+        array_id = jobs_cells[0][0].job_id.split("_")[0]
+        result.submitted.append((array_id, len(group), key[0], key[1]))
+    return result
+
+
+def status(results: str | Path) -> list[dict]:
+    """Per study with a ledger: ok / failed / timeout records, running / pending jobs, and cells whose job
+    ended without a record (cancelled, node failure), with reasons."""
+    results = Path(results)
+    report = []
+    for ledger_path in sorted(results.glob(f"*/{LEDGER}")):
+        study = ledger_path.parent.name
+        ledger = Ledger(results, study)
+        latest = ledger.latest()
+        store = Store(results)
+        states = squeue_states([e["job_id"] for e in latest.values()]) or {}
+        final = sacct_states([e["job_id"] for e in latest.values()])
+        row = {"study": study, "ok": 0, "failed": 0, "timeout": 0, "running": 0, "pending": 0, "lost": 0,
+               "jobs": sorted({e["job_id"].split("_")[0] for e in latest.values()}), "problems": []}
+        for (cid, rep), e in sorted(latest.items()):
+            rec = store.read(study, cid, rep)
+            state = states.get(e["job_id"])
+            if rec is not None and rec.get("status") == "ok":
+                row["ok"] += 1
+            elif state in ("RUNNING", "COMPLETING", "CONFIGURING"):
+                row["running"] += 1
+            elif state in ACTIVE_STATES:
+                row["pending"] += 1
+            elif rec is not None:
+                row[rec["status"] if rec["status"] in ("failed", "timeout") else "failed"] += 1
+                err = rec.get("error") or {}
+                row["problems"].append(f"{cid} rep {rep} (job {e['job_id']}): {rec['status']}: {err.get('kind')}: "
+                                       f"{(err.get('message') or '')[:160]}")
+            else:
+                row["lost"] += 1
+                why = final.get(e["job_id"]) or "ended without a record (cancelled, node failure or preempted "\
+                                                 "without requeue)"
+                row["problems"].append(f"{cid} rep {rep} (job {e['job_id']}): {why}; logs in {e.get('logs')}; "
+                                       f"`make submit` runs it again")
+        report.append(row)
+    return report

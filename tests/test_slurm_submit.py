@@ -1,0 +1,102 @@
+"""`make submit CLUSTER=test` on a real single-node Slurm cluster: every cell measured exactly once,
+pinned to its cores, with Slurm ids in the record; a second submit submits nothing; a cancelled job
+is reported and resubmitted."""
+
+import json
+import subprocess
+import time
+
+import pytest
+
+from tests.conftest import REPO
+from tests.slurm_fixtures import slurm_cluster  # noqa: F401
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+TINY = """
+[study]
+name = "{name}"
+repetitions = 2
+warmup_batches = 1
+measure_batches = 3
+timeout_s = 120
+[matrix]
+workload = ["sleep", "cpu"]
+num_workers = [0, 2]
+cores = [1, 2]
+batch_size = [4]
+sleep_ms = [{sleep_ms}]
+cpu_work = [2]
+"""
+
+
+def make(cluster, *args, timeout=300):
+    return subprocess.run(["make", "--no-print-directory", *args], cwd=REPO, env=cluster.environ(),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def wait_idle(cluster, timeout=400):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not cluster.run("squeue", "-h", "-o", "%i").strip():
+            return
+        time.sleep(1)
+    raise AssertionError("jobs still queued:\n" + cluster.run("squeue") + cluster.logs())
+
+
+def test_submit_runs_every_cell_once(slurm_cluster, tmp_path):  # noqa: F811
+    study = tmp_path / "tiny.toml"
+    study.write_text(TINY.format(name="slurm-tiny", sleep_ms=1.0))
+    results = tmp_path / "results"
+    out = make(slurm_cluster, "submit", "CLUSTER=test", f"STUDY={study}", f"RESULTS={results}")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "submitted array" in out.stderr
+    wait_idle(slurm_cluster)
+
+    files = sorted((results / "slurm-tiny").glob("*.json"))
+    assert len(files) == 2 * 2 * 2 * 2, out.stderr + slurm_cluster.logs()
+    keys = set()
+    for f in files:
+        rec = json.loads(f.read_text())
+        assert rec["status"] == "ok", rec.get("error")
+        keys.add((rec["cell_id"], rec["repetition"]))
+        assert len(rec["env"]["cpus_allowed"]) == rec["config"]["cores"]
+        launcher = rec["launcher"]
+        assert launcher["kind"] == "slurm" and launcher["array_job_id"] and launcher["array_task_id"] is not None
+        assert rec["env"]["slurm"]["array_job_id"] == launcher["array_job_id"]
+    assert len(keys) == len(files)
+
+    status = make(slurm_cluster, "status", "CLUSTER=test", f"RESULTS={results}")
+    assert "slurm-tiny: done 16, running 0, pending 0, failed 0" in status.stdout, status.stdout + status.stderr
+
+    again = make(slurm_cluster, "submit", "CLUSTER=test", f"STUDY={study}", f"RESULTS={results}")
+    assert again.returncode == 0 and "nothing to submit" in again.stderr, again.stderr
+    assert "16 already done" in again.stderr
+
+
+def test_cancelled_job_is_reported_and_resubmitted(slurm_cluster, tmp_path):  # noqa: F811
+    study = tmp_path / "slow.toml"
+    # 200 ms per sample: long enough to cancel the array while cells are pending or running
+    study.write_text(TINY.format(name="slurm-cancel", sleep_ms=200.0).replace("repetitions = 2", "repetitions = 1"))
+    results = tmp_path / "results"
+    out = make(slurm_cluster, "submit", "CLUSTER=test", f"STUDY={study}", f"RESULTS={results}")
+    assert out.returncode == 0, out.stderr
+    ledger = [json.loads(ln) for ln in (results / "slurm-cancel" / ".slurm-ledger.jsonl").read_text().splitlines()]
+    arrays = sorted({e["job_id"].split("_")[0] for e in ledger})
+    # a second submit while they are queued or running must not submit them again
+    during = make(slurm_cluster, "submit", "CLUSTER=test", f"STUDY={study}", f"RESULTS={results}")
+    assert "nothing to submit" in during.stderr, during.stderr
+    slurm_cluster.run("scancel", *arrays)
+    wait_idle(slurm_cluster)
+    done = len(list((results / "slurm-cancel").glob("*.json")))
+    st = make(slurm_cluster, "status", "CLUSTER=test", f"RESULTS={results}")
+    assert f"lost {8 - done}" in st.stdout, st.stdout
+    if done < 8:
+        assert "CANCELLED" in st.stdout or "without a record" in st.stdout
+    resubmit = make(slurm_cluster, "submit", "CLUSTER=test", f"STUDY={study}", f"RESULTS={results}")
+    assert resubmit.returncode == 0, resubmit.stderr
+    if done < 8:
+        assert "submitted array" in resubmit.stderr, resubmit.stderr
+    wait_idle(slurm_cluster)
+    recs = [json.loads(f.read_text()) for f in (results / "slurm-cancel").glob("*.json")]
+    assert len(recs) == 8 and all(r["status"] == "ok" for r in recs), [r.get("error") for r in recs]
