@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from analysis.environment import environment_table, provenance
 from analysis.recommend import RULE_LABELS, evaluate_rules, knee, medians_by_n
-from analysis.records import AXIS_COLUMNS
+from analysis.records import AXIS_COLUMNS, WORKER_ONLY_AXES
 from analysis.stats import compare, summarize
 from analysis.usl import fit_usl_groups
 
@@ -32,6 +33,7 @@ WORKLOAD_ORDER = ["sleep", "cpu", "jpeg"]
 #: Axes that are not part of a panel's name: the curve's x axis, its colour, and the workload itself.
 _OWN = ("workload", "num_workers", "cores")
 CURVE_KEYS = ["panel", "cores"]
+_WORKLOAD_PARAMS = ("sleep_ms", "cpu_work", "decoder", "sample_kb", "tensors_per_sample", "fault", "fault_at")
 
 
 @dataclass
@@ -48,6 +50,10 @@ class StudyAnalysis:
     panels: list[str] = field(default_factory=list)  # panel names in drawing order
     has_jpeg: bool = False
     notes: list[str] = field(default_factory=list)  # what could not be computed, and why
+    environment: pd.DataFrame = field(default_factory=pd.DataFrame)  # `what, value` (environment_table)
+    provenance: str = ""  # one line naming the study, machine and versions, for figure footers
+    n_records: int = 0
+    status_counts: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> pd.DataFrame:
@@ -81,7 +87,9 @@ def is_reference(df: pd.DataFrame) -> pd.Series:
 
 def assign_panels(cells: pd.DataFrame) -> pd.DataFrame:
     """`cells` (one row per cell_id, with axis columns) -> rows `cell_id, panel` (N=0 cells may map to several)."""
-    axes = [a for a in AXIS_COLUMNS if a in cells and a not in _OWN]
+    # the workload's own parameters first in a panel's name ("jpeg · decoder=pil · start_method=spawn")
+    axes = sorted((a for a in AXIS_COLUMNS if a in cells and a not in _OWN),
+                  key=lambda a: (a not in _WORKLOAD_PARAMS, AXIS_COLUMNS.index(a)))
     out: list[tuple[str, str]] = []
     for workload, sub in cells.groupby("workload", sort=False, dropna=False):
         sub = sub.copy()
@@ -99,16 +107,18 @@ def assign_panels(cells: pd.DataFrame) -> pd.DataFrame:
         for _, r in basis.iterrows():
             vals = {a: _norm(r[a]) for a in varying}
             panel_of[tuple(vals[a] for a in varying)] = label(vals)
+        has_workers = set(with_workers["cell_id"])
         for _, r in sub.iterrows():
             vals = {a: _norm(r[a]) for a in varying}
-            if r["cell_id"] in set(with_workers["cell_id"]) or with_workers.empty:
+            if r["cell_id"] in has_workers or with_workers.empty:
                 out.append((r["cell_id"], label(vals)))
                 continue
-            # an N=0 cell: axes that mean nothing without workers (None here) match any value
+            # an N=0 cell: axes that mean nothing without workers (None here, or worker-only) match any value
+            wild = {a for a in varying if vals[a] is None or a in WORKER_ONLY_AXES}
             matches = {p for key, p in panel_of.items()
-                       if all(vals[a] is None or vals[a] == k for a, k in zip(varying, key))}
+                       if all(a in wild or vals[a] == k for a, k in zip(varying, key))}
             if not matches:
-                matches = {label(vals)}
+                matches = {label({a: (None if a in wild else v) for a, v in vals.items()})}
             out += [(r["cell_id"], p) for p in sorted(matches)]
     return pd.DataFrame(out, columns=["cell_id", "panel"])
 
@@ -136,10 +146,40 @@ def _decode_rates(ref_cells: pd.DataFrame) -> pd.DataFrame:
     return best.rename(columns={"cell_id": "ref_cell", "n": "ref_n"})[["decoder", "rate_per_core", "ref_cell", "ref_n"]]
 
 
-def _values(rows: pd.DataFrame, n: float, col: str = "samples_per_s") -> np.ndarray:
-    r = rows[(rows["status"] == "ok") & (rows["num_workers"] == n)]
-    v = pd.to_numeric(r[col], errors="coerce").to_numpy(dtype=float)
-    return v[np.isfinite(v)]
+#: The tidy columns this module reads (the rest is dropped first: filtering a narrow table is fast).
+METRICS_USED = ["samples_per_s", "end_to_end_samples_per_s", "total_s", "time_to_first_batch_s", "uss_peak_bytes",
+                "pss_peak_bytes", "ctx_involuntary", "processes_peak"]
+_ID_COLUMNS = ["study", "cell_id", "repetition", "status", "error_kind", "error_message", "path"]
+
+
+def _narrow(df: pd.DataFrame) -> pd.DataFrame:
+    cols = [c for c in [*_ID_COLUMNS, *AXIS_COLUMNS, *METRICS_USED] if c in df]
+    out = df[cols].copy()
+    for c in cols:  # Arrow-backed strings are slow to filter row by row; plain objects are not
+        if out[c].dtype == "str" or str(out[c].dtype).startswith("string"):
+            out[c] = out[c].astype(object).where(out[c].notna(), None)
+    for c in METRICS_USED:
+        if c in out:
+            out[c] = pd.to_numeric(out[c], errors="coerce")
+    return out
+
+
+def _value_index(rows: pd.DataFrame, col: str = "samples_per_s") -> dict[tuple, np.ndarray]:
+    """(panel, cores, num_workers) -> finite values of `col` over ok repetitions."""
+    ok = rows[rows["status"] == "ok"]
+    out = {}
+    for key, s in ok.groupby(["panel", "cores", "num_workers"], sort=False)[col]:
+        v = s.to_numpy(dtype=float)
+        out[key] = v[np.isfinite(v)]
+    return out
+
+
+def verdict(c) -> str:
+    """`compare`'s verdict, saying when too few repetitions made a test impossible rather than negative."""
+    if c.verdict == "no difference" and min(c.n_a, c.n_b) < 4:
+        # two-sided Mann-Whitney with 3 values per side cannot go below p = 0.1
+        return "inconclusive (n < 4)"
+    return c.verdict
 
 
 def _problems(rows: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
@@ -173,7 +213,9 @@ def _problems(rows: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
 
 def analyze_study(df: pd.DataFrame, study: str, *, within: float = 0.05) -> StudyAnalysis:
     """Summaries, curves, fits, rules and problems of one study (`df` may hold other studies too)."""
-    rows_all = df[df["study"] == study].copy()
+    full = df[df["study"] == study]
+    environment, prov = environment_table(full), provenance(full, study)
+    rows_all = _narrow(full)
     notes: list[str] = []
     if "jpeg_stage" not in rows_all:
         rows_all["jpeg_stage"] = None
@@ -206,10 +248,17 @@ def analyze_study(df: pd.DataFrame, study: str, *, within: float = 0.05) -> Stud
     usl = (fit_usl_groups(ok_rows, by=CURVE_KEYS) if not ok_rows.empty
            else pd.DataFrame(columns=[*CURVE_KEYS, "good", "reason"]))
     rates = _decode_rates(references)
+    values = _value_index(rows)
+    empty = np.array([])
+
+    def vals(panel, cores, n) -> np.ndarray:
+        return values.get((panel, cores, n), empty)
+
+    cell_groups = dict(list(cells_p.groupby(CURVE_KEYS, sort=False)))
     curve_rows = []
     for (panel, cores), g in rows.groupby(CURVE_KEYS, sort=False):
         rec: dict = {"panel": panel, "cores": cores, "workload": g["workload"].iloc[0]}
-        c_cells = cells_p[(cells_p["panel"] == panel) & (cells_p["cores"] == cores)]
+        c_cells = cell_groups[(panel, cores)]
         rec["n_values"] = int(c_cells["num_workers"].nunique())
         rec["cells_failed"] = int((c_cells["n"] == 0).sum())
         rec["cells_unstable"] = int(c_cells["unstable"].sum())
@@ -236,11 +285,11 @@ def analyze_study(df: pd.DataFrame, study: str, *, within: float = 0.05) -> Stud
                 rec["decode_ceiling"] = rate * float(cores)
         # does using workers help at all? the knee against main-process loading, with a test
         rec.update(vs_main_ratio=np.nan, vs_main_ci_low=np.nan, vs_main_ci_high=np.nan, vs_main_p=np.nan,
-                   vs_main_verdict="")
+                   vs_main_verdict="not measured")
         if not med.empty and 0 in set(med.index) and rec["knee_n"] != 0:
-            c = compare(_values(g, 0), _values(g, rec["knee_n"]))
+            c = compare(vals(panel, cores, 0), vals(panel, cores, rec["knee_n"]))
             rec.update(vs_main_ratio=c.ratio, vs_main_ci_low=c.ci_low, vs_main_ci_high=c.ci_high,
-                       vs_main_p=c.p_value, vs_main_verdict=c.verdict)
+                       vs_main_p=c.p_value, vs_main_verdict=verdict(c))
         curve_rows.append(rec)
     curves = pd.DataFrame(curve_rows)
     if curves.empty:
@@ -267,9 +316,8 @@ def analyze_study(df: pd.DataFrame, study: str, *, within: float = 0.05) -> Stud
             verdicts.append((np.nan, np.nan, np.nan, np.nan, "same as knee" if r["rule_n"] == r["knee_n"] else
                              f"not measured ({r['match']})"))
             continue
-        g = rows[(rows["panel"] == r["panel"]) & (rows["cores"] == r["cores"])]
-        c = compare(_values(g, r["knee_n"]), _values(g, r["rule_n"]))
-        verdicts.append((c.ratio, c.ci_low, c.ci_high, c.p_value, c.verdict))
+        c = compare(vals(r["panel"], r["cores"], r["knee_n"]), vals(r["panel"], r["cores"], r["rule_n"]))
+        verdicts.append((c.ratio, c.ci_low, c.ci_high, c.p_value, verdict(c)))
     rules[["vs_knee_ratio", "vs_knee_ci_low", "vs_knee_ci_high", "vs_knee_p", "vs_knee_verdict"]] = (
         pd.DataFrame(verdicts, index=rules.index) if verdicts else pd.DataFrame(columns=range(5)))
     if not rules.empty:
@@ -283,7 +331,9 @@ def analyze_study(df: pd.DataFrame, study: str, *, within: float = 0.05) -> Stud
         notes.append("decode ceiling not measured: the study has no decode-only reference cell "
                      "(a jpeg cell with jpeg_stage = \"decode\")")
     return StudyAnalysis(study=study, rows=rows, cells=cells_p, curves=curves, rules=rules, references=references,
-                         problems=problems, panels=panels, has_jpeg=has_jpeg, notes=notes)
+                         problems=problems, panels=panels, has_jpeg=has_jpeg, notes=notes, environment=environment,
+                         provenance=prov, n_records=len(rows_all),
+                         status_counts=rows_all["status"].value_counts().to_dict())
 
 
 def _plural(n, word: str) -> str:

@@ -24,7 +24,7 @@ import pandas as pd
 SCHEMA = "loaderbench.record/1"
 CACHE_NAME = ".records-cache.parquet"
 #: Bump when `flatten` changes what it writes, so caches written by older code are rebuilt.
-CACHE_VERSION = "2"
+CACHE_VERSION = "4"
 
 METRIC_PATHS = {
     "samples_per_s": ("samples_per_s",),
@@ -51,6 +51,27 @@ METRIC_PATHS = {
     "open_fds_peak": ("open_fds_peak",),
     "processes_peak": ("processes_peak",),
     "accelerator_busy_fraction": ("accelerator_busy_fraction",),
+    "consumer": ("consumer",),
+    "compute_s": ("compute_s",),
+    "h2d_gbps": ("h2d_gbps",),
+    "h2d_overlap_fraction": ("h2d_overlap_fraction",),
+    "pin_memory_effective": ("pin_memory_effective",),
+    "cpu_pin_thread_s": ("cpu_s", "pin_memory_thread"),
+    "windows": ("precision", "windows"),
+    "precision_half_width": ("precision", "precision_half_width"),
+    "precision_reached": ("precision", "precision_reached"),
+    # the seeds' questions (analysis/claims.py, analysis/figures/questions.py); lists are kept as JSON text
+    "batch_wait_mean_s": ("batch_wait_s", "mean"),
+    "epoch_s": ("epoch_s",),
+    "epoch_gaps_s": ("epoch_gaps_s",),
+    "consumer_device": ("device",),
+    "rng_dup_python_within": ("rng_duplicates", "python", "within_epoch"),
+    "rng_dup_python_across": ("rng_duplicates", "python", "across_epochs"),
+    "rng_dup_numpy_within": ("rng_duplicates", "numpy", "within_epoch"),
+    "rng_dup_numpy_across": ("rng_duplicates", "numpy", "across_epochs"),
+    "rng_dup_torch_within": ("rng_duplicates", "torch", "within_epoch"),
+    "rng_dup_torch_across": ("rng_duplicates", "torch", "across_epochs"),
+    "memory_timeline": ("memory_timeline",),  # [[t_s, n_procs, main_pss, workers_pss, main_uss, workers_uss], ...]
 }
 ENV_KEYS = ("host", "cpu_model", "logical_cpus", "physical_cores", "mem_total", "shm_size", "kernel", "os", "python",
             "torch", "torchvision", "numpy", "pillow", "pillow_simd", "libjpeg_turbo", "libjpeg_turbo_version",
@@ -60,7 +81,13 @@ ENV_KEYS = ("host", "cpu_model", "logical_cpus", "physical_cores", "mem_total", 
 #: ("full" | "decode") marks the decode-only reference cells when a study has them.
 AXIS_COLUMNS = ["workload", "num_workers", "cores", "start_method", "sharing_strategy", "batch_size",
                 "prefetch_factor", "pin_memory", "persistent_workers", "in_order", "batched", "epochs", "step_ms",
-                "step_kind", "sleep_ms", "cpu_work", "decoder", "jpeg_stage", "sample_kb", "tensors_per_sample"]
+                "step_kind", "sleep_ms", "cpu_work", "decoder", "jpeg_stage", "sample_kb", "tensors_per_sample",
+                "forkserver_preload", "parent_payload_mb", "index_backing", "index_items", "ranks", "slow_worker_ms",
+                "worker_init", "model", "device", "non_blocking", "prefetcher", "fault", "fault_at", "ulimit_nofile",
+                "memory_limit_mb"]
+#: Axes that mean nothing without worker processes (a num_workers = 0 cell serves every value of them).
+WORKER_ONLY_AXES = ("start_method", "sharing_strategy", "prefetch_factor", "persistent_workers", "in_order",
+                    "forkserver_preload", "slow_worker_ms", "worker_init")
 SLURM_KEYS = ("job_id", "array_job_id", "array_task_id", "node", "partition", "cpus_per_task")
 
 # Below this many records to parse, a process pool costs more than it saves.

@@ -109,22 +109,64 @@ def _machine_env(machine: dict, study_index: int, cores: int) -> dict:
     }
 
 
-def _study_cells(study: str) -> list[dict]:
+def study_cells(workloads=WORKLOADS, cores=CORES, n_sweep=N_SWEEP, start_methods=START_METHODS,
+                decode_reference: bool = True, max_workers_per_core: int = 4) -> list[dict]:
+    """Axis values of every cell of a synthetic study (as `suite` expands a matrix)."""
     cells = []
-    for workload, decoder in WORKLOADS:
-        for cores in CORES:
-            for n in N_SWEEP:
-                if n > 4 * cores:
+    for workload, decoder in workloads:
+        for c in cores:
+            for n in n_sweep:
+                if n > max_workers_per_core * c:
                     continue
-                for start in START_METHODS if n > 0 else ("fork",):
-                    cells.append(_axes(workload, decoder, n, cores, start, "full" if workload == "jpeg" else None))
-    for decoder in ("pil", "torchvision"):  # the decode-only ceiling: one core, main process
-        cells.append(_axes("jpeg", decoder, 0, 1, "fork", "decode"))
+                for start in start_methods if n > 0 else ("fork",):
+                    cells.append(_axes(workload, decoder, n, c, start, "full" if workload == "jpeg" else None))
+    if decode_reference:  # the decode-only ceiling: one core, main process
+        for decoder in sorted({d for w, d in workloads if w == "jpeg"}):
+            cells.append(_axes("jpeg", decoder, 0, 1, "fork", "decode"))
     return cells
 
 
+def study_records(study: str, cells: list[dict], repetitions: int = 3, seed: int = 0, *, study_index: int = 0,
+                  noisy_share: float = 0.04, fail: dict | None = None, warmup_batches: int = 8,
+                  measure_batches: int = 100, raw: bool = True, random_failures: bool = True):
+    """Yield the records of one synthetic study, repetitions interleaved across cells.
+
+    `fail` maps a cell index to an error kind: every repetition of that cell fails with it.
+    """
+    rng = np.random.default_rng(seed)
+    machine = MACHINES[study_index % len(MACHINES)]
+    noisy = rng.random(len(cells)) < noisy_share
+    for rep in range(repetitions):
+        for ci, axes in enumerate(cells):
+            rec = _record(study, study_index, machine, axes, rep, rng, bool(noisy[ci]), warmup_batches,
+                          measure_batches, raw, random_failures)
+            if fail and ci in fail:
+                rec = _failed(rec, fail[ci])
+            yield rec
+
+
+def _failed(rec: dict, kind: str) -> dict:
+    rec = {k: v for k, v in rec.items() if k not in ("raw",)}
+    rec["status"] = "timeout" if kind == "timeout" else "failed"
+    rec["error"] = {"kind": kind, "message": f"synthetic {kind}: the cell was made to fail"}
+    rec["metrics"] = {"processes_peak": rec["config"]["num_workers"] + 1}
+    return rec
+
+
+def write_records(folder: str | os.PathLike, records) -> list[Path]:
+    """Write records as the results store lays them out: <folder>/<study>/<cell_id>-r<repetition>.json."""
+    folder = Path(folder)
+    paths = []
+    for rec in records:
+        p = folder / rec["study"] / f"{rec['cell_id']}-r{rec['repetition']}.json"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps(rec, indent=1))
+        paths.append(p)
+    return paths
+
+
 def _record(study: str, si: int, machine: dict, axes: dict, rep: int, rng: np.random.Generator,
-            noisy: bool, warmup: int, measure: int, raw: bool) -> dict[str, Any]:
+            noisy: bool, warmup: int, measure: int, raw: bool, random_failures: bool = True) -> dict[str, Any]:
     n, cores, bs = axes["num_workers"], axes["cores"], axes["batch_size"]
     config = {**axes, "warmup_batches": warmup, "measure_batches": measure, "seed": 0,
               "dataset": {"kind": "synthetic-jpeg", "images": 8192}}
@@ -134,8 +176,8 @@ def _record(study: str, si: int, machine: dict, axes: dict, rep: int, rng: np.ra
     rec: dict[str, Any] = {"schema": SCHEMA, "study": study, "cell_id": cell_id, "repetition": rep, "config": config,
                            "launcher": {"kind": "slurm"}, "started_at": started}
     env = _machine_env(machine, si, cores)
-    fd_fail = axes["start_method"] == "spawn" and n >= 128 and rng.random() < 0.7
-    if fd_fail or rng.random() < 0.004:
+    fd_fail = random_failures and axes["start_method"] == "spawn" and n >= 128 and rng.random() < 0.7
+    if fd_fail or (random_failures and rng.random() < 0.004):
         kind, msg = (("too_many_open_files", f"too many open files with {n} workers (ulimit -n 65536); "
                       "raise the limit or use sharing_strategy = file_system") if fd_fail else
                      ("worker_killed", "DataLoader worker (pid 81234) exited unexpectedly"))
@@ -143,7 +185,7 @@ def _record(study: str, si: int, machine: dict, axes: dict, rep: int, rng: np.ra
                    metrics={"processes_peak": n + 1, "open_fds_peak": 65536 if fd_fail else 200},
                    env=env, attempt=1)
         return rec
-    if n >= 4 * cores and cores >= 32 and rng.random() < 0.05:
+    if random_failures and n >= 4 * cores and cores >= 32 and rng.random() < 0.05:
         rec.update(status="timeout", error={"kind": "timeout", "message":
                    "the cell did not finish within timeout_s = 1800 s and was killed"},
                    finished_at=_iso(t0 + 1800), metrics={"processes_peak": n + 1}, env=env, attempt=1)
@@ -204,25 +246,16 @@ def write_synthetic_records(folder: str | os.PathLike, n: int = 1000, seed: int 
     Returns the paths written.
     """
     folder = Path(folder)
-    rng = np.random.default_rng(seed)
     paths: list[Path] = []
     si = 0
     while len(paths) < n:
         study = f"{study_prefix}-{si:02d}"
-        machine = MACHINES[si % len(MACHINES)]
-        cells = _study_cells(study)
-        noisy = rng.random(len(cells)) < 0.04
-        (folder / study).mkdir(parents=True, exist_ok=True)
-        # repetitions interleaved across cells, as the runner does
-        for rep in range(repetitions):
-            for ci, axes in enumerate(cells):
-                if len(paths) >= n:
-                    break
-                rec = _record(study, si, machine, axes, rep, rng, bool(noisy[ci]), warmup_batches,
-                              measure_batches, raw)
-                p = folder / study / f"{rec['cell_id']}-r{rep}.json"
-                p.write_text(json.dumps(rec, indent=1))
-                paths.append(p)
+        records = study_records(study, study_cells(), repetitions, seed=seed * 1000 + si, study_index=si,
+                                warmup_batches=warmup_batches, measure_batches=measure_batches, raw=raw)
+        for rec in records:
+            if len(paths) >= n:
+                break
+            paths += write_records(folder, [rec])
         si += 1
     return paths
 

@@ -37,6 +37,9 @@ deb $MIRROR $SUITE main
 deb $MIRROR $SUITE-updates main
 deb http://deb.debian.org/debian-security $SUITE-security main
 EOF
+# Security and point-release updates, as in Debian's (regularly rebuilt) bookworm images.
+chroot "$ROOTFS" sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get upgrade -y -qq' >"$ROOTFS.log" 2>&1 || {
+    tail -20 "$ROOTFS.log" >&2; echo "make-local-base: apt-get upgrade failed (log: $ROOTFS.log)" >&2; exit 1; }
 # Keep the image small, as Debian's docker images do.
 rm -rf "$ROOTFS"/var/lib/apt/lists/* "$ROOTFS"/var/cache/apt/*.bin "$ROOTFS"/var/cache/apt/archives/*.deb
 PYVER="$(chroot "$ROOTFS" python3 -c 'import platform; print(platform.python_version())')"

@@ -12,10 +12,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter, ValidationError
 
-WORKLOADS = ("sleep", "cpu", "jpeg", "tutorial", "rng")
+WORKLOADS = ("sleep", "cpu", "jpeg", "tutorial", "rng", "fault")
 SHARING_STRATEGIES = ("file_descriptor", "file_system") if sys.platform.startswith("linux") else ("file_system",)
 START_METHODS = tuple(multiprocessing.get_all_start_methods())
 ALL_START_METHODS = ("fork", "spawn", "forkserver")
+FAULTS = ("none", "raise", "segfault", "abort", "exit", "kill_self", "hang", "wait_kill", "oom")  # suite/workloads/faulty.py
 
 
 @dataclass(frozen=True)
@@ -81,19 +82,19 @@ AXES: dict[str, Axis] = {
              "a number of milliseconds from 0 to 600000"),
         Axis("step_kind", _choice(("sleep", "busy")), "sleep", "how the simulated step spends its time",
              "sleep or busy"),
-        Axis("sleep_ms", _float(0, 60_000), 5.0, "blocking wait per sample (sleep, tutorial), in ms",
+        Axis("sleep_ms", _float(0, 60_000), 5.0, "blocking wait per sample, in ms",
              "a number of milliseconds from 0 to 60000", applies_to=("sleep", "tutorial")),
         Axis("cpu_work", _int(1, 1_000_000), 20, "pure-Python CPU work per sample, in thousands of loop iterations",
              "an integer from 1 to 1000000", applies_to=("cpu",)),
-        Axis("decoder", _choice(("pil", "torchvision")), "pil", "JPEG decoder (jpeg workload)", "pil or torchvision",
+        Axis("decoder", _choice(("pil", "torchvision")), "pil", "JPEG decoder", "pil or torchvision",
              applies_to=("jpeg",)),
-        Axis("sample_kb", _float(0.001, 1_048_576), 12.0, "size of each sample's tensor(s) in KiB (sleep, cpu)",
+        Axis("sample_kb", _float(0.001, 1_048_576), 12.0, "size of each sample's tensor(s), in KiB",
              "a number of KiB from 0.001 to 1048576", applies_to=("sleep", "cpu")),
-        Axis("tensors_per_sample", _int(1, 100_000), 1, "tensors each sample returns (sleep, cpu)",
+        Axis("tensors_per_sample", _int(1, 100_000), 1, "tensors each sample returns",
              "an integer from 1 to 100000", applies_to=("sleep", "cpu")),
         # --- the seeds' questions (studies in suite/studies/) ---
         Axis("jpeg_stage", _choice(("full", "decode")), "full",
-             "jpeg: the full pipeline, or decode only (the decode ceiling)", "full or decode", applies_to=("jpeg",)),
+             "the full pipeline, or decode only (the decode ceiling)", "full or decode", applies_to=("jpeg",)),
         Axis("forkserver_preload", bool, False, "forkserver: preload torch and the workload in the fork server",
              "true or false", needs_workers=True),
         Axis("parent_payload_mb", _float(0, 65_536), 0.0,
@@ -118,6 +119,17 @@ AXES: dict[str, Axis] = {
              "auto, cpu or cuda"),
         Axis("non_blocking", bool, True, "host-to-device copies with non_blocking=True", "true or false"),
         Axis("prefetcher", bool, False, "copy batch N+1 on a side CUDA stream while N computes", "true or false"),
+        # --- faults and limits (issue 5; the fault workload is a self-test of the harness: suite/workloads/faulty.py) ---
+        Axis("fault", _choice(FAULTS), "none", "fault workload: what goes wrong at sample fault_at (harness self-test)",
+             f"one of {', '.join(FAULTS)}", applies_to=("fault",)),
+        Axis("fault_at", _int(0, 100_000_000), 0, "fault workload: the sample index where the fault happens",
+             "an integer from 0 to 100000000", applies_to=("fault",)),
+        Axis("ulimit_nofile", _int(16, 1_048_576), None,
+             "open-file limit (ulimit -n) of the cell and its workers; unset: inherited",
+             "an integer from 16 to 1048576"),
+        Axis("memory_limit_mb", _int(16, 16_777_216), None,
+             "memory limit of the cell and its workers together, in MiB (a cgroup where writable, else RLIMIT_AS "
+             "per process); unset: none", "an integer from 16 to 16777216"),
     ]
 }
 

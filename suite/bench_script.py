@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         prepared = ensure_dataset(DatasetSpec(kind="synthetic-jpeg", images=args.images))
     config = {"workload": args.workload, "batched": False, "sleep_ms": args.sleep_ms, "cpu_work": args.cpu_work,
               "sample_kb": args.sample_kb, "tensors_per_sample": 1, "decoder": args.decoder}
-    warmup = max(args.warmup, args.workers * args.prefetch_factor)  # the suite's rule: drain the prefetch first
+    warmup = max(1, args.warmup, args.workers * args.prefetch_factor)  # the suite's rule: drain the prefetch first
     total = warmup + args.batches
     dataset = build_dataset(config, total * args.batch_size, prepared)
     kwargs = {}

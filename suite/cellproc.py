@@ -48,6 +48,9 @@ def cell_main(config: dict[str, Any], repetition: int, prepared, result_path: st
 def measure_cell(config: dict[str, Any], repetition: int, prepared) -> dict[str, Any]:
     cores = config["cores"]
     pin_cores(cores)
+    from suite.limits import apply_cell_limits
+
+    apply_cell_limits(config)  # ulimit_nofile, memory_limit_mb (RLIMIT_AS where the runner made no cgroup)
     os.environ["OMP_NUM_THREADS"] = str(cores)  # spawned workers read it at start-up
     import torch
     import torch.multiprocessing as tmp

@@ -103,6 +103,19 @@ def cmd_status(args) -> int:
     return 0
 
 
+def cmd_axes(args) -> int:
+    """The study vocabulary as a Markdown table (the README's table is this output)."""
+    from suite.axes import AXES
+
+    print("| axis | default | allowed | what it varies |")
+    print("|---|---|---|---|")
+    for a in AXES.values():
+        default = str(a.default).lower() if isinstance(a.default, bool) else a.default
+        scope = f" ({', '.join(a.applies_to)} only)" if a.applies_to else ""
+        print(f"| `{a.name}` | `{default}` | {a.allowed} | {a.help}{scope} |")
+    return 0
+
+
 def cmd_dataset(args) -> int:
     from suite.dataset import DatasetSpec, ensure_dataset
 
@@ -149,6 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--results", default=None)
     s.add_argument("--cluster", default=None)
     s.set_defaults(func=cmd_status)
+
+    s = sub.add_parser("axes", help="print every axis a study may vary (Markdown)")
+    s.set_defaults(func=cmd_axes)
 
     s = sub.add_parser("dataset", help="generate (once) and verify the default synthetic JPEG dataset")
     s.add_argument("--images", type=int, default=1024)

@@ -203,7 +203,18 @@ class _Prefetcher:
 
 
 def make_consumer(config: dict) -> SimulatedConsumer | ModelConsumer:
-    if config.get("model") in (None, "none"):
+    """model = none: the simulated step. A model with device = auto and no CUDA device: the simulated step
+    stands in when step_ms > 0 (the GPU study on a CPU-only machine, labelled simulated), else the model
+    runs on the CPU. device = cuda without a GPU is an error, device = cpu runs the model on the CPU."""
+    model = config.get("model")
+    if model in (None, "none"):
         return SimulatedConsumer(config["step_ms"], config["step_kind"])
-    return ModelConsumer(config["model"], config["device"], bool(config["non_blocking"]), bool(config["prefetcher"]))
+    if config["device"] == "auto" and config.get("step_ms"):
+        import torch
+
+        if not torch.cuda.is_available():
+            sim = SimulatedConsumer(config["step_ms"], config["step_kind"])
+            sim.kind = f"simulated (no CUDA device: {config['step_ms']:g} ms {config['step_kind']} instead of {model})"
+            return sim
+    return ModelConsumer(model, config["device"], bool(config["non_blocking"]), bool(config["prefetcher"]))
 

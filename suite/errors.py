@@ -1,5 +1,11 @@
 """Turn what went wrong in a cell into a classified error: a kind a figure can group by, and a message
-that tells the user what happened and what to do."""
+that tells the user what happened and what to do.
+
+Two sources: an exception the cell process caught (`classify_exception`, run inside the cell, which can
+still look at the DataLoader's worker list to name the worker), and a cell process that ended without
+writing a result (`classify_exit`, run by the runner). The runner may override either with what only it
+knows (an OOM kill counted by the cell's memory cgroup, the timeout).
+"""
 
 from __future__ import annotations
 
@@ -7,67 +13,199 @@ import re
 import signal
 
 KINDS = {
-    "worker_killed": "a DataLoader worker was killed by a signal",
-    "worker_crashed": "a DataLoader worker died (segfault or abort)",
-    "worker_error": "the dataset raised an exception inside a worker",
+    "worker_killed": "a DataLoader worker was killed by a signal from outside (SIGKILL, SIGTERM)",
+    "worker_crashed": "a DataLoader worker died by itself (segfault, abort, exit)",
+    "worker_error": "the dataset raised an exception inside a DataLoader worker",
+    "dataset_error": "the dataset raised an exception in the cell process (num_workers = 0)",
     "shm_exhausted": "/dev/shm is too small for the batches in flight",
     "too_many_open_files": "file descriptors ran out (file_descriptor sharing holds one per shared tensor)",
-    "out_of_memory": "the cell ran out of memory",
+    "out_of_memory": "the cell ran out of memory (its memory_limit_mb, or the machine's)",
     "timeout": "the cell did not finish within the study's timeout_s",
     "cell_crashed": "the cell process itself died",
-    "dataset_error": "the dataset could not be read",
     "error": "an exception in the cell",
 }
 
+# what torch's DataLoader prints for a worker's death signal (strsignal) -> signal number
+_SIGNAL_TEXT = {"killed": 9, "terminated": 15, "segmentation fault": 11, "aborted": 6, "bus error": 7,
+                "illegal instruction": 4, "floating point exception": 8, "hangup": 1, "interrupt": 2,
+                "user defined signal 1": 10, "user defined signal 2": 12, "trace/breakpoint trap": 5,
+                "bad system call": 31, "cpu time limit exceeded": 24, "file size limit exceeded": 25}
+_CRASH_SIGNALS = {4, 5, 6, 8, 11, 31}  # the process's own fault: crashed, not killed
 
-def _signame(num: int) -> str:
+SHM_HINT = ("give it more shared memory (docker --shm-size=8g or --ipc=host; on Slurm/Apptainer check the size "
+            "of /dev/shm), or lower num_workers, prefetch_factor or batch_size")
+SIGKILL_HINT = "from outside: the kernel's OOM killer (see dmesg), a user, or a job scheduler"
+NATIVE_HINT = ("a crash in native code the dataset calls (a decoder, a C extension); rerun the cell with "
+               "num_workers = 0 to see where")
+
+
+def signame(num: int) -> str:
     try:
         return signal.Signals(num).name
     except ValueError:
         return f"signal {num}"
 
 
+def _signal_words(num: int) -> str:
+    try:
+        desc = signal.strsignal(num)
+    except (ValueError, AttributeError):
+        desc = None
+    return f"signal {num} ({signame(num)}{', ' + desc.lower() if desc else ''})"
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """The exception and everything it was raised from or during, outermost first."""
+    out: list[BaseException] = []
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        out.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return out
+
+
+def _worker_pids(exc: BaseException) -> list[int]:
+    """PIDs of the DataLoader's workers in worker-id order, read from the iterator in the traceback."""
+    for e in _chain(exc):
+        tb = e.__traceback__
+        while tb is not None:
+            it = tb.tb_frame.f_locals.get("self")
+            workers = getattr(it, "_workers", None)
+            if isinstance(workers, list) and workers:
+                try:
+                    return [w.pid for w in workers]
+                except AttributeError:
+                    pass
+            tb = tb.tb_next
+    return []
+
+
+def _worker_name(pid: int, pids: list[int]) -> str:
+    return f"DataLoader worker {pids.index(pid)} (pid {pid})" if pid in pids else f"DataLoader worker (pid {pid})"
+
+
+def _raised_in_dataset(exc: BaseException) -> bool:
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_name in ("__getitem__", "__getitems__"):
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def _original_error(text: str) -> str:
+    """The last line of a worker's original traceback: the exception the dataset raised."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Warning)\b", ln) or ":" in ln and not ln.startswith("File "):
+            return ln[:300]
+    return lines[-1][:300] if lines else text[:300]
+
+
 def classify_exception(exc: BaseException, sharing_strategy: str | None = None) -> dict:
-    text = f"{type(exc).__name__}: {exc}"
-    low = text.lower()
-    if isinstance(exc, MemoryError):
-        return {"kind": "out_of_memory", "message": f"out of memory in the cell: {text}"}
-    if "too many open files" in low or "errno 24" in low:
-        hint = ("raise ulimit -n or use sharing_strategy = \"file_system\"" if sharing_strategy == "file_descriptor"
-                else "raise ulimit -n")
+    chain = _chain(exc)
+    texts = [f"{type(e).__name__}: {e}" for e in chain]
+    full = "\n".join(texts)
+    low = full.lower()
+    pids = _worker_pids(exc)
+    caught = re.search(r"caught (\w+) in dataloader worker process (\d+)", full, re.IGNORECASE)
+    if caught:  # the worker's own traceback is inside this exception's text
+        full = next((t for t in texts if "Original Traceback" in t), full)
+        low = full.lower()
+    where = f"in DataLoader worker {caught.group(2)}" if caught else "in the cell process"
+
+    if any(isinstance(e, MemoryError) for e in chain) or (caught and caught.group(1) == "MemoryError"):
+        return {"kind": "out_of_memory",
+                "message": f"out of memory {where} ({_original_error(full)}): lower batch_size, num_workers or "
+                           f"prefetch_factor, or raise memory_limit_mb"}
+    if "too many open files" in low or "errno 24" in low or "received 0 items of ancdata" in low:
+        if sharing_strategy == "file_descriptor":
+            hint = "raise ulimit -n (ulimit_nofile) or use sharing_strategy = \"file_system\""
+        else:
+            hint = "raise ulimit -n (ulimit_nofile)"
         return {"kind": "too_many_open_files",
-                "message": f"too many open files under {sharing_strategy} sharing: {hint} ({_first_line(text)})"}
-    if "bus error" in low or "shared memory" in low and ("no space" in low or "unable to" in low or "insufficient" in low):
+                "message": f"too many open files under {sharing_strategy or 'this'} sharing {where}: {hint} "
+                           f"({_original_error(full)})"}
+    shm_words = ("shared memory" in low or "/torch_" in low or "/dev/shm" in low or " shm" in low)
+    if shm_words and ("no space left" in low or "unable to allocate" in low or "insufficient" in low
+                      or "bus error" in low or "errno 28" in low):
         return {"kind": "shm_exhausted",
-                "message": f"/dev/shm exhausted (bus error in worker): give the container more shm (--shm-size, "
-                           f"--ipc=host) or lower num_workers, prefetch_factor or batch_size ({_first_line(text)})"}
-    m = re.search(r"worker \(pid\(s\) ([\d, ]+)\) exited unexpectedly", low)
-    m_sig = re.search(r"killed by signal: ([\w ]+)", text, re.IGNORECASE)
-    if m_sig:
-        name = m_sig.group(1).strip()
-        kind = "worker_crashed" if any(s in name.lower() for s in ("segmentation", "abort", "bus")) else "worker_killed"
-        if "bus" in name.lower():
-            return classify_exception(RuntimeError("bus error"), sharing_strategy)
-        return {"kind": kind, "message": f"DataLoader worker killed by signal: {name} ({_first_line(text)})"}
-    if m:
-        return {"kind": "worker_killed", "message": f"DataLoader worker (pid {m.group(1).strip()}) exited unexpectedly"}
-    if "caught" in low and "in dataloader worker process" in low:
-        return {"kind": "worker_error", "message": _first_lines(text, 3)}
-    if "out of memory" in low or "cannot allocate memory" in low:
-        return {"kind": "out_of_memory", "message": f"out of memory in the cell: {_first_line(text)}"}
-    return {"kind": "error", "message": _first_lines(text, 3)}
+                "message": f"/dev/shm exhausted {where} (no space left for the batches in flight): {SHM_HINT} "
+                           f"({_original_error(full)})"}
+
+    killed = re.search(r"dataloader worker \(pid (\d+)\) is killed by signal: ([^.\n]+)", full, re.IGNORECASE)
+    if killed:
+        pid, desc = int(killed.group(1)), killed.group(2).strip()
+        num = _SIGNAL_TEXT.get(desc.lower())
+        sig = _signal_words(num) if num else f"signal: {desc}"
+        name = _worker_name(pid, pids)
+        if num == 7:
+            return {"kind": "shm_exhausted",
+                    "message": f"/dev/shm exhausted (bus error in worker): {name} was killed by {sig} writing a "
+                               f"batch to shared memory; {SHM_HINT}"}
+        if num in _CRASH_SIGNALS:
+            return {"kind": "worker_crashed", "message": f"{name} crashed with {sig}: {NATIVE_HINT}"}
+        hint = SIGKILL_HINT if num == 9 else "from outside (a user or a job scheduler)"
+        return {"kind": "worker_killed", "message": f"{name} was killed by {sig} {hint}"}
+    exited = re.search(r"dataloader worker \(pid (\d+)\) exited unexpectedly with exit code (-?\d+)", full,
+                       re.IGNORECASE)
+    if exited:
+        name = _worker_name(int(exited.group(1)), pids)
+        return {"kind": "worker_crashed",
+                "message": f"{name} exited unexpectedly with exit code {exited.group(2)} (something it ran called "
+                           f"exit()); rerun the cell with num_workers = 0 to see where"}
+    gone = re.search(r"dataloader worker \(pid\(s\) ([\d, ]+)\) exited unexpectedly", full, re.IGNORECASE)
+    if gone:
+        first = int(gone.group(1).split(",")[0])
+        return {"kind": "worker_crashed",
+                "message": f"{_worker_name(first, pids)} exited unexpectedly (cause not reported); rerun the cell "
+                           f"with num_workers = 0 to see where"}
+    if caught:
+        return {"kind": "worker_error",
+                "message": f"the dataset raised in DataLoader worker {caught.group(2)}: {_original_error(full)} "
+                           f"(full traceback in the record's traceback)"}
+    if "out of memory" in low or "cannot allocate memory" in low or "errno 12" in low:
+        return {"kind": "out_of_memory", "message": f"out of memory in the cell process: {_first_line(full)}"}
+    if _raised_in_dataset(exc):
+        return {"kind": "dataset_error",
+                "message": f"the dataset raised in the cell process (num_workers = 0): {_first_line(texts[0])} "
+                           f"(full traceback in the record's traceback)"}
+    return {"kind": "error", "message": _first_lines(full, 3)}
 
 
-def classify_exit(status: int, timed_out: bool, timeout_s: float, oom_suspect: bool = False) -> dict:
-    """The cell process ended without writing a result: why."""
+def classify_exit(status: int, timed_out: bool, timeout_s: float, oom_suspect: bool = False,
+                  detail: str | None = None) -> dict:
+    """The cell process ended without writing a result (or was ended by the runner): why."""
+    extra = f" ({detail})" if detail else ""
     if timed_out:
-        return {"kind": "timeout", "message": f"the cell did not finish within timeout_s = {timeout_s:g} s and was killed"}
+        return {"kind": "timeout",
+                "message": f"the cell did not finish within timeout_s = {timeout_s:g} s and was killed{extra}; "
+                           f"a worker or the dataset may hang (raise timeout_s if it is only slow)"}
     if status < 0 or (status > 128 and status - 128 in signal.valid_signals()):
         num = -status if status < 0 else status - 128
         if num == signal.SIGKILL and oom_suspect:
-            return {"kind": "out_of_memory", "message": "the cell was killed by SIGKILL near its memory limit (OOM)"}
-        return {"kind": "cell_crashed", "message": f"the cell process was killed by {_signame(num)}"}
-    return {"kind": "cell_crashed", "message": f"the cell process exited with status {status} without a result"}
+            return {"kind": "out_of_memory",
+                    "message": f"the cell process was killed by SIGKILL at its memory limit (OOM){extra}"}
+        if num == signal.SIGKILL:
+            how = SIGKILL_HINT
+        elif num == signal.SIGBUS:
+            how = f"(a bus error: often /dev/shm is full; {SHM_HINT})"
+        elif num in _CRASH_SIGNALS:
+            how = f"(with num_workers = 0 the dataset runs in it: {NATIVE_HINT})"
+        else:
+            how = "from outside"
+        return {"kind": "cell_crashed", "message": f"the cell process was killed by {_signal_words(num)} {how}{extra}"}
+    return {"kind": "cell_crashed",
+            "message": f"the cell process exited with status {status} without a result{extra}"}
+
+
+def out_of_memory(limit_mb: int | None, via: str | None, victims: str, was: dict | None) -> dict:
+    """The runner's verdict when the cell's memory cgroup counted OOM kills."""
+    before = f" (the cell saw: {was['kind']}: {was['message'][:200]})" if was and was.get("kind") != "out_of_memory" else ""
+    return {"kind": "out_of_memory",
+            "message": f"the cell exceeded memory_limit_mb = {limit_mb} MiB ({via}): the kernel's OOM killer ended "
+                       f"{victims}; lower batch_size, num_workers or prefetch_factor, or raise memory_limit_mb{before}"}
 
 
 def _first_line(text: str) -> str:

@@ -90,9 +90,26 @@ def _versions() -> dict:
         "pillow_simd": simd,
         "libjpeg_turbo": bool(features.check_feature("libjpeg_turbo")),
         "libjpeg_turbo_version": features.version_feature("libjpeg_turbo"),
-        "cuda_available": torch.cuda.is_available(),
-        "cuda_version": torch.version.cuda,
+        "torch_cuda_build": torch.version.cuda,  # the CUDA the wheel was built for; devices: see gpus
     }
+
+
+def _gpus() -> list[dict]:
+    """GPUs as nvidia-smi sees them. Asked of nvidia-smi, not torch: the runner must never initialise CUDA,
+    or the cells it forks could not use it."""
+    if not shutil.which("nvidia-smi"):
+        return []
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=index,name,driver_version,memory.total",
+                              "--format=csv,noheader"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    gpus = []
+    for line in out.stdout.strip().splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 4:
+            gpus.append({"index": parts[0], "name": parts[1], "driver": parts[2], "memory": parts[3]})
+    return gpus
 
 
 def _slurm() -> dict:
@@ -125,6 +142,7 @@ def host_fingerprint() -> dict:
         "git_commit": _git_commit(),
         **_versions(),
         **container_info(),
+        "gpus": _gpus(),
         "slurm": _slurm(),
     }
 
@@ -134,7 +152,12 @@ def cell_fingerprint() -> dict:
     import torch
 
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    cuda = torch.cuda.is_available()  # safe here: the cell is the last process to fork workers itself
     return {
+        "cuda_available": cuda,
+        "cuda_device": torch.cuda.get_device_name(0) if cuda else None,
+        "cuda_runtime": torch.version.cuda if cuda else None,
+        "cudnn": torch.backends.cudnn.version() if cuda else None,
         "cpus_allowed": sorted(os.sched_getaffinity(0)),
         "torch_threads": torch.get_num_threads(),
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),

@@ -71,6 +71,9 @@ def run_loop_adaptive(loader: Iterable, warmup: int, window_batches: int, min_wi
     d = [0.0] * total
     rates: list[float] = []
     reached, half = False, float("nan")
+    # The first check imports scipy.stats (1-3 s here): do it before the clock starts, or that import lands
+    # inside window min_windows + 1, drops its rate several-fold, and the rule never stops (seen in suite.bench).
+    precision_reached([1.0, 1.0], target)
     t0 = clock()
     it = iter(loader)
     b = 0

@@ -40,6 +40,7 @@ class TreeProbe:
     procs_peak: int = 0
     timeline: list = field(default_factory=list)  # [t_s, n_procs, main_pss, workers_pss, main_uss, workers_uss]
     cpu_last: dict = field(default_factory=dict)  # pid -> (user+system) seconds last seen
+    seen: dict = field(default_factory=dict)  # pid -> (ppid, name) of every process of the tree ever sampled
     sample_cost_s: float = 0.0
 
     def sample(self) -> None:
@@ -62,6 +63,11 @@ class TreeProbe:
             except psutil.Error:
                 continue
             alive += 1
+            if p.pid not in self.seen:
+                try:
+                    self.seen[p.pid] = (p.ppid(), p.name())
+                except psutil.Error:
+                    self.seen[p.pid] = (None, "?")
             rss += m.rss
             pss += m.pss
             uss += m.uss
@@ -113,3 +119,160 @@ def processes_in_group(pgid: int) -> list[int]:
         except (ProcessLookupError, PermissionError, psutil.Error):
             continue
     return out
+
+
+# --- what a cell leaves behind: processes and /dev/shm entries -------------------------------------------
+
+SHM_PREFIXES = ("torch_", "sem.mp-", "psm_")  # torch tensors (file_system / failed allocations), multiprocessing
+
+
+def is_cleanup_helper(p: psutil.Process) -> bool:
+    """Helpers that clean up after a tree once its processes are gone (kill them last, after a grace period):
+    multiprocessing's resource tracker (unlinks leaked semaphores) and torch_shm_manager (unlinks file_system
+    segments)."""
+    try:
+        if p.name().startswith("torch_shm_manag"):
+            return True
+        return any("multiprocessing.resource_tracker" in a for a in p.cmdline())
+    except psutil.Error:
+        return False
+
+
+def _live(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def cell_processes(pgid: int, extra_pids=(), adopted_from: int | None = None, exclude=()) -> list[psutil.Process]:
+    """Live processes of a cell: its process group, `extra_pids` (a cgroup's), and, when `adopted_from` is
+    given, that process's children (orphans re-parented to a subreaper runner) not in `exclude`, all with
+    their descendants."""
+    found: dict[int, psutil.Process] = {}
+    roots: list[psutil.Process] = []
+    for p in psutil.process_iter():
+        try:
+            if os.getpgid(p.pid) == pgid:
+                roots.append(p)
+        except (ProcessLookupError, PermissionError, psutil.Error, OSError):
+            continue
+    for pid in extra_pids:
+        try:
+            roots.append(psutil.Process(pid))
+        except psutil.Error:
+            pass
+    if adopted_from is not None:
+        try:
+            roots += [c for c in psutil.Process(adopted_from).children() if c.pid not in exclude]
+        except psutil.Error:
+            pass
+    for r in roots:
+        for p in [r] + _descendants(r):
+            if p.pid not in exclude and p.pid != os.getpid() and _live(p):
+                found.setdefault(p.pid, p)
+    return list(found.values())
+
+
+def _descendants(p: psutil.Process) -> list[psutil.Process]:
+    try:
+        return p.children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def shm_snapshot() -> set[str]:
+    try:
+        return set(os.listdir(SHM))
+    except OSError:
+        return set()
+
+
+def _held_inodes(dev: int) -> set[int]:
+    """Inodes on the /dev/shm filesystem (device `dev`) that some live process has open or mapped."""
+    held: set[int] = set()
+    major, minor = os.major(dev), os.minor(dev)
+    dev_text = f"{major:02x}:{minor:02x}"
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/maps") as fh:
+                for line in fh:
+                    parts = line.split(None, 5)
+                    if len(parts) >= 5 and parts[3] == dev_text and parts[4] != "0":
+                        held.add(int(parts[4]))
+        except (OSError, ValueError):
+            pass
+        fd_dir = f"/proc/{pid}/fd"
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                st = os.stat(f"{fd_dir}/{fd}")
+            except OSError:
+                continue
+            if st.st_dev == dev:
+                held.add(st.st_ino)
+    return held
+
+
+def _creator_pid(name: str) -> int | None:
+    if name.startswith("torch_"):
+        try:
+            return int(name.split("_")[1])
+        except (IndexError, ValueError):
+            return None
+    return None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def sweep_shm(before: set[str], cell_pids: set[int], shm: str = SHM) -> list[str]:
+    """Remove /dev/shm entries a finished cell left behind; returns their names.
+
+    An entry is the cell's leftover when it appeared while the cell ran (not in `before`), is torch's or
+    multiprocessing's (SHM_PREFIXES), no live process has it open or mapped, and, for torch's segments,
+    whose name carries the creating pid, that pid is the cell's or no longer exists (a segment of another
+    live process may be in flight between its processes, unmapped for a moment: left alone).
+    Run it only once every process of the cell is gone.
+    """
+    try:
+        new = [n for n in os.listdir(shm) if n not in before and n.startswith(SHM_PREFIXES)]
+    except OSError:
+        return []
+    if not new:
+        return []
+    try:
+        dev = os.stat(shm).st_dev
+    except OSError:
+        return []
+    held = _held_inodes(dev)
+    removed = []
+    for name in new:
+        path = os.path.join(shm, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if st.st_ino in held:
+            continue
+        creator = _creator_pid(name)
+        if creator is not None and creator not in cell_pids and _pid_alive(creator):
+            continue
+        try:
+            os.unlink(path)
+            removed.append(name)
+        except OSError:
+            pass
+    return sorted(removed)

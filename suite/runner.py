@@ -4,10 +4,25 @@ The runner imports torch and the workloads once; each cell repetition is a proce
 (a zygote, as Android and pyperf-like runners do), so a cell pays no interpreter start-up or torch
 import, yet starts with clean process-global state. The runner never touches CUDA or starts a
 DataLoader itself, and holds no threads when it forks.
+
+Whatever happens to a cell, it ends as one record (ok, failed or timeout with a classified error) and
+leaves nothing behind:
+- the cell runs in its own process group (and, with `memory_limit_mb`, its own memory cgroup); after it
+  ends, the runner kills what is left of it (workers, a forkserver), gives cleanup helpers (the
+  multiprocessing resource tracker, torch_shm_manager) a moment to unlink what they track, kills them
+  too if they linger, reaps them (the runner is a child subreaper, so the cell's orphans become its
+  children, not init's), and removes /dev/shm entries the cell left (probes.sweep_shm);
+- if the runner itself dies (SIGKILL, a machine going down), the cell dies with it: the cell process has
+  PR_SET_PDEATHSIG = SIGKILL, and a small sentinel process, forked from the runner and blocked on a pipe
+  only the runner writes to, kills the cell's whole process group (workers included, whatever started
+  them) when that pipe breaks, then cleans up /dev/shm and the cgroup;
+- Ctrl-C or SIGTERM (KeyboardInterrupt here) tears the cell down the same way and writes no record: the
+  cell is not done, and the next run measures it again.
 """
 
 from __future__ import annotations
 
+import ctypes
 import datetime as dt
 import json
 import os
@@ -19,9 +34,14 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from suite.errors import classify_exit
-from suite.probes import TreeProbe, processes_in_group
+from suite.errors import classify_exit, out_of_memory
+from suite.probes import TreeProbe, cell_processes, is_cleanup_helper, shm_snapshot, sweep_shm
 from suite.store import SCHEMA, Store
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+HELPER_GRACE_S = 5.0  # how long cleanup helpers may take to finish on their own before they are killed
+SENTINEL_DONE = b"d"
 
 
 def warm_imports() -> None:
@@ -55,6 +75,26 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
+def _prctl(option: int, arg: int) -> bool:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(option, ctypes.c_ulong(arg), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+_SUBREAPER = False
+
+
+def _become_subreaper() -> None:
+    """Orphans of a cell (workers of a dead cell process, a daemonised torch_shm_manager) become this
+    process's children, so they can be found, killed and reaped here, even in a container whose init reaps
+    nothing."""
+    global _SUBREAPER
+    if not _SUBREAPER and sys.platform.startswith("linux"):
+        _SUBREAPER = _prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
 def _pidfd_wait(pid: int, timeout: float, pidfd: int | None) -> bool:
     """Wait up to `timeout` s for the child to exit; True when it has."""
     if pidfd is not None:
@@ -71,6 +111,196 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
+# --- the result channel: an anonymous in-memory file, so a killed runner leaves no temp file behind ----------
+
+def _result_channel() -> tuple[int, str, bool]:
+    """(fd the runner reads, path the cell writes, whether the path is a real temp file to unlink)."""
+    try:
+        fd = os.memfd_create("loaderbench-result")
+        return fd, f"/proc/self/fd/{fd}", False
+    except (AttributeError, OSError):
+        fd, path = tempfile.mkstemp(prefix="loaderbench-cell-", suffix=".json")
+        return fd, path, True
+
+
+def _read_channel(fd: int) -> dict | None:
+    try:
+        os.lseek(fd, 0, os.SEEK_SET)
+        chunks = []
+        while True:
+            b = os.read(fd, 1 << 20)
+            if not b:
+                break
+            chunks.append(b)
+        text = b"".join(chunks).decode("utf-8", "replace")
+        result = json.loads(text) if text.strip() else None
+        return result if isinstance(result, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+# --- the cell side of the fork ---------------------------------------------------------------------------
+
+def _cell_start(runner_pid: int, cgroup) -> None:
+    """First thing in the forked cell: die with the runner, own process group, join the memory cgroup."""
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != runner_pid:  # the runner died before the line above
+        os._exit(75)
+    os.setpgid(0, 0)
+    if cgroup is not None:
+        import suite.limits
+
+        cgroup.join(os.getpid())
+        suite.limits.CELL_CGROUP_JOINED = True
+
+
+# --- the sentinel: ends the cell if the runner dies -----------------------------------------------------
+
+def _start_sentinel(pgid: int, cgroup, shm_before: set[str]) -> tuple[int | None, int | None]:
+    """Fork the sentinel; returns (its pid, the pipe end the runner holds)."""
+    try:
+        r, w = os.pipe()
+    except OSError:
+        return None, None
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(r)
+        os.close(w)
+        return None, None
+    if pid == 0:
+        code = 0
+        try:
+            os.close(w)
+            _sentinel(r, pgid, cgroup, shm_before)
+        except BaseException:  # noqa: BLE001 - never let the sentinel run runner code
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(r)
+    return pid, w
+
+
+def _sentinel(r: int, pgid: int, cgroup, shm_before: set[str]) -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGTSTP):
+        signal.signal(sig, signal.SIG_IGN)  # the runner decides; the sentinel only reacts to its death
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    data = b""
+    while True:
+        try:
+            chunk = os.read(r, 16)
+        except InterruptedError:
+            continue
+        if not chunk:
+            break
+        data += chunk
+    if SENTINEL_DONE in data:
+        return  # the runner tore the cell down itself
+    _kill_group(pgid)
+    pids: set[int] = set()
+    for _ in range(200):  # until the group is gone (a forkserver may still be forking): at most ~10 s
+        extra = cgroup.pids() if cgroup is not None else []
+        procs = cell_processes(pgid, extra)
+        if not procs:
+            break
+        for p in procs:
+            pids.add(p.pid)
+            try:
+                p.kill()
+            except Exception:  # noqa: BLE001
+                pass
+        time.sleep(0.05)
+    sweep_shm(shm_before, pids)
+    if cgroup is not None:
+        cgroup.remove()
+
+
+def _stop_sentinel(pid: int | None, w: int | None) -> None:
+    if w is not None:
+        try:
+            os.write(w, SENTINEL_DONE)
+        except OSError:
+            pass
+        os.close(w)
+    if pid is not None:
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+
+
+# --- tearing a cell down -----------------------------------------------------------------------------------
+
+def _reap(exclude: set[int]) -> None:
+    """Reap zombie children adopted from the cell (this process is a subreaper)."""
+    import psutil
+
+    try:
+        children = psutil.Process().children()
+    except psutil.Error:
+        return
+    for c in children:
+        if c.pid in exclude:
+            continue
+        try:
+            if c.status() == psutil.STATUS_ZOMBIE:
+                os.waitpid(c.pid, os.WNOHANG)
+        except (psutil.Error, ChildProcessError, OSError):
+            pass
+
+
+def _teardown(pgid: int, cgroup, exclude: set[int], seen: set[int]) -> int:
+    """Kill and reap every process left of the cell; returns how many had to be killed.
+
+    Workers (and anything else) first; cleanup helpers get HELPER_GRACE_S to finish on their own once the
+    processes they watch are gone, since killing them early leaks what they would have unlinked.
+    """
+    import psutil
+
+    killed = 0
+    helper_deadline = None
+    for _ in range(1000):
+        extra = cgroup.pids() if cgroup is not None else []
+        procs = cell_processes(pgid, extra, adopted_from=os.getpid(), exclude=exclude)
+        _reap(exclude)
+        if not procs:
+            break
+        seen.update(p.pid for p in procs)
+        others = [p for p in procs if not is_cleanup_helper(p)]
+        if others:
+            for p in others:
+                try:
+                    p.kill()
+                    killed += 1
+                except psutil.Error:
+                    pass
+            psutil.wait_procs(others, timeout=2)
+            continue
+        if helper_deadline is None:
+            helper_deadline = time.monotonic() + HELPER_GRACE_S
+        if time.monotonic() < helper_deadline:
+            psutil.wait_procs(procs, timeout=0.05)
+            continue
+        for p in procs:
+            try:
+                p.kill()
+                killed += 1
+            except psutil.Error:
+                pass
+        psutil.wait_procs(procs, timeout=2)
+    _reap(exclude)
+    return killed
+
+
+def _children() -> set[int]:
+    import psutil
+
+    try:
+        return {c.pid for c in psutil.Process().children()}
+    except psutil.Error:
+        return set()
+
+
 def run_task(task: Task, store: Store, host_env: dict, prepared=None, timeout_s: float = 300.0,
              probe_interval_s: float = 0.2, launcher: dict | None = None) -> dict:
     """Measure one cell repetition and write its record; returns the record.
@@ -78,10 +308,16 @@ def run_task(task: Task, store: Store, host_env: dict, prepared=None, timeout_s:
     KeyboardInterrupt/SystemExit while measuring kill the cell and write nothing (the cell is not done).
     """
     from suite.cellproc import cell_main
+    from suite.limits import MemoryCgroup
 
     config = task.cell.config
-    fd, result_path = tempfile.mkstemp(prefix="loaderbench-cell-", suffix=".json")
-    os.close(fd)
+    _become_subreaper()
+    mem_limit = config.get("memory_limit_mb")
+    cgroup = MemoryCgroup.create(int(mem_limit)) if mem_limit else None
+    result_fd, result_path, result_is_file = _result_channel()
+    shm_before = shm_snapshot()
+    before_children = _children()
+    runner_pid = os.getpid()
     started_at = _now()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -89,6 +325,7 @@ def run_task(task: Task, store: Store, host_env: dict, prepared=None, timeout_s:
     if pid == 0:  # the cell process
         code = 70
         try:
+            _cell_start(runner_pid, cgroup)
             code = cell_main(config, task.repetition, prepared, result_path)
         finally:
             os._exit(code)
@@ -96,6 +333,8 @@ def run_task(task: Task, store: Store, host_env: dict, prepared=None, timeout_s:
         os.setpgid(pid, pid)  # also done by the child; whichever runs first wins the race harmlessly
     except (ProcessLookupError, PermissionError):
         pass
+    sentinel_pid, sentinel_w = _start_sentinel(pid, cgroup, shm_before)
+    exclude = before_children | {sentinel_pid}
     try:
         pidfd = os.pidfd_open(pid)
     except (AttributeError, OSError):
@@ -104,6 +343,8 @@ def run_task(task: Task, store: Store, host_env: dict, prepared=None, timeout_s:
     deadline = time.monotonic() + timeout_s
     timed_out = False
     status = None
+    alive_at_timeout = 0
+    seen: set[int] = {pid}
     try:
         while True:
             probe.sample()
@@ -111,6 +352,7 @@ def run_task(task: Task, store: Store, host_env: dict, prepared=None, timeout_s:
                 break
             if time.monotonic() > deadline:
                 timed_out = True
+                alive_at_timeout = len(cell_processes(pid, cgroup.pids() if cgroup else []))
                 break
         if timed_out:
             _kill_group(pid)
@@ -122,13 +364,14 @@ def run_task(task: Task, store: Store, host_env: dict, prepared=None, timeout_s:
             os.waitpid(pid, 0)
         except ChildProcessError:
             pass
-        _cleanup(result_path, pidfd)
+        _finish(pid, cgroup, exclude, seen | set(probe.seen), shm_before, sentinel_pid, sentinel_w)
+        _close_channel(result_fd, result_path, result_is_file, pidfd)
         raise
-    leftovers = processes_in_group(pid)
-    if leftovers:
-        _kill_group(pid)  # workers or a forkserver outliving their cell: never leave them behind
-    result = _read_result(result_path)
-    _cleanup(result_path, pidfd)
+    result = _read_channel(result_fd)
+    oom_kills = cgroup.oom_kills() if cgroup is not None else 0
+    mem_peak = cgroup.peak_bytes() if cgroup is not None else None
+    killed, shm_removed = _finish(pid, cgroup, exclude, seen | set(probe.seen), shm_before, sentinel_pid, sentinel_w)
+    _close_channel(result_fd, result_path, result_is_file, pidfd)
 
     record: dict[str, Any] = {
         "schema": SCHEMA,
@@ -142,12 +385,16 @@ def run_task(task: Task, store: Store, host_env: dict, prepared=None, timeout_s:
     }
     if result is None or timed_out:
         record["status"] = "timeout" if timed_out else "failed"
-        record["error"] = classify_exit(status if status is not None else -9, timed_out, timeout_s)
+        detail = None
+        if timed_out:
+            detail = f"{alive_at_timeout} process{'es' if alive_at_timeout != 1 else ''} of the cell were still alive"
+        record["error"] = classify_exit(status if status is not None else -9, timed_out, timeout_s,
+                                        oom_suspect=oom_kills > 0, detail=detail)
         record["metrics"] = _probe_only(probe)
     else:
-        record["status"] = result["status"]
-        if result["status"] != "ok":
-            record["error"] = result["error"]
+        record["status"] = result.get("status", "failed")
+        if record["status"] != "ok":
+            record["error"] = result.get("error") or {"kind": "error", "message": "the cell failed without saying why"}
             record["traceback"] = result.get("traceback")
             record["metrics"] = _probe_only(probe)
         else:
@@ -157,11 +404,65 @@ def run_task(task: Task, store: Store, host_env: dict, prepared=None, timeout_s:
             metrics.update({k: v for k, v in pm.items()})
             record["metrics"] = metrics
             record["raw"] = _relative(result["raw"])
+    if oom_kills > 0 and record["status"] != "ok":
+        victims = _oom_victims(record.get("error"), status)
+        record["error"] = out_of_memory(mem_limit, f"cgroup-{cgroup.version}", victims, record.get("error"))
+        record["status"] = "failed"
     record["env"] = {**host_env, **(result or {}).get("cell_env", {})}
-    if leftovers:
-        record["leftover_processes_killed"] = len(leftovers)
+    limits = _limits(config, cgroup, mem_peak, oom_kills)
+    if limits:
+        record["env"]["limits"] = limits
+    record["cleanup"] = {"processes_seen": sorted(seen | set(probe.seen)), "processes_killed": killed,
+                         "shm_removed": shm_removed}
+    if killed:
+        record["leftover_processes_killed"] = killed
     store.write(record)
     return record
+
+
+def _finish(pid: int, cgroup, exclude: set[int], seen: set[int], shm_before: set[str], sentinel_pid, sentinel_w):
+    """Everything after the cell process has ended: kill/reap the rest, sweep /dev/shm, drop the cgroup."""
+    killed = _teardown(pid, cgroup, exclude, seen)
+    shm_removed = sweep_shm(shm_before, seen)
+    if cgroup is not None:
+        cgroup.remove()
+    _stop_sentinel(sentinel_pid, sentinel_w)
+    return killed, shm_removed
+
+
+def _close_channel(fd: int, path: str, is_file: bool, pidfd: int | None) -> None:
+    os.close(fd)
+    if is_file:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    if pidfd is not None:
+        os.close(pidfd)
+
+
+def _oom_victims(error: dict | None, status: int | None) -> str:
+    if status is not None and status == -signal.SIGKILL:
+        return "the cell process"
+    msg = (error or {}).get("message", "")
+    if msg.startswith("DataLoader worker"):
+        return msg.split(" was ")[0].split(" crashed")[0].split(" exited")[0]
+    return "a process of the cell"
+
+
+def _limits(config: dict, cgroup, peak: int | None, oom_kills: int) -> dict:
+    out: dict[str, Any] = {}
+    if config.get("ulimit_nofile"):
+        out["nofile"] = config["ulimit_nofile"]
+    if config.get("memory_limit_mb"):
+        if cgroup is not None:
+            out.update(cgroup.describe())
+            out["memory_peak_bytes"] = peak
+            out["oom_kills"] = oom_kills
+        else:
+            out["memory_via"] = "rlimit_as"
+            out["memory_limit_bytes"] = config["memory_limit_mb"] * 2**20
+    return out
 
 
 def _probe_only(probe: TreeProbe) -> dict:
@@ -174,21 +475,3 @@ def _relative(raw: dict) -> dict:
     t0 = raw["t_iter"][0]
     rel = lambda xs: [round(x - t0, 6) for x in xs]  # noqa: E731
     return {"t_iter": rel(raw["t_iter"]), "got": [rel(g) for g in raw["got"]], "done": [rel(d) for d in raw["done"]]}
-
-
-def _read_result(path: str) -> dict | None:
-    try:
-        with open(path) as fh:
-            text = fh.read()
-        return json.loads(text) if text.strip() else None
-    except (OSError, ValueError):
-        return None
-
-
-def _cleanup(path: str, pidfd: int | None) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
-    if pidfd is not None:
-        os.close(pidfd)

@@ -241,12 +241,12 @@ def normalize(axes: dict[str, Any]) -> dict[str, Any]:
             out[name] = None
         if axis.needs_workers and out["num_workers"] == 0:
             out[name] = None
-    if out["step_ms"] == 0 or out["model"] != "none":
+    if out["step_ms"] == 0:
         out["step_kind"] = None
-    if out["model"] != "none":
-        out["step_ms"] = 0.0
-    else:
+    if out["model"] == "none":
         out["device"] = out["non_blocking"] = out["prefetcher"] = None
+    elif out["device"] == "cpu":
+        out["step_ms"], out["step_kind"] = 0.0, None  # the model runs on the CPU: nothing is simulated
     if out["index_backing"] == "none":
         out["index_items"] = None
     if out["start_method"] != "forkserver" and out["forkserver_preload"] is not None:

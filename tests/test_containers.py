@@ -109,7 +109,7 @@ def classify(step: dict) -> str:
         return "lock"
     if step["files"] == ["/opt/loaderbench/pillow-simd.lock"] and not step["operands"]:
         return "pillow-simd"
-    if not step["files"] and step["operands"] == ["/src/loaderbench"]:
+    if not step["files"] and step["operands"] == ["/opt/loaderbench/src"]:
         return "project"
     return "other"
 

@@ -16,10 +16,10 @@ import pytest
 
 submitit = pytest.importorskip("submitit")
 
-try:  # tests/ on sys.path (rootdir-relative import, no tests/__init__.py) ...
-    from slurm_fixtures import SlurmCluster, slurm_cluster  # noqa: F401
-except ImportError:  # ... or tests/ as a package
+try:  # the repository root on sys.path (tests/conftest.py puts it there), as the other tests do
     from tests.slurm_fixtures import SlurmCluster, slurm_cluster  # noqa: F401
+except ImportError:  # only tests/ on sys.path
+    from slurm_fixtures import SlurmCluster, slurm_cluster  # noqa: F401
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.xdist_group("slurm")]
 
@@ -166,6 +166,9 @@ def test_job_states_pending_running_failed_cancelled(
             _wait_until(lambda: state(job).startswith("CANCELLED"), 30, "sacct CANCELLED", debug)
             assert job.state.startswith("CANCELLED")  # "CANCELLED by 0"
             assert job.done()  # terminal state: submitit stops waiting
+            # result() of a job without a result file waits _results_timeout_s (15 s, for slow
+            # shared filesystems) before raising; submitit's own tests set it to 0 as well
+            job._results_timeout_s = 0
             with pytest.raises(submitit.core.utils.UncompletedJobError):
                 job.result()
         assert _sacct_state(cluster, running.job_id).startswith("CANCELLED")

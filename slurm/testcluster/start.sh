@@ -30,6 +30,10 @@ PARTITION=${SLURM_TESTCLUSTER_PARTITION:-debug}
 WAIT=${SLURM_TESTCLUSTER_WAIT:-60}
 OWNER=${SLURM_TESTCLUSTER_OWNER_PID:-}
 ME=$(id -un)
+case "$MODE_REQ" in
+  auto|cgroup|linuxproc) ;;
+  *) echo "start.sh: SLURM_TESTCLUSTER_MODE must be auto, cgroup or linuxproc" >&2; exit 2 ;;
+esac
 export SLURM_CONF=$S/slurm.conf   # every daemon and client below, and the marker stop.sh checks
 
 log() { echo "start.sh: $*" >&2; }
@@ -47,6 +51,15 @@ fi
 ours() {
   [[ "$1" =~ ^[0-9]+$ ]] && [[ -r /proc/$1/environ ]] &&
     tr '\0' '\n' 2>/dev/null <"/proc/$1/environ" | grep -qxF "SLURM_CONF=$SLURM_CONF"
+}
+
+# A child we launched is running (not exited, not a zombie). Right after the fork it may still
+# be our own subshell (whose environment lacks SLURM_CONF), so `ours` would be premature there.
+running() {
+  local st
+  [[ "$1" =~ ^[0-9]+$ ]] && st=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  st=${st##*) }  # the state follows "(comm) "
+  [[ "${st%% *}" != Z ]]
 }
 
 print_env() {
@@ -151,7 +164,7 @@ wait_for() {
   local name=$1 what=$2; shift 2
   local deadline=$((SECONDS + WAIT))
   until "$@" >/dev/null 2>&1; do
-    if [[ -n "$name" ]] && ! ours "$(cat "$S/pids/$name")"; then
+    if [[ -n "$name" ]] && ! running "$(cat "$S/pids/$name")"; then
       fail "$name exited while waiting for $what"
     fi
     ((SECONDS < deadline)) || fail "timed out after ${WAIT}s waiting for $what"
@@ -220,7 +233,7 @@ write_conf() { # write_conf MODE
     proctrack=proctrack/linuxproc taskplugin=task/affinity gather=jobacct_gather/linux
   fi
   cat >"$S/slurm.conf" <<EOF
-# written by slurm/testcluster/start.sh for $(hostname) ($mode mode)
+# written by slurm/testcluster/start.sh for $(uname -n) ($mode mode)
 ClusterName=loaderbench
 SlurmctldHost=localhost
 SlurmctldPort=$P_CTLD
@@ -305,7 +318,7 @@ start_slurm() { # start_slurm MODE -> 0 when the node is idle and a step runs
     st=$(timeout 10 sinfo -h -N -n "$NODE" -o %T 2>/dev/null || true)
     [[ "$st" == idle ]] && break
     for d in slurmctld slurmd; do
-      ours "$(cat "$S/pids/$d")" || { WHY="$d exited"; return 1; }
+      running "$(cat "$S/pids/$d")" || { WHY="$d exited"; return 1; }
     done
     ((SECONDS < deadline)) || { WHY="node state '${st:-no answer}' after ${WAIT}s, not idle"; return 1; }
     sleep 0.1
@@ -366,7 +379,6 @@ case "$MODE_REQ" in
     else
       log "cgroup mode not possible ($WHY); using proctrack/linuxproc"
     fi ;;
-  *) fail "SLURM_TESTCLUSTER_MODE must be auto, cgroup or linuxproc, not '$MODE_REQ'" ;;
 esac
 if [[ -z "$MODE" ]]; then
   start_slurm linuxproc || fail "Slurm did not come up: $WHY"

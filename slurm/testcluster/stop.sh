@@ -26,7 +26,12 @@ ours() {
 }
 pid_of() { cat "$S/pids/$1" 2>/dev/null; }
 
-zombie() { [[ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" == Z ]]; }
+zombie() {
+  local st
+  st=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  st=${st##*) }  # the state follows "(comm) "
+  [[ "${st%% *}" == Z ]]
+}
 
 # stop PID [GRACE_TENTHS]: TERM, wait, KILL
 stop_pid() {
@@ -88,6 +93,14 @@ if ((${#left[@]})); then
   kill -KILL "${left[@]}" 2>/dev/null
 fi
 rm -f "$S"/pids/*
+
+# 5. the (now empty) cgroup v1 folders of our node; the node name is unique to this state folder
+node=$(cat "$S/node" 2>/dev/null)
+if [[ -n "$node" ]]; then
+  for d in /sys/fs/cgroup/*/"slurm_$node"; do
+    [[ -d "$d" ]] && find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
+  done
+fi
 # Our daemons were orphaned when start.sh exited; their new parent (init or a subreaper) reaps
 # them, some init processes only every second or two: wait (bounded) so that `pgrep` is clean.
 for pid in "${ZOMBIES[@]}"; do

@@ -44,4 +44,9 @@ def _base_dataset(config: dict[str, Any], length: int, prepared) -> Dataset:
         from suite.workloads.rng import BatchedRngDataset, RngDataset
 
         return (BatchedRngDataset if batched else RngDataset)(length)
+    if workload == "fault":  # a self-test of the harness (suite/workloads/faulty.py), not a benchmark
+        from suite.workloads.faulty import BatchedFaultDataset, FaultDataset
+
+        return (BatchedFaultDataset if batched else FaultDataset)(length, config["fault"], config["fault_at"],
+                                                                  config.get("memory_limit_mb"))
     raise ValueError(f"unknown workload {workload!r}")

@@ -1,0 +1,63 @@
+"""Does the accelerator starve? Accelerator utilization vs num_workers, per core count, with the 90% line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+from matplotlib.ticker import MaxNLocator
+import pandas as pd
+import seaborn as sns
+
+from analysis.figures.style import provenance, save
+
+KEEPS_UP = 0.9  # MLPerf Storage: a configuration keeps the accelerator fed at AU >= 90%
+
+
+def smallest_feeding_config(ok: pd.DataFrame) -> pd.DataFrame:
+    """Per model (and prefetcher): the smallest cores x num_workers whose median AU reaches 90%."""
+    keys = [k for k in ("model", "prefetcher") if k in ok]
+    med = ok.groupby(keys + ["cores", "num_workers"], dropna=False)["accelerator_busy_fraction"].median().reset_index()
+    rows = []
+    for key, grp in med.groupby(keys, dropna=False):
+        fed = grp[grp["accelerator_busy_fraction"] >= KEEPS_UP].sort_values(["cores", "num_workers"])
+        first = fed.iloc[0] if not fed.empty else None
+        rows.append({**dict(zip(keys, key if isinstance(key, tuple) else (key,))),
+                     "cores": None if first is None else int(first["cores"]),
+                     "num_workers": None if first is None else int(first["num_workers"]),
+                     "au": None if first is None else float(first["accelerator_busy_fraction"]),
+                     "best_au": float(grp["accelerator_busy_fraction"].max())})
+    return pd.DataFrame(rows)
+
+
+def accelerator_utilization_vs_workers(df: pd.DataFrame, study: str, folder: Path) -> list[Path]:
+    """AU vs num_workers, one panel per model, one line per core count (style: prefetcher on/off)."""
+    ok = df[(df["status"] == "ok") & df["accelerator_busy_fraction"].notna()].copy()
+    if ok.empty:
+        return []
+    simulated = ok["consumer"].astype(str).str.startswith("simulated").any()
+    ok["cores_label"] = ok["cores"].astype(int).map(lambda c: f"{c} core" + ("s" if c > 1 else ""))
+    order = [f"{c} core" + ("s" if c > 1 else "") for c in sorted(ok["cores"].astype(int).unique())]
+    models = sorted(ok["model"].dropna().unique()) if "model" in ok else [None]
+    style = "prefetcher" if "prefetcher" in ok and ok["prefetcher"].astype(str).nunique() > 1 else None
+    fig, axes = plt.subplots(1, len(models), figsize=(max(7.0, 4.6 * len(models)), 3.6), squeeze=False, sharey=True)
+    for ax, model in zip(axes[0], models):
+        sub = ok if model is None else ok[ok["model"] == model]
+        sns.lineplot(data=sub, x="num_workers", y="accelerator_busy_fraction", hue="cores_label", hue_order=order,
+                     style=style, marker="o", errorbar=("pi", 50), ax=ax, legend=ax is axes[0][0])
+        ax.axhline(KEEPS_UP, color="red", ls="--", lw=1)
+        ax.text(0.01, KEEPS_UP + 0.015, "keeps up: AU >= 90%", color="red", fontsize=8,
+                transform=ax.get_yaxis_transform())
+        ax.set_ylim(0, 1.05)
+        ax.set_title(model or "")
+        ax.set_xlabel("num_workers")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylabel("accelerator busy fraction (AU)")
+    if axes[0][0].get_legend() is not None:
+        sns.move_legend(axes[0][0], "upper left", bbox_to_anchor=(0, -0.18), ncol=len(order) + 3, frameon=False,
+                        title=None)
+    sns.despine(fig)
+    kind = "SIMULATED step: no GPU here" if simulated else "GPU step timed with CUDA events"
+    fig.suptitle(f"Does the accelerator starve? ({study}; {kind})", y=1.02)
+    fig.tight_layout()
+    return save(fig, folder, "accelerator_utilization", provenance(df, study))

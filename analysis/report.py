@@ -1,0 +1,622 @@
+"""The report: one self-contained HTML file (figures inlined, no external reference, mailable) and the
+same content as Markdown (figures linked by relative path), written next to the figures.
+
+Built in two steps that never mix: `build_report` turns the analyses into a list of sections made
+of plain blocks (paragraphs, bullet lists, tables of strings, figures); `render_markdown` and
+`render_html` only lay those blocks out.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import html
+import importlib
+import math
+import re
+import urllib.parse
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from analysis.aggregate import StudyAnalysis, reading
+from analysis.records import LoadReport
+from analysis.usl import MIN_DISTINCT_N, MIN_R2
+
+REPO = Path(__file__).resolve().parent.parent
+MAX_TABLE_ROWS = 300  # longer tables are cut (the CSV next to the figures has every row)
+MAX_READINGS = 80
+
+
+# ----------------------------------------------------------------------------------------------
+# blocks
+
+
+@dataclass
+class Paragraph:
+    text: str
+
+
+@dataclass
+class Bullets:
+    items: list[str]
+
+
+@dataclass
+class Code:
+    text: str
+
+
+@dataclass
+class Table:
+    frame: pd.DataFrame  # already formatted: every cell a string
+    caption: str = ""
+    note: str = ""  # e.g. "first 300 of 420 rows; every row in curves.csv"
+
+
+@dataclass
+class Figure:
+    path: Path  # the PNG
+    caption: str
+
+
+@dataclass
+class Section:
+    title: str
+    level: int = 2
+    blocks: list = field(default_factory=list)
+    anchor: str = ""
+
+
+# ----------------------------------------------------------------------------------------------
+# formatting helpers
+
+
+def _num(v, digits: int = 3) -> str:
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        return "" if v is None else str(v)
+    if math.isnan(v):
+        return "–"
+    if math.isinf(v):
+        return "∞" if v > 0 else "−∞"
+    if v != 0 and (abs(v) >= 10 ** (digits + 2) or abs(v) < 10 ** -(digits - 1)):
+        return f"{v:.{digits}g}"
+    if abs(v) >= 100:
+        return f"{v:,.0f}"
+    return f"{v:.{digits}g}"
+
+
+def _int(v) -> str:
+    try:
+        return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{int(v)}"
+    except (TypeError, ValueError):
+        return str(v)
+
+
+def _pct(v, signed: bool = False) -> str:
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        return "–"
+    if math.isnan(v):
+        return "–"
+    return f"{v:+.1%}" if signed else f"{v:.1%}"
+
+
+def _mib(v) -> str:
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        return "–"
+    return "–" if math.isnan(v) else f"{v / 2**20:+,.0f}"
+
+
+def _ci(lo, hi, fmt: Callable = _num) -> str:
+    try:
+        if math.isnan(float(lo)) or math.isnan(float(hi)):
+            return "–"
+    except (TypeError, ValueError):
+        return "–"
+    return f"{fmt(lo)} – {fmt(hi)}"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "section"
+
+
+def _cut(frame: pd.DataFrame, csv_name: str) -> tuple[pd.DataFrame, str]:
+    if len(frame) <= MAX_TABLE_ROWS:
+        return frame, ""
+    return frame.head(MAX_TABLE_ROWS), f"first {MAX_TABLE_ROWS} of {len(frame)} rows; every row is in {csv_name}"
+
+
+# ----------------------------------------------------------------------------------------------
+# content
+
+
+FIGURE_CAPTIONS = {
+    "throughput_vs_workers": (
+        "Throughput against num_workers, one panel per workload variant, one colour per core count: "
+        "median over repetitions with its 95% bootstrap interval; hollow markers are unstable cells "
+        "(IQR over 10% of the median); squares at 0 are main-process loading; the dashed line is ideal "
+        "linear scaling from the one-worker rate, the dotted vertical the core count, the dash-dot "
+        "horizontal the decode-only ceiling (jpeg, where measured); the triangle marks the knee."),
+    "usl_fit": (
+        "Scaling model: every repetition with num_workers ≥ 1 as a dot and the fitted Universal Scalability "
+        "Law where the fit is good (R² ≥ 0.9 over at least 4 distinct num_workers); the diamond is the "
+        "fitted peak N*. Where the fit is poor the curve is not drawn and the panel says why."),
+    "oversubscription": (
+        "Past the cores: throughput as a share of each curve's best, involuntary context switches per "
+        "1000 samples, and memory (USS of the main process plus workers) as workers are added."),
+    "rules_of_thumb": (
+        "What each rule of thumb would have cost on this machine: per curve, the num_workers each rule "
+        "picks and the share of the best measured throughput it gives up (darker is worse)."),
+}
+FIGURE_ORDER = ["throughput_vs_workers", "usl_fit", "rules_of_thumb", "oversubscription"]
+
+
+def study_file(study: str, repo: Path = REPO) -> Path | None:
+    """The study file in this repository whose `[study] name` is `study` (or named `<study>.toml`)."""
+    folder = repo / "suite" / "studies"
+    direct = folder / f"{study}.toml"
+    if direct.exists():
+        return direct
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        return None
+    for path in sorted(folder.glob("*.toml")):
+        try:
+            if tomllib.loads(path.read_text()).get("study", {}).get("name") == study:
+                return path
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def _rel(path: Path, repo: Path = REPO) -> str:
+    try:
+        return str(path.resolve().relative_to(repo))
+    except ValueError:
+        return str(path)
+
+
+def _reproduce(a: StudyAnalysis, results: Path, figures: Path, full: pd.DataFrame) -> list:
+    blocks: list = []
+    path = study_file(a.study)
+    commit = full["env_git_commit"].dropna().astype(str).unique() if "env_git_commit" in full else []
+    image = full["env_container_image"].dropna().astype(str).unique() if "env_container_image" in full else []
+    launchers = set(full["launcher"].dropna().astype(str)) if "launcher" in full else set()
+    study_arg = _rel(path) if path else f"<the study file of '{a.study}'>"
+    lines = []
+    if len(commit) == 1:
+        c = commit[0]
+        clean = c.removesuffix("-dirty")
+        lines.append(f"git checkout {clean}")
+    lines.append(f"make local STUDY={study_arg} RESULTS={results} FIGURES={figures}")
+    if "slurm" in launchers:
+        lines.append(f"make submit CLUSTER=slurm STUDY={study_arg} RESULTS={results}   # on the cluster")
+    lines.append(f"make figures RESULTS={results} FIGURES={figures}   # figures, tables and this report")
+    text = (f"The records were measured with study '{a.study}'. "
+            + (f"Its study file is {study_arg} in this repository. " if path else
+               f"No study file named '{a.study}' is in this repository's suite/studies/: use the one the records "
+               "came from. ")
+            + "To measure it again and redraw everything:")
+    blocks.append(Paragraph(text))
+    blocks.append(Code("\n".join(lines)))
+    notes = []
+    if len(commit) == 1 and commit[0].endswith("-dirty"):
+        notes.append(f"The working tree had uncommitted changes when measured (commit {commit[0]}).")
+    elif len(commit) > 1:
+        notes.append(f"The records come from {len(commit)} different commits: {', '.join(commit[:5])}.")
+    if len(image):
+        notes.append(f"Container image: {', '.join(image[:3])} (run inside it for the same versions).")
+    if notes:
+        blocks.append(Paragraph(" ".join(notes)))
+    return blocks
+
+
+def _usl_table(a: StudyAnalysis) -> pd.DataFrame:
+    c = a.curves
+    rows = []
+    for _, r in c.iterrows():
+        good = bool(r.get("usl_good", False))
+        has = np.isfinite(r.get("usl_lam", np.nan))
+        rows.append({
+            "curve": r["panel"], "cores": _int(r["cores"]),
+            "λ (1 worker, samples/s)": _num(r.get("usl_lam")) if has else "–",
+            "σ contention": _num(r.get("usl_sigma")) if has else "–",
+            "κ crosstalk": _num(r.get("usl_kappa")) if has else "–",
+            "peak N*": _num(r.get("usl_peak_n")) if has else "–",
+            "X(N*) samples/s": _num(r.get("usl_peak_x")) if has else "–",
+            "R²": _num(r.get("usl_r2")) if has else "–",
+            "points (distinct N)": f"{_int(r.get('usl_n_points'))} ({_int(r.get('usl_n_distinct'))})",
+            "fit": "good" if good else f"poor, not drawn: {r.get('usl_reason') or 'no data'}",
+        })
+    return pd.DataFrame(rows)
+
+
+def _curve_table(a: StudyAnalysis) -> pd.DataFrame:
+    rows = []
+    for _, r in a.curves.iterrows():
+        rows.append({
+            "curve": r["panel"], "cores": _int(r["cores"]),
+            "best: num_workers": _int(r.get("best_n")), "best samples/s": _num(r.get("best_x")),
+            "knee: num_workers": _int(r.get("knee_n")), "knee samples/s": _num(r.get("knee_x")),
+            "main process (0) samples/s": _num(r.get("x_main_process")),
+            "knee / main process (95% CI)": (f"{_num(r.get('vs_main_ratio'))} ({_ci(r.get('vs_main_ci_low'), r.get('vs_main_ci_high'))})"
+                                             if np.isfinite(r.get("vs_main_ratio", np.nan)) else "–"),
+            "test": r.get("vs_main_verdict", "") or "–",
+        })
+    return pd.DataFrame(rows)
+
+
+def _rules_table(a: StudyAnalysis) -> pd.DataFrame:
+    rows = []
+    for _, r in a.rules.iterrows():
+        approx = {"exact": "", "interpolated": " (interpolated)", "nearest": " (nearest measured)"}.get(r["match"], "")
+        test = r.get("vs_knee_verdict", "")
+        if np.isfinite(r.get("vs_knee_ratio", np.nan)):
+            test = (f"{test}: {_num(r['vs_knee_ratio'])}x the knee "
+                    f"(95% CI {_ci(r['vs_knee_ci_low'], r['vs_knee_ci_high'])}, p = {_num(r['vs_knee_p'], 2)})")
+        rows.append({
+            "curve": r["panel"], "cores": _int(r["cores"]), "rule": r["rule_label"], "num_workers": _int(r["rule_n"]),
+            "samples/s": _num(r["x_at_rule"]) + approx, "lost vs best": _pct(r["loss_vs_best"]),
+            "processes vs knee": f"{int(r['extra_procs_vs_knee']):+d}",
+            "memory vs knee (MiB)": _mib(r.get("extra_mem_bytes")),
+            "rule vs knee (test)": test or "–",
+        })
+    return pd.DataFrame(rows)
+
+
+def _ceiling_table(a: StudyAnalysis) -> pd.DataFrame:
+    rows = []
+    for _, r in a.curves.iterrows():
+        x1, cores = r.get("x_one_worker", np.nan), float(r["cores"])
+        ideal = x1 * cores if np.isfinite(x1) else np.nan
+        ceiling = r.get("decode_ceiling", np.nan)
+        if r["workload"] == "jpeg":
+            dec = (f"{_num(ceiling)} ({_num(r['decode_rate_per_core'])}/core x {int(cores)})"
+                   if np.isfinite(ceiling) else "ceiling not measured")
+        else:
+            dec = "n/a (not jpeg)"
+        best = r.get("best_x", np.nan)
+        rows.append({
+            "curve": r["panel"], "cores": _int(cores), "1 worker samples/s": _num(x1),
+            "ideal at N = cores": _num(ideal), "best / ideal at cores": _pct(best / ideal) if np.isfinite(ideal) else "–",
+            "decode-only ceiling samples/s": dec,
+            "best / decode ceiling": _pct(best / ceiling) if np.isfinite(ceiling) else "–",
+        })
+    return pd.DataFrame(rows)
+
+
+def _problem_table(a: StudyAnalysis) -> pd.DataFrame:
+    p = a.problems
+    rows = []
+    for _, r in p.sort_values(["panel", "cores", "num_workers"]).drop_duplicates("cell_id").iterrows():
+        rows.append({
+            "curve": r.get("panel", ""), "cores": _int(r["cores"]), "num_workers": _int(r["num_workers"]),
+            "ok": _int(r["n"]), "not ok": _int(r["n_not_ok"]),
+            "median samples/s": _num(r["median"]), "IQR/median": _pct(r["iqr_rel"]),
+            "reason": r["reason"], "cell": r["cell_id"],
+        })
+    return pd.DataFrame(rows)
+
+
+def _cells_table(a: StudyAnalysis) -> pd.DataFrame:
+    c = a.cells.drop_duplicates("cell_id").sort_values(["panel", "cores", "num_workers"])
+    ref = a.references.assign(panel="decode-only reference") if not a.references.empty else None
+    if ref is not None:
+        c = pd.concat([c, ref])
+    return pd.DataFrame({
+        "curve": c["panel"], "cores": c["cores"].map(_int), "num_workers": c["num_workers"].map(_int),
+        "n": c["n"].map(_int), "failed": c["n_not_ok"].map(_int), "median samples/s": c["median"].map(_num),
+        "95% CI": [_ci(lo, hi) for lo, hi in zip(c["ci_low"], c["ci_high"])],
+        "IQR/median": c["iqr_rel"].map(_pct), "unstable": np.where(c["unstable"], "UNSTABLE", ""),
+        "first batch (s)": c.get("time_to_first_batch_s_median", pd.Series(np.nan, index=c.index)).map(_num),
+        "USS peak (MiB)": (c.get("uss_peak_bytes_median", pd.Series(np.nan, index=c.index)) / 2**20).map(
+            lambda v: _num(v)),
+    })
+
+
+def _claims(df: pd.DataFrame) -> list:
+    try:
+        claims_module = importlib.import_module("analysis.claims")
+    except ModuleNotFoundError as exc:
+        if exc.name == "analysis.claims" or exc.name is None:
+            return [Paragraph("Not available: this version of loaderbench has no claims module "
+                              "(analysis/claims.py with claims_table(df)). Nothing is claimed beyond the tables above.")]
+        return [Paragraph(f"The claims module could not be imported ({type(exc).__name__}: {exc}).")]
+    except Exception as exc:  # noqa: BLE001 - another engineer's module must not take the report down
+        return [Paragraph(f"The claims module could not be imported ({type(exc).__name__}: {exc}).")]
+    fn = getattr(claims_module, "claims_table", None)
+    if fn is None:
+        return [Paragraph("Not available: analysis/claims.py has no claims_table(df).")]
+    try:
+        table = fn(df)
+    except Exception as exc:  # noqa: BLE001
+        return [Paragraph(f"claims_table(df) failed: {type(exc).__name__}: {exc}")]
+    if table is None or len(table) == 0:
+        return [Paragraph("claims_table(df) returned no claims for these records.")]
+    table = pd.DataFrame(table)
+    shown, note = _cut(table.astype(object).map(lambda v: _num(v) if isinstance(v, float) else str(v)), "claims.csv")
+    return [Table(shown, "Claims checked against these records (analysis/claims.py).", note)]
+
+
+def _methods() -> list:
+    return [Bullets([
+        "Throughput: samples over wall time of the steady-state window of one repetition (one fresh process); "
+        "warm-up batches and the batches prefetched while workers start are excluded.",
+        "Per cell: the median over repetitions and a 95% percentile bootstrap interval of the median. The "
+        "bootstrap distribution of the median is computed exactly (no resampling noise) up to 40 repetitions. "
+        "Fewer than 3 repetitions: no interval.",
+        "Unstable: the interquartile range is more than 10% of the median (the threshold pyperf and asv use). "
+        "Unstable cells are kept, flagged in every table and drawn hollow.",
+        "Comparisons (knee vs main process, rule vs knee): two-sided Mann-Whitney U test plus a 95% bootstrap "
+        "interval of the ratio of medians; a difference is called only when p < 0.05, the interval excludes 1 "
+        "and the effect is at least 5%. With 3 repetitions per side the test cannot reach p < 0.05: such "
+        "comparisons read 'inconclusive (n < 4)'. A ratio of two single runs is never reported as a result.",
+        "Knee: the smallest num_workers whose median is within 5% of the best median of its curve "
+        "(num_workers = 0, main-process loading, is a candidate).",
+        f"USL: X(N) = λN / (1 + σ(N−1) + κN(N−1)) fitted by bounded least squares on relative residuals over "
+        f"every repetition with num_workers ≥ 1; N* = sqrt((1−σ)/κ). A fit is shown only when it has at least "
+        f"{MIN_DISTINCT_N} distinct num_workers, converged and R² ≥ {MIN_R2}.",
+        "Rules of thumb: num_workers = cores, cores − 1, 2 × cores, 4 per GPU (one GPU assumed), and "
+        "Lightning's cpus // local_world_size − 1 (floor 1, local_world_size 1). Their throughput is the "
+        "measured median at that num_workers, interpolated between measured values when it was not measured.",
+        "Ceilings: ideal linear scaling is the one-worker rate times num_workers; the decode-only ceiling is the "
+        "best measured decode-only rate per core (a jpeg cell with jpeg_stage = \"decode\": read + decode, no "
+        "transforms) times the cores.",
+    ])]
+
+
+def build_report(analyses: list[StudyAnalysis], figures: dict[str, list[Path]], df: pd.DataFrame,
+                 load: LoadReport, results: Path, out: Path) -> list[Section]:
+    sections: list[Section] = []
+    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    head = Section("loaderbench report", level=1)
+    counts = df["status"].value_counts().to_dict() if not df.empty else {}
+    head.blocks.append(Paragraph(
+        f"Generated {now} from {len(df)} records under {results} "
+        f"({', '.join(f'{v} {k}' for k, v in sorted(counts.items()))}"
+        + (f"; {len(load.skipped)} files skipped, listed at the end" if load.skipped else "")
+        + f"). Studies: {', '.join(a.study for a in analyses)}."))
+    head.blocks.append(Paragraph(
+        "Every number below is computed from the records by loaderbench's analysis; the methods are at the end. "
+        "Figures are PNG here and PDF in the same folder."))
+    sections.append(head)
+
+    for a in analyses:
+        full = df[df["study"] == a.study]
+        sec = Section(f"Study {a.study}", level=2, anchor=f"study-{_slug(a.study)}")
+        sc = ", ".join(f"{v} {k}" for k, v in sorted(a.status_counts.items()))
+        ncell = a.cells["cell_id"].nunique() + len(a.references)
+        reps = full.groupby("cell_id")["repetition"].nunique()
+        sec.blocks.append(Paragraph(
+            f"{a.n_records} records ({sc}) in {ncell} cells, {int(reps.min()) if len(reps) else 0} to "
+            f"{int(reps.max()) if len(reps) else 0} repetitions per cell; {len(a.curves)} curves "
+            f"(workload variant x cores)."))
+        for note in a.notes:
+            sec.blocks.append(Paragraph(f"Note: {note}."))
+        sections.append(sec)
+
+        env = Section("Environment", level=3, anchor=f"env-{_slug(a.study)}")
+        env.blocks.append(Table(a.environment.rename(columns={"what": "", "value": "value"}) if not
+                                a.environment.empty else pd.DataFrame({"": ["no env_* columns in the records"]})))
+        sections.append(env)
+
+        rd = Section("Readings and figures", level=3, anchor=f"fig-{_slug(a.study)}")
+        lines = [reading(c) for _, c in a.curves.iterrows() if "panel" in c]
+        if lines:
+            more = len(lines) - MAX_READINGS
+            rd.blocks.append(Bullets(lines[:MAX_READINGS] + ([f"... and {more} more curves: see the tables below"]
+                                                             if more > 0 else [])))
+        pngs = {p.stem: p for p in figures.get(a.study, []) if p.suffix == ".png"}
+        for name in FIGURE_ORDER + sorted(set(pngs) - set(FIGURE_ORDER)):
+            if name in pngs:
+                rd.blocks.append(Figure(pngs[name], FIGURE_CAPTIONS.get(name, name)))
+        if not pngs:
+            rd.blocks.append(Paragraph("No figure: no repetition of this study has a throughput value."))
+        sections.append(rd)
+
+        if len(a.curves) and "panel" in a.curves:
+            rec = Section("Recommendations: knee, best and the rules of thumb", level=3, anchor=f"rec-{_slug(a.study)}")
+            t, note = _cut(_curve_table(a), "curves.csv")
+            rec.blocks.append(Table(t, "Per curve: the best measured num_workers, the knee (smallest num_workers "
+                                       "within 5% of the best) and how the knee compares with main-process "
+                                       "loading (num_workers = 0).", note))
+            if not a.rules.empty:
+                t, note = _cut(_rules_table(a), "rules.csv")
+                rec.blocks.append(Table(t, "What each rule of thumb picks on the same data, the throughput it "
+                                           "gives up against the best, and the processes and memory it adds "
+                                           "(or saves, negative) against the knee.", note))
+            sections.append(rec)
+
+            model = Section("Scaling model (USL)", level=3, anchor=f"usl-{_slug(a.study)}")
+            t, note = _cut(_usl_table(a), "curves.csv")
+            model.blocks.append(Table(t, "Universal Scalability Law per curve; σ is contention (serial share), "
+                                         "κ crosstalk; N* the num_workers where the fitted curve peaks "
+                                         "(∞: no peak). Poor fits are reported, not drawn.", note))
+            sections.append(model)
+
+            ceil = Section("Physical ceilings", level=3, anchor=f"ceil-{_slug(a.study)}")
+            t, note = _cut(_ceiling_table(a), "curves.csv")
+            ceil.blocks.append(Table(t, "How close the best measured throughput comes to ideal linear scaling "
+                                        "at num_workers = cores and, for jpeg, to the decode-only ceiling.", note))
+            if not a.has_jpeg:
+                ceil.blocks.append(Paragraph("No jpeg workload in this study: no decode-only ceiling applies."))
+            elif a.references.empty:
+                ceil.blocks.append(Paragraph(
+                    "Decode ceiling not measured: the study has no decode-only reference cell. Add a jpeg cell "
+                    "with jpeg_stage = \"decode\" (num_workers = 0, cores = 1) to the study to measure it."))
+            else:
+                refs = a.references
+                ceil.blocks.append(Paragraph("Decode-only reference cells: " + "; ".join(
+                    f"decoder {r.get('decoder')}: {_num(r['median'])} samples/s at num_workers = "
+                    f"{_int(r['num_workers'])}, cores = {_int(r['cores'])} (n = {_int(r['n'])})"
+                    for _, r in refs.iterrows()) + "."))
+            sections.append(ceil)
+
+        prob = Section("Unstable and failed cells", level=3, anchor=f"problems-{_slug(a.study)}")
+        if a.problems.empty:
+            prob.blocks.append(Paragraph("None: every cell has all repetitions ok and an IQR within 10% of its median."))
+        else:
+            t, note = _cut(_problem_table(a), "problems.csv")
+            n_unst = int(a.problems["unstable"].sum())
+            n_fail = int((a.problems["n_not_ok"] > 0).sum())
+            prob.blocks.append(Table(t, f"{n_unst} unstable cells and {n_fail} cells with failed or timed-out "
+                                        "repetitions, with the reason recorded by the suite.", note))
+        sections.append(prob)
+
+        cells = Section("Every cell", level=3, anchor=f"cells-{_slug(a.study)}")
+        t, note = _cut(_cells_table(a), "summary.csv")
+        cells.blocks.append(Table(t, "Median and 95% interval of the steady-state throughput per cell.", note))
+        sections.append(cells)
+
+        rep = Section("How to reproduce", level=3, anchor=f"repro-{_slug(a.study)}")
+        rep.blocks += _reproduce(a, results, out, full)
+        sections.append(rep)
+
+    claims = Section("Claims", level=2, anchor="claims")
+    claims.blocks += _claims(df)
+    sections.append(claims)
+
+    if load.skipped:
+        sk = Section("Skipped files", level=2, anchor="skipped")
+        frame = pd.DataFrame(load.skipped, columns=["file", "why"])
+        t, note = _cut(frame, "the analysis output (stderr)")
+        sk.blocks.append(Table(t, "Files under the results folder that are not usable records.", note))
+        sections.append(sk)
+
+    meth = Section("Methods", level=2, anchor="methods")
+    meth.blocks += _methods()
+    sections.append(meth)
+    return sections
+
+
+# ----------------------------------------------------------------------------------------------
+# rendering
+
+
+def _md_cell(v: str) -> str:
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(frame: pd.DataFrame) -> str:
+    cols = [str(c) for c in frame.columns]
+    lines = ["| " + " | ".join(_md_cell(c) for c in cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for row in frame.itertuples(index=False):
+        lines.append("| " + " | ".join(_md_cell(v) for v in row) + " |")
+    return "\n".join(lines)
+
+
+def render_markdown(sections: list[Section], out: Path) -> str:
+    parts = []
+    toc = [s for s in sections if s.level == 2]
+    for i, s in enumerate(sections):
+        parts.append("#" * s.level + " " + s.title)
+        if i == 0 and toc:
+            parts.append("Contents: " + " · ".join(f"[{t.title}](#{_slug(t.title)})" for t in toc))
+        for b in s.blocks:
+            if isinstance(b, Paragraph):
+                parts.append(b.text)
+            elif isinstance(b, Bullets):
+                parts.append("\n".join(f"- {item}" for item in b.items))
+            elif isinstance(b, Code):
+                parts.append("```\n" + b.text + "\n```")
+            elif isinstance(b, Table):
+                if b.caption:
+                    parts.append(f"*{b.caption}*")
+                parts.append(_md_table(b.frame))
+                if b.note:
+                    parts.append(f"({b.note})")
+            elif isinstance(b, Figure):
+                try:
+                    rel = b.path.resolve().relative_to(out.resolve())
+                except ValueError:
+                    rel = b.path
+                parts.append(f"![{b.path.stem}]({urllib.parse.quote(rel.as_posix())})\n\n*{b.caption}*")
+    return "\n\n".join(parts) + "\n"
+
+
+CSS = """
+body{font-family:-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;
+color:#222;line-height:1.45}
+h1{border-bottom:2px solid #444}h2{border-bottom:1px solid #bbb;margin-top:2.2em}h3{margin-top:1.6em}
+table{border-collapse:collapse;font-size:12px;margin:.6em 0 1.2em}th,td{border:1px solid #ccc;padding:3px 7px;
+text-align:left;vertical-align:top}th{background:#f0f0f0}tr:nth-child(even) td{background:#fafafa}
+figure{margin:1em 0}figure img{max-width:100%;height:auto;border:1px solid #eee}
+figcaption,.caption{font-size:13px;color:#444;font-style:italic}.note{font-size:12px;color:#666}
+pre{background:#f5f5f5;padding:.7em;overflow-x:auto;font-size:12px}nav{font-size:13px}
+"""
+
+
+def _html_table(t: Table) -> str:
+    frame = t.frame
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
+    body = []
+    for row in frame.itertuples(index=False):
+        body.append("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>")
+    parts = []
+    if t.caption:
+        parts.append(f'<p class="caption">{html.escape(t.caption)}</p>')
+    table = f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    if len(frame) > 40:
+        table = f"<details><summary>{len(frame)} rows (click to show)</summary>{table}</details>"
+    parts.append(table)
+    if t.note:
+        parts.append(f'<p class="note">({html.escape(t.note)})</p>')
+    return "\n".join(parts)
+
+
+def render_html(sections: list[Section]) -> str:
+    out = ['<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
+           f"<title>{html.escape(sections[0].title if sections else 'report')}</title>",
+           f"<style>{CSS}</style></head><body>"]
+    toc = [s for s in sections if s.level == 2]
+    for i, s in enumerate(sections):
+        anchor = s.anchor or _slug(s.title)
+        out.append(f'<h{s.level} id="{html.escape(anchor)}">{html.escape(s.title)}</h{s.level}>')
+        if i == 0 and toc:
+            out.append("<nav>Contents: " + " · ".join(
+                f'<a href="#{html.escape(t.anchor or _slug(t.title))}">{html.escape(t.title)}</a>' for t in toc)
+                + "</nav>")
+        for b in s.blocks:
+            if isinstance(b, Paragraph):
+                out.append(f"<p>{html.escape(b.text)}</p>")
+            elif isinstance(b, Bullets):
+                out.append("<ul>" + "".join(f"<li>{html.escape(item)}</li>" for item in b.items) + "</ul>")
+            elif isinstance(b, Code):
+                out.append(f"<pre><code>{html.escape(b.text)}</code></pre>")
+            elif isinstance(b, Table):
+                out.append(_html_table(b))
+            elif isinstance(b, Figure):
+                data = base64.b64encode(b.path.read_bytes()).decode("ascii")
+                out.append(f'<figure><img alt="{html.escape(b.path.stem)}" src="data:image/png;base64,{data}">'
+                           f"<figcaption>{html.escape(b.caption)}</figcaption></figure>")
+    out.append("</body></html>\n")
+    return "\n".join(out)
+
+
+def write_tables(a: StudyAnalysis, folder: Path) -> list[Path]:
+    """Machine-readable companions of the report's tables (every row), next to the figures."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, frame in (("curves", a.curves), ("rules", a.rules), ("problems", a.problems)):
+        p = folder / f"{name}.csv"
+        frame.to_csv(p, index=False)
+        paths.append(p)
+    return paths
+
+
+def write_report(sections: list[Section], out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    md, page = out / "report.md", out / "report.html"
+    md.write_text(render_markdown(sections, out))
+    page.write_text(render_html(sections))
+    return [page, md]

@@ -1,0 +1,198 @@
+"""The report from synthetic records: sections present, problems listed, figures embedded, offline HTML,
+and the missing-data paths (one num_workers value, every cell failed, no jpeg, no decode reference)."""
+
+import re
+import sys
+import types
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.aggregate import analyze_study, reading
+from analysis.cli import run
+from analysis.records import load_records
+from analysis.report import Section, Table, build_report, render_html, render_markdown, study_file
+from analysis.synthetic import study_cells, study_records, write_records, write_synthetic_records
+
+SMALL = dict(workloads=(("sleep", None), ("cpu", None), ("jpeg", "pil")), cores=(1, 2), n_sweep=(0, 1, 2, 3, 4, 6),
+             start_methods=("fork",), max_workers_per_core=6)
+SECTIONS = ["Environment", "Readings and figures", "Recommendations: knee, best and the rules of thumb",
+            "Scaling model (USL)", "Physical ceilings", "Unstable and failed cells", "Every cell",
+            "How to reproduce", "Claims", "Methods"]
+
+
+def _small_study(root, study="small", fail_kind="too_many_open_files", unstable=True, **kw):
+    cells = study_cells(**{**SMALL, **kw})
+    # every repetition of the cpu cell with 6 workers on 1 core fails
+    idx = next(i for i, c in enumerate(cells) if c["workload"] == "cpu" and c["num_workers"] == 6 and c["cores"] == 1)
+    recs = list(study_records(study, cells, repetitions=3, seed=1, noisy_share=0.0, fail={idx: fail_kind},
+                              raw=False, random_failures=False))
+    if unstable:  # sleep, 2 workers, 2 cores: a 40% spread over repetitions
+        target = [r for r in recs if r["config"]["workload"] == "sleep" and r["config"]["num_workers"] == 2
+                  and r["config"]["cores"] == 2]
+        for r, f in zip(target, (0.8, 1.0, 1.2)):
+            r["metrics"]["samples_per_s"] = 400.0 * f
+    write_records(root, recs)
+    return cells
+
+
+@pytest.fixture(scope="module")
+def report_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("results")
+    _small_study(root)
+    out = tmp_path_factory.mktemp("figures")
+    code, analyses, paths = run(root, out, jobs=1, quiet=True)
+    assert code == 0
+    return root, out, analyses
+
+
+def test_report_files_and_sections(report_dir):
+    _, out, _ = report_dir
+    page = (out / "report.html").read_text()
+    md = (out / "report.md").read_text()
+    for title in SECTIONS:
+        assert f">{title}</h" in page, title
+        assert f" {title}\n" in md, title
+    assert "Study small" in page and "## Study small" in md
+
+
+def test_html_is_self_contained(report_dir):
+    _, out, _ = report_dir
+    page = (out / "report.html").read_text()
+    pngs = sorted((out / "small").glob("*.png"))
+    assert {p.stem for p in pngs} >= {"throughput_vs_workers", "usl_fit", "rules_of_thumb", "oversubscription"}
+    assert page.count('src="data:image/png;base64,') == len(pngs)
+    # no external references: every src/href is inline data or an in-page anchor, no URL anywhere
+    for m in re.finditer(r'(?:src|href)\s*=\s*"([^"]*)"', page):
+        assert m.group(1).startswith(("data:", "#")), m.group(1)
+    assert not re.search(r"https?://|<link\b|<script\b|@import|url\(", page)
+
+
+def test_markdown_links_figures_by_relative_path(report_dir):
+    _, out, _ = report_dir
+    md = (out / "report.md").read_text()
+    links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md)
+    assert "small/throughput_vs_workers.png" in links
+    for link in links:
+        assert not link.startswith("/") and (out / link).exists()
+
+
+def test_unstable_and_failed_cells_are_listed(report_dir):
+    _, out, analyses = report_dir
+    md = (out / "report.md").read_text()
+    section = md.split("### Unstable and failed cells")[1].split("\n### ")[0]
+    assert "too_many_open_files" in section and "synthetic too_many_open_files" in section
+    assert "unstable: IQR is 40% of the median" in section
+    a = analyses[0]
+    cpu1 = a.curves[(a.curves["panel"] == "cpu") & (a.curves["cores"] == 1)].iloc[0]
+    assert cpu1["cells_failed"] == 1
+
+
+def test_readings_and_tables_come_from_the_data(report_dir):
+    _, out, analyses = report_dir
+    a = analyses[0]
+    md = (out / "report.md").read_text()
+    for _, c in a.curves.iterrows():
+        line = reading(c)
+        assert line in md
+        assert re.match(rf"{c['panel']} on {int(c['cores'])} cores?: best [\d,]+ samples/s at \d+ workers?; "
+                        rf"knee at \d+ workers?", line)
+    # knee and best agree with the per-N medians
+    cpu2 = a.curves[(a.curves["panel"] == "cpu") & (a.curves["cores"] == 2)].iloc[0]
+    med = a.cells[(a.cells["panel"] == "cpu") & (a.cells["cores"] == 2)].set_index("num_workers")["median"]
+    assert cpu2["best_x"] == pytest.approx(med.max())
+    assert med[cpu2["knee_n"]] >= 0.95 * med.max()
+    assert all(med[n] < 0.95 * med.max() for n in med.index if n < cpu2["knee_n"])
+    # every rule appears for every curve, and the decode ceiling was used for jpeg
+    assert len(a.rules) == 5 * len(a.curves)
+    jpeg = a.curves[a.curves["workload"] == "jpeg"]
+    assert jpeg["decode_ceiling"].notna().all()
+    assert "decode ceiling" in md and "ceiling not measured" not in md
+    assert "make local STUDY=" in md
+
+
+def test_reproduce_names_the_study_file_when_it_exists(tmp_path):
+    assert study_file("quick").name == "quick.toml"
+    assert study_file("no-such-study-here") is None
+
+
+def test_missing_data_paths(tmp_path):
+    root = tmp_path / "results"
+    # one num_workers value only; no jpeg
+    write_records(root, study_records("one-n", study_cells(workloads=(("cpu", None),), cores=(1,), n_sweep=(2,),
+                                                           start_methods=("fork",)),
+                                      repetitions=3, raw=False, random_failures=False))
+    # every cell failed
+    cells = study_cells(workloads=(("sleep", None),), cores=(1,), n_sweep=(0, 1, 2), start_methods=("fork",))
+    write_records(root, study_records("all-failed", cells, repetitions=2, raw=False,
+                                      fail={i: "worker_killed" for i in range(len(cells))}))
+    # jpeg without a decode-only reference cell
+    write_records(root, study_records("no-ref", study_cells(workloads=(("jpeg", "pil"),), cores=(1,),
+                                                            n_sweep=(0, 1, 2, 4), start_methods=("fork",),
+                                                            decode_reference=False),
+                                      repetitions=3, raw=False, random_failures=False))
+    out = tmp_path / "figures"
+    code, analyses, _ = run(root, out, jobs=1, quiet=True)
+    assert code == 0
+    by = {a.study: a for a in analyses}
+    md = (out / "report.md").read_text()
+    html_text = (out / "report.html").read_text()
+
+    one = by["one-n"]
+    assert "only one num_workers value measured" in reading(one.curves.iloc[0])
+    assert "only 1 distinct N" in one.curves.iloc[0]["usl_reason"]
+    assert "No jpeg workload in this study" in md
+    assert (out / "one-n" / "throughput_vs_workers.png").exists()
+
+    failed = by["all-failed"]
+    assert failed.ok.empty
+    assert not list((out / "all-failed").glob("*.png"))
+    section = md.split("## Study all-failed")[1].split("\n## ")[0]
+    assert "No figure: no repetition of this study has a throughput value" in section
+    assert section.count("worker_killed") >= 3
+
+    noref = by["no-ref"]
+    assert noref.curves["decode_ceiling"].isna().all()
+    assert "Decode ceiling not measured" in md
+    assert any("ceiling not measured" in n for n in noref.notes)
+    assert 'src="data:image/png;base64,' in html_text
+
+
+def test_claims_section_uses_claims_table_when_present(tmp_path, monkeypatch):
+    root = tmp_path / "r"
+    write_records(root, study_records("c", study_cells(workloads=(("sleep", None),), cores=(1,), n_sweep=(0, 1, 2),
+                                                       start_methods=("fork",)),
+                                      repetitions=3, raw=False, random_failures=False))
+    df, load = load_records(root)
+    a = analyze_study(df, "c")
+
+    fake = types.ModuleType("analysis.claims")
+    fake.claims_table = lambda d: pd.DataFrame({"claim": ["workers help I/O-bound loading"], "holds": ["yes"],
+                                                "records": [len(d)]})
+    monkeypatch.setitem(sys.modules, "analysis.claims", fake)
+    md = render_markdown(build_report([a], {}, df, load, root, tmp_path), tmp_path)
+    assert "workers help I/O-bound loading" in md.split("## Claims")[1]
+
+    monkeypatch.setitem(sys.modules, "analysis.claims", None)  # as if the module did not exist
+    md = render_markdown(build_report([a], {}, df, load, root, tmp_path), tmp_path)
+    assert "Not available" in md.split("## Claims")[1]
+
+
+def test_renderers_escape_text():
+    sections = [Section("t <x>", level=1, blocks=[Table(pd.DataFrame({"a|b": ["<script>1</script>"]}))])]
+    page = render_html(sections)
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    assert "a\\|b" in render_markdown(sections, __import__("pathlib").Path("."))
+
+
+def test_synthetic_records_load_in_the_real_schema(tmp_path):
+    paths = write_synthetic_records(tmp_path, 60, seed=3, repetitions=2)
+    assert len(paths) == 60
+    df, load = load_records(tmp_path)
+    assert len(df) == 60 and not load.skipped
+    for col in ("samples_per_s", "uss_peak_bytes", "env_cpu_model", "env_shm_size", "env_mem_total",
+                "env_slurm_job_id", "env_container_image", "jpeg_stage", "decoder", "num_workers", "cores"):
+        assert col in df, col
+    ok = df[df["status"] == "ok"]
+    assert np.isfinite(ok["samples_per_s"]).all() and (ok["samples_per_s"] > 0).all()
