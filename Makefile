@@ -24,14 +24,14 @@ $(VENV)/.installed: pyproject.toml
 setup: $(VENV)/.installed  ## create .venv and install torch, the project and its dev tools
 
 local: setup  ## run STUDY here, then draw the figures of everything under RESULTS
-	$(PY) -m suite run $(STUDY) --results $(RESULTS)
-	$(PY) -m analysis $(RESULTS) --figures $(FIGURES)
+	$(PY) -m suite run "$(STUDY)" --results "$(RESULTS)"
+	$(PY) -m analysis "$(RESULTS)" --figures "$(FIGURES)"
 
 run: setup  ## run STUDY here without drawing
-	$(PY) -m suite run $(STUDY) --results $(RESULTS)
+	$(PY) -m suite run "$(STUDY)" --results "$(RESULTS)"
 
 figures: setup  ## figures, tables and the report from every record under RESULTS
-	$(PY) -m analysis $(RESULTS) --figures $(FIGURES)
+	$(PY) -m analysis "$(RESULTS)" --figures "$(FIGURES)"
 
 test: setup  ## the test suite, in parallel
 	$(PY) -m pytest -n auto $(PYTEST_ARGS)

@@ -178,7 +178,7 @@ def verdict(c) -> str:
     """`compare`'s verdict, saying when too few repetitions made a test impossible rather than negative."""
     if c.verdict == "no difference" and min(c.n_a, c.n_b) < 4:
         # two-sided Mann-Whitney with 3 values per side cannot go below p = 0.1
-        return "inconclusive (n < 4)"
+        return "inconclusive, n < 4"
     return c.verdict
 
 
@@ -347,8 +347,10 @@ def reading(curve: pd.Series) -> str:
     head = f"{curve['panel']} on {_plural(curve['cores'], 'core')}"
     if not np.isfinite(curve.get("best_x", np.nan)):
         return f"{head}: every repetition failed, no throughput measured"
-    text = (f"{head}: best {curve['best_x']:,.0f} samples/s at {_plural(curve['best_n'], 'worker')}; "
-            f"knee at {_plural(curve['knee_n'], 'worker')}")
+    def at(n) -> str:
+        return _plural(n, "worker") + (" (main-process loading)" if int(n) == 0 else "")
+
+    text = f"{head}: best {curve['best_x']:,.0f} samples/s at {at(curve['best_n'])}; knee at {at(curve['knee_n'])}"
     if curve.get("n_values", 2) < 2:
         text += " (only one num_workers value measured: no curve)"
     ratio = curve.get("vs_main_ratio", np.nan)
@@ -360,11 +362,14 @@ def reading(curve: pd.Series) -> str:
         text += ")"
     if curve.get("usl_good", False):
         pn = curve["usl_peak_n"]
-        text += (f"; USL sigma {curve['usl_sigma']:.3f}, kappa {curve['usl_kappa']:.2g}, "
+        text += (f"; USL σ {curve['usl_sigma']:.3f}, κ {curve['usl_kappa']:.2g}, "
                  + (f"peak at N* = {pn:.1f}" if np.isfinite(pn) else "no peak (kappa = 0)"))
     elif isinstance(curve.get("usl_reason"), str) and curve.get("usl_reason"):
-        text += f"; no USL fit shown ({curve['usl_reason']})"
+        text += f"; no USL fit shown ({curve['usl_reason'].replace('r2 =', 'R² =')})"
     ceiling = curve.get("decode_ceiling", np.nan)
     if np.isfinite(ceiling):
-        text += f"; decode ceiling {ceiling:,.0f} samples/s, best reaches {curve['best_x'] / ceiling:.0%} of it"
+        share = curve["best_x"] / ceiling
+        text += f"; decode ceiling {ceiling:,.0f} samples/s, best reaches {share:.0%} of it"
+        if share > 1.05:
+            text += " (above the ceiling: the ceiling or the curve was disturbed, see the unstable cells)"
     return text

@@ -10,10 +10,13 @@ with DIR/report.md.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
+import pickle
 import sys
 import traceback
 from concurrent.futures import ProcessPoolExecutor
+from functools import lru_cache
 from pathlib import Path
 
 import pandas as pd
@@ -40,24 +43,168 @@ def draw_figures(a, folder: Path) -> list[Path]:
     return paths
 
 
-def process_study(df: pd.DataFrame, study: str, out: Path):
-    """Analyse one study, draw its figures, write its tables. Returns (StudyAnalysis, paths)."""
+def _analyze(args):
     from analysis.aggregate import analyze_study
+
+    df, study = args
+    return analyze_study(df, study)
+
+
+def _draw(args):
+    """Tables and figures of one analysed study (run in a worker process when there are several)."""
     from analysis.figures.style import apply_theme
     from analysis.report import write_tables
     from analysis.tables import cell_summary, write_summary
 
+    a, df, out = args
     apply_theme()
-    a = analyze_study(df, study)
-    folder = out / study
-    paths = write_summary(cell_summary(df[df["study"] == study]), folder, study)
+    folder = out / a.study
+    paths = write_summary(cell_summary(df), folder, a.study)
     paths += write_tables(a, folder)
     paths += draw_figures(a, folder)
+    paths += _other_figures(a, df, folder)
     return a, paths
 
 
-def _process_star(args):
-    return process_study(*args)
+def _other_figures(a, df: pd.DataFrame, folder: Path) -> list[Path]:
+    """Figures of the other analysis modules (the seeds' questions, accelerator feeding), where present."""
+    paths: list[Path] = []
+    calls = []
+    try:
+        from analysis.figures.questions import draw_question_figures
+
+        calls.append(("question figures", lambda: draw_question_figures(df, a.study, folder)))
+    except ImportError:
+        pass
+    # only where a consumer was busy (a model step or a simulated one): an idle consumer reads 0 everywhere
+    if "accelerator_busy_fraction" in df and (pd.to_numeric(df["accelerator_busy_fraction"], errors="coerce") > 0).any():
+        try:
+            from analysis.figures.gpu_feed import accelerator_utilization_vs_workers
+
+            calls.append(("accelerator figure", lambda: accelerator_utilization_vs_workers(df, a.study, folder)))
+        except ImportError:
+            pass
+    for what, call in calls:
+        try:
+            paths += call()
+        except Exception as exc:  # noqa: BLE001 - another module's figure must not take the report down
+            print(f"{a.study}: {what} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            a.notes.append(f"{what} could not be drawn ({type(exc).__name__}: {exc})")
+    return paths
+
+
+def _map(fn, tasks: list, jobs: int) -> list:
+    if jobs > 1 and len(tasks) > 1:
+        with ProcessPoolExecutor(max_workers=min(jobs, len(tasks))) as pool:
+            return list(pool.map(fn, tasks))
+    return [fn(t) for t in tasks]
+
+
+def default_jobs() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def analyze_all(df: pd.DataFrame, jobs: int = 1) -> list:
+    """One StudyAnalysis per study, studies in parallel processes when `jobs` > 1."""
+    studies = sorted(df["study"].unique())
+    return _map(_analyze, [(df[df["study"] == s], s) for s in studies], jobs)
+
+
+def draw_all(analyses: list, df: pd.DataFrame, out: Path, jobs: int = 1) -> tuple[list, dict[str, list[Path]]]:
+    """Tables and figures of every study; returns the analyses (with any drawing notes) and paths per study."""
+    done = _map(_draw, [(a, df[df["study"] == a.study], out) for a in analyses], jobs)
+    return [a for a, _ in done], {a.study: paths for a, paths in done}
+
+
+# ---- per-study cache: a study whose records (and this code) did not change is not analysed or drawn again
+
+STUDY_CACHE = ".analysis-cache.pkl"
+
+
+@lru_cache(maxsize=1)
+def code_version() -> str:
+    """Hash of the analysis package's source: any change to it redraws everything."""
+    h = hashlib.sha256()
+    root = Path(__file__).resolve().parent
+    for p in sorted(root.rglob("*.py")):
+        h.update(p.relative_to(root).as_posix().encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def study_key(rows: pd.DataFrame) -> str | None:
+    """Fingerprint of one study's records and of the analysis code: each record file's path, size and mtime
+    (as the Parquet cache keys them) when the table has them, else every value of every column."""
+    try:
+        rows = rows.sort_values("path", kind="stable").reset_index(drop=True)
+        h = hashlib.sha256(code_version().encode())
+        h.update("\x1f".join(map(str, rows.columns)).encode())
+        if {"record_bytes", "record_mtime_ns"} <= set(rows.columns):
+            rows = rows[["path", "record_bytes", "record_mtime_ns"]]
+        try:
+            hashed = pd.util.hash_pandas_object(rows, index=False)
+        except TypeError:  # a column of mixed types: hash its text
+            hashed = pd.util.hash_pandas_object(rows.astype(str), index=False)
+        h.update(hashed.to_numpy().tobytes())
+        return h.hexdigest()
+    except Exception:  # noqa: BLE001 - an unhashable table is simply not cached
+        return None
+
+
+def _cached(folder: Path, key: str | None):
+    if key is None:
+        return None
+    try:
+        with open(folder / STUDY_CACHE, "rb") as fh:
+            saved = pickle.load(fh)
+    except Exception:  # noqa: BLE001 - missing, torn or from another version: recompute
+        return None
+    if saved.get("key") != key or not all(Path(p).exists() for p in saved["paths"]):
+        return None
+    return saved["analysis"], [Path(p) for p in saved["paths"]]
+
+
+def save_study_cache(folder: Path, key: str | None, a, paths: list[Path]) -> None:
+    if key is None:
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{STUDY_CACHE}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "wb") as fh:
+            pickle.dump({"key": key, "analysis": a, "paths": [str(p) for p in paths]}, fh)
+        os.replace(tmp, folder / STUDY_CACHE)
+    except Exception:  # noqa: BLE001 - the cache is an optimisation
+        tmp.unlink(missing_ok=True)
+
+
+def _process(args):
+    df, study, out, key = args
+    a = _analyze((df, study))
+    a, paths = _draw((a, df, out))
+    save_study_cache(out / study, key, a, paths)
+    return a, paths
+
+
+def process_all(df: pd.DataFrame, out: Path, jobs: int = 1, use_cache: bool = True):
+    """Analyse and draw every study, reusing the results of studies that did not change.
+
+    Returns (analyses, figure paths per study, names of the studies reused from the cache)."""
+    studies = sorted(df["study"].unique())
+    done: dict[str, tuple] = {}
+    todo = []
+    for s in studies:
+        rows = df[df["study"] == s]
+        key = study_key(rows) if use_cache else None
+        hit = _cached(out / s, key) if use_cache else None
+        if hit is not None:
+            done[s] = hit
+        else:
+            todo.append((rows, s, out, key))
+    reused = sorted(done)
+    for a, paths in _map(_process, todo, jobs):
+        done[a.study] = (a, paths)
+    analyses = [done[s][0] for s in studies]
+    return analyses, {s: done[s][1] for s in studies}, reused
 
 
 def run(results: Path, out: Path, use_cache: bool = True, jobs: int | None = None, quiet: bool = False):
@@ -70,22 +217,13 @@ def run(results: Path, out: Path, use_cache: bool = True, jobs: int | None = Non
     if df.empty:
         print(f"no usable records under {results}", file=sys.stderr)
         return 1, [], []
-    studies = sorted(df["study"].unique())
-    if jobs is None:
-        jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    jobs = max(1, min(jobs, len(studies)))
-    tasks = [(df[df["study"] == s], s, out) for s in studies]
-    if jobs > 1:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            done = list(pool.map(_process_star, tasks))
-    else:
-        done = [process_study(*t) for t in tasks]
-    analyses = [a for a, _ in done]
-    figures = {a.study: paths for a, paths in done}
-    for a, paths in done:
+    jobs = default_jobs() if jobs is None else max(1, jobs)
+    analyses, figures, reused = process_all(df, out, jobs, use_cache)
+    for a in analyses:
         if not quiet:
-            shown = [str(p) for p in paths if p.suffix == ".png"]
-            print(f"{a.study}: {a.n_records} records -> {len(shown)} figures in {out / a.study}")
+            shown = [p for p in figures[a.study] if p.suffix == ".png"]
+            again = " (unchanged: figures kept)" if a.study in reused else ""
+            print(f"{a.study}: {a.n_records} records -> {len(shown)} figures in {out / a.study}{again}")
     sections = build_report(analyses, figures, df, load, results, out)
     report = write_report(sections, out)
     if not quiet:
@@ -98,7 +236,9 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("results", nargs="?", default="results")
     p.add_argument("--figures", default="figures")
-    p.add_argument("--no-cache", action="store_true", help="re-read every record instead of the Parquet cache")
+    p.add_argument("--no-cache", action="store_true",
+                   help="re-read every record instead of the Parquet cache, and redraw studies whose records did not "
+                        "change")
     p.add_argument("--jobs", type=int, default=None, help="studies processed in parallel (default: CPUs allowed)")
     args = p.parse_args(argv)
     results = Path(args.results)
@@ -107,3 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     code, _, _ = run(results, Path(args.figures), use_cache=not args.no_cache, jobs=args.jobs)
     return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -55,10 +55,22 @@ def medians_by_n(
 ) -> pd.Series:
     """Median of ``x_col`` per value of ``n_col`` over ok rows with a finite value,
     sorted by N (N values with no such row are absent)."""
-    d = _ok(df, status_col, ok_value)
-    x = pd.to_numeric(d[x_col], errors="coerce")
-    keep = np.isfinite(x) & d[n_col].notna()
-    return x[keep].groupby(d.loc[keep, n_col]).median().sort_index()
+    ok = (df[status_col] == ok_value).to_numpy() if status_col in df.columns else np.ones(len(df), bool)
+    x = pd.to_numeric(df[x_col], errors="coerce").to_numpy(dtype=float)
+    n = df[n_col]
+    keep = ok & np.isfinite(x) & n.notna().to_numpy()
+    if not keep.any():
+        return pd.Series(dtype=float, name=x_col).rename_axis(n_col)
+    # numpy, not groupby: this runs once per curve and rule table, thousands of times at scale
+    nv = n.to_numpy()[keep]
+    xv = x[keep]
+    keys, inverse = np.unique(nv, return_inverse=True)
+    order = np.lexsort((xv, inverse))
+    xs, gs = xv[order], inverse[order]
+    starts = np.searchsorted(gs, np.arange(keys.size))
+    ends = np.append(starts[1:], gs.size)
+    med = [float(np.median(xs[a:b])) for a, b in zip(starts, ends)]
+    return pd.Series(med, index=pd.Index(keys, name=n_col), name=x_col)
 
 
 def knee(

@@ -1,21 +1,16 @@
 """The report: one self-contained HTML file (figures inlined, no external reference, mailable) and the
 same content as Markdown (figures linked by relative path), written next to the figures.
 
-Built in two steps that never mix: `build_report` turns the analyses into a list of sections made
-of plain blocks (paragraphs, bullet lists, tables of strings, figures); `render_markdown` and
-`render_html` only lay those blocks out.
+Built in two steps that never mix: `build_report` (here) turns the analyses into a list of sections
+made of plain blocks (paragraphs, bullet lists, tables of strings, figures); `analysis.render` only
+lays those blocks out, as Markdown or as HTML.
 """
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
-import html
 import importlib
 import math
-import re
-import urllib.parse
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -24,51 +19,22 @@ import pandas as pd
 
 from analysis.aggregate import StudyAnalysis, reading
 from analysis.records import LoadReport
+from analysis.render import (  # noqa: F401  (re-exported: the report's public API)
+    Bullets,
+    Code,
+    Figure,
+    Paragraph,
+    Section,
+    Table,
+    slug,
+    render_html,
+    render_markdown,
+)
 from analysis.usl import MIN_DISTINCT_N, MIN_R2
 
 REPO = Path(__file__).resolve().parent.parent
 MAX_TABLE_ROWS = 300  # longer tables are cut (the CSV next to the figures has every row)
 MAX_READINGS = 80
-
-
-# ----------------------------------------------------------------------------------------------
-# blocks
-
-
-@dataclass
-class Paragraph:
-    text: str
-
-
-@dataclass
-class Bullets:
-    items: list[str]
-
-
-@dataclass
-class Code:
-    text: str
-
-
-@dataclass
-class Table:
-    frame: pd.DataFrame  # already formatted: every cell a string
-    caption: str = ""
-    note: str = ""  # e.g. "first 300 of 420 rows; every row in curves.csv"
-
-
-@dataclass
-class Figure:
-    path: Path  # the PNG
-    caption: str
-
-
-@dataclass
-class Section:
-    title: str
-    level: int = 2
-    blocks: list = field(default_factory=list)
-    anchor: str = ""
 
 
 # ----------------------------------------------------------------------------------------------
@@ -125,8 +91,9 @@ def _ci(lo, hi, fmt: Callable = _num) -> str:
     return f"{fmt(lo)} – {fmt(hi)}"
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "section"
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
 
 
 def _cut(frame: pd.DataFrame, csv_name: str) -> tuple[pd.DataFrame, str]:
@@ -158,6 +125,19 @@ FIGURE_CAPTIONS = {
         "picks and the share of the best measured throughput it gives up (darker is worse)."),
 }
 FIGURE_ORDER = ["throughput_vs_workers", "usl_fit", "rules_of_thumb", "oversubscription"]
+
+
+def _caption_of(name: str) -> str:
+    """A figure drawn by another module: the first sentence of the docstring of the function named after it."""
+    for module in ("analysis.figures.questions", "analysis.figures.gpu_feed"):
+        try:
+            fn = getattr(importlib.import_module(module), name, None)
+        except Exception:  # noqa: BLE001
+            continue
+        doc = " ".join((getattr(fn, "__doc__", None) or "").split())
+        if doc:
+            return doc.split(". ")[0].rstrip(".") + "."
+    return name.replace("_", " ")
 
 
 def study_file(study: str, repo: Path = REPO) -> Path | None:
@@ -236,7 +216,8 @@ def _usl_table(a: StudyAnalysis) -> pd.DataFrame:
             "X(N*) samples/s": _num(r.get("usl_peak_x")) if has else "–",
             "R²": _num(r.get("usl_r2")) if has else "–",
             "points (distinct N)": f"{_int(r.get('usl_n_points'))} ({_int(r.get('usl_n_distinct'))})",
-            "fit": "good" if good else f"poor, not drawn: {r.get('usl_reason') or 'no data'}",
+            "fit": "good" if good else
+            "poor, not drawn: " + str(r.get("usl_reason") or "no data").replace("r2 =", "R² ="),
         })
     return pd.DataFrame(rows)
 
@@ -288,7 +269,8 @@ def _ceiling_table(a: StudyAnalysis) -> pd.DataFrame:
         best = r.get("best_x", np.nan)
         rows.append({
             "curve": r["panel"], "cores": _int(cores), "1 worker samples/s": _num(x1),
-            "ideal at N = cores": _num(ideal), "best / ideal at cores": _pct(best / ideal) if np.isfinite(ideal) else "–",
+            "1-worker rate x cores": _num(ideal),
+            "best / (1-worker rate x cores)": _pct(best / ideal) if np.isfinite(ideal) else "–",
             "decode-only ceiling samples/s": dec,
             "best / decode ceiling": _pct(best / ceiling) if np.isfinite(ceiling) else "–",
         })
@@ -360,7 +342,7 @@ def _methods() -> list:
         "Comparisons (knee vs main process, rule vs knee): two-sided Mann-Whitney U test plus a 95% bootstrap "
         "interval of the ratio of medians; a difference is called only when p < 0.05, the interval excludes 1 "
         "and the effect is at least 5%. With 3 repetitions per side the test cannot reach p < 0.05: such "
-        "comparisons read 'inconclusive (n < 4)'. A ratio of two single runs is never reported as a result.",
+        "comparisons read 'inconclusive, n < 4'. A ratio of two single runs is never reported as a result.",
         "Knee: the smallest num_workers whose median is within 5% of the best median of its curve "
         "(num_workers = 0, main-process loading, is a candidate).",
         f"USL: X(N) = λN / (1 + σ(N−1) + κN(N−1)) fitted by bounded least squares on relative residuals over "
@@ -393,7 +375,7 @@ def build_report(analyses: list[StudyAnalysis], figures: dict[str, list[Path]], 
 
     for a in analyses:
         full = df[df["study"] == a.study]
-        sec = Section(f"Study {a.study}", level=2, anchor=f"study-{_slug(a.study)}")
+        sec = Section(f"Study {a.study}", level=2, anchor=f"study-{slug(a.study)}")
         sc = ", ".join(f"{v} {k}" for k, v in sorted(a.status_counts.items()))
         ncell = a.cells["cell_id"].nunique() + len(a.references)
         reps = full.groupby("cell_id")["repetition"].nunique()
@@ -401,16 +383,24 @@ def build_report(analyses: list[StudyAnalysis], figures: dict[str, list[Path]], 
             f"{a.n_records} records ({sc}) in {ncell} cells, {int(reps.min()) if len(reps) else 0} to "
             f"{int(reps.max()) if len(reps) else 0} repetitions per cell; {len(a.curves)} curves "
             f"(workload variant x cores)."))
+        cells_u = pd.concat([a.cells, a.references]).drop_duplicates("cell_id")
+        n_unstable, n_cells = int(cells_u["unstable"].sum()), len(cells_u)
+        if n_cells and n_unstable / n_cells > 0.25:
+            sec.blocks.append(Paragraph(
+                f"Warning: {n_unstable} of {n_cells} cells are unstable (IQR over 10% of the median). Repetitions "
+                "this far apart usually mean the machine was shared or throttled while measuring: read the knees, "
+                "fits and rule comparisons below as indicative only, and measure again on an idle machine "
+                "(or with more repetitions) before drawing conclusions."))
         for note in a.notes:
             sec.blocks.append(Paragraph(f"Note: {note}."))
         sections.append(sec)
 
-        env = Section("Environment", level=3, anchor=f"env-{_slug(a.study)}")
+        env = Section("Environment", level=3, anchor=f"env-{slug(a.study)}")
         env.blocks.append(Table(a.environment.rename(columns={"what": "", "value": "value"}) if not
                                 a.environment.empty else pd.DataFrame({"": ["no env_* columns in the records"]})))
         sections.append(env)
 
-        rd = Section("Readings and figures", level=3, anchor=f"fig-{_slug(a.study)}")
+        rd = Section("Readings and figures", level=3, anchor=f"fig-{slug(a.study)}")
         lines = [reading(c) for _, c in a.curves.iterrows() if "panel" in c]
         if lines:
             more = len(lines) - MAX_READINGS
@@ -419,13 +409,13 @@ def build_report(analyses: list[StudyAnalysis], figures: dict[str, list[Path]], 
         pngs = {p.stem: p for p in figures.get(a.study, []) if p.suffix == ".png"}
         for name in FIGURE_ORDER + sorted(set(pngs) - set(FIGURE_ORDER)):
             if name in pngs:
-                rd.blocks.append(Figure(pngs[name], FIGURE_CAPTIONS.get(name, name)))
+                rd.blocks.append(Figure(pngs[name], FIGURE_CAPTIONS.get(name) or _caption_of(name)))
         if not pngs:
             rd.blocks.append(Paragraph("No figure: no repetition of this study has a throughput value."))
         sections.append(rd)
 
         if len(a.curves) and "panel" in a.curves:
-            rec = Section("Recommendations: knee, best and the rules of thumb", level=3, anchor=f"rec-{_slug(a.study)}")
+            rec = Section("Recommendations: knee, best and the rules of thumb", level=3, anchor=f"rec-{slug(a.study)}")
             t, note = _cut(_curve_table(a), "curves.csv")
             rec.blocks.append(Table(t, "Per curve: the best measured num_workers, the knee (smallest num_workers "
                                        "within 5% of the best) and how the knee compares with main-process "
@@ -437,14 +427,14 @@ def build_report(analyses: list[StudyAnalysis], figures: dict[str, list[Path]], 
                                            "(or saves, negative) against the knee.", note))
             sections.append(rec)
 
-            model = Section("Scaling model (USL)", level=3, anchor=f"usl-{_slug(a.study)}")
+            model = Section("Scaling model (USL)", level=3, anchor=f"usl-{slug(a.study)}")
             t, note = _cut(_usl_table(a), "curves.csv")
             model.blocks.append(Table(t, "Universal Scalability Law per curve; σ is contention (serial share), "
                                          "κ crosstalk; N* the num_workers where the fitted curve peaks "
                                          "(∞: no peak). Poor fits are reported, not drawn.", note))
             sections.append(model)
 
-            ceil = Section("Physical ceilings", level=3, anchor=f"ceil-{_slug(a.study)}")
+            ceil = Section("Physical ceilings", level=3, anchor=f"ceil-{slug(a.study)}")
             t, note = _cut(_ceiling_table(a), "curves.csv")
             ceil.blocks.append(Table(t, "How close the best measured throughput comes to ideal linear scaling "
                                         "at num_workers = cores and, for jpeg, to the decode-only ceiling.", note))
@@ -462,23 +452,23 @@ def build_report(analyses: list[StudyAnalysis], figures: dict[str, list[Path]], 
                     for _, r in refs.iterrows()) + "."))
             sections.append(ceil)
 
-        prob = Section("Unstable and failed cells", level=3, anchor=f"problems-{_slug(a.study)}")
+        prob = Section("Unstable and failed cells", level=3, anchor=f"problems-{slug(a.study)}")
         if a.problems.empty:
             prob.blocks.append(Paragraph("None: every cell has all repetitions ok and an IQR within 10% of its median."))
         else:
             t, note = _cut(_problem_table(a), "problems.csv")
             n_unst = int(a.problems["unstable"].sum())
             n_fail = int((a.problems["n_not_ok"] > 0).sum())
-            prob.blocks.append(Table(t, f"{n_unst} unstable cells and {n_fail} cells with failed or timed-out "
-                                        "repetitions, with the reason recorded by the suite.", note))
+            prob.blocks.append(Table(t, f"{_count(n_unst, 'unstable cell')} and {_count(n_fail, 'cell')} with failed "
+                                        "or timed-out repetitions, with the reasons the suite recorded.", note))
         sections.append(prob)
 
-        cells = Section("Every cell", level=3, anchor=f"cells-{_slug(a.study)}")
+        cells = Section("Every cell", level=3, anchor=f"cells-{slug(a.study)}")
         t, note = _cut(_cells_table(a), "summary.csv")
         cells.blocks.append(Table(t, "Median and 95% interval of the steady-state throughput per cell.", note))
         sections.append(cells)
 
-        rep = Section("How to reproduce", level=3, anchor=f"repro-{_slug(a.study)}")
+        rep = Section("How to reproduce", level=3, anchor=f"repro-{slug(a.study)}")
         rep.blocks += _reproduce(a, results, out, full)
         sections.append(rep)
 
@@ -497,110 +487,6 @@ def build_report(analyses: list[StudyAnalysis], figures: dict[str, list[Path]], 
     meth.blocks += _methods()
     sections.append(meth)
     return sections
-
-
-# ----------------------------------------------------------------------------------------------
-# rendering
-
-
-def _md_cell(v: str) -> str:
-    return str(v).replace("|", "\\|").replace("\n", " ")
-
-
-def _md_table(frame: pd.DataFrame) -> str:
-    cols = [str(c) for c in frame.columns]
-    lines = ["| " + " | ".join(_md_cell(c) for c in cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    for row in frame.itertuples(index=False):
-        lines.append("| " + " | ".join(_md_cell(v) for v in row) + " |")
-    return "\n".join(lines)
-
-
-def render_markdown(sections: list[Section], out: Path) -> str:
-    parts = []
-    toc = [s for s in sections if s.level == 2]
-    for i, s in enumerate(sections):
-        parts.append("#" * s.level + " " + s.title)
-        if i == 0 and toc:
-            parts.append("Contents: " + " · ".join(f"[{t.title}](#{_slug(t.title)})" for t in toc))
-        for b in s.blocks:
-            if isinstance(b, Paragraph):
-                parts.append(b.text)
-            elif isinstance(b, Bullets):
-                parts.append("\n".join(f"- {item}" for item in b.items))
-            elif isinstance(b, Code):
-                parts.append("```\n" + b.text + "\n```")
-            elif isinstance(b, Table):
-                if b.caption:
-                    parts.append(f"*{b.caption}*")
-                parts.append(_md_table(b.frame))
-                if b.note:
-                    parts.append(f"({b.note})")
-            elif isinstance(b, Figure):
-                try:
-                    rel = b.path.resolve().relative_to(out.resolve())
-                except ValueError:
-                    rel = b.path
-                parts.append(f"![{b.path.stem}]({urllib.parse.quote(rel.as_posix())})\n\n*{b.caption}*")
-    return "\n\n".join(parts) + "\n"
-
-
-CSS = """
-body{font-family:-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;
-color:#222;line-height:1.45}
-h1{border-bottom:2px solid #444}h2{border-bottom:1px solid #bbb;margin-top:2.2em}h3{margin-top:1.6em}
-table{border-collapse:collapse;font-size:12px;margin:.6em 0 1.2em}th,td{border:1px solid #ccc;padding:3px 7px;
-text-align:left;vertical-align:top}th{background:#f0f0f0}tr:nth-child(even) td{background:#fafafa}
-figure{margin:1em 0}figure img{max-width:100%;height:auto;border:1px solid #eee}
-figcaption,.caption{font-size:13px;color:#444;font-style:italic}.note{font-size:12px;color:#666}
-pre{background:#f5f5f5;padding:.7em;overflow-x:auto;font-size:12px}nav{font-size:13px}
-"""
-
-
-def _html_table(t: Table) -> str:
-    frame = t.frame
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
-    body = []
-    for row in frame.itertuples(index=False):
-        body.append("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>")
-    parts = []
-    if t.caption:
-        parts.append(f'<p class="caption">{html.escape(t.caption)}</p>')
-    table = f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-    if len(frame) > 40:
-        table = f"<details><summary>{len(frame)} rows (click to show)</summary>{table}</details>"
-    parts.append(table)
-    if t.note:
-        parts.append(f'<p class="note">({html.escape(t.note)})</p>')
-    return "\n".join(parts)
-
-
-def render_html(sections: list[Section]) -> str:
-    out = ['<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
-           f"<title>{html.escape(sections[0].title if sections else 'report')}</title>",
-           f"<style>{CSS}</style></head><body>"]
-    toc = [s for s in sections if s.level == 2]
-    for i, s in enumerate(sections):
-        anchor = s.anchor or _slug(s.title)
-        out.append(f'<h{s.level} id="{html.escape(anchor)}">{html.escape(s.title)}</h{s.level}>')
-        if i == 0 and toc:
-            out.append("<nav>Contents: " + " · ".join(
-                f'<a href="#{html.escape(t.anchor or _slug(t.title))}">{html.escape(t.title)}</a>' for t in toc)
-                + "</nav>")
-        for b in s.blocks:
-            if isinstance(b, Paragraph):
-                out.append(f"<p>{html.escape(b.text)}</p>")
-            elif isinstance(b, Bullets):
-                out.append("<ul>" + "".join(f"<li>{html.escape(item)}</li>" for item in b.items) + "</ul>")
-            elif isinstance(b, Code):
-                out.append(f"<pre><code>{html.escape(b.text)}</code></pre>")
-            elif isinstance(b, Table):
-                out.append(_html_table(b))
-            elif isinstance(b, Figure):
-                data = base64.b64encode(b.path.read_bytes()).decode("ascii")
-                out.append(f'<figure><img alt="{html.escape(b.path.stem)}" src="data:image/png;base64,{data}">'
-                           f"<figcaption>{html.escape(b.caption)}</figcaption></figure>")
-    out.append("</body></html>\n")
-    return "\n".join(out)
 
 
 def write_tables(a: StudyAnalysis, folder: Path) -> list[Path]:

@@ -184,10 +184,18 @@ def fit_usl(n, x) -> UslFit:
         p = q * scale
         return usl(n, *p) / x - 1.0
 
+    nm1 = n - 1.0
+
+    def jac(q):  # analytic: a third of the function evaluations of finite differences
+        lam, sigma, kappa = q * scale
+        d = 1.0 + sigma * nm1 + kappa * n * nm1
+        g = lam * n / d**2
+        return np.column_stack([n / d * scale[0], -g * nm1 * scale[1], -g * n * nm1 * scale[2]]) / x[:, None]
+
     lower = np.array([1e-12, 0.0, 0.0]) / scale
     upper = np.array([np.inf, 1.0, np.inf])
     res = least_squares(
-        resid, p0 / scale, bounds=(lower, upper), method="trf", x_scale="jac",
+        resid, p0 / scale, jac=jac, bounds=(lower, upper), method="trf", x_scale="jac",
         xtol=1e-12, ftol=1e-12, gtol=1e-12, max_nfev=2000,
     )
     lam, sigma, kappa = (float(v) for v in res.x * scale)

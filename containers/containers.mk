@@ -106,8 +106,8 @@ image-archive:  ## docker save the image to $(IMAGE_TAR), for `apptainer build` 
 sif:  ## apptainer build $(SIF) from the docker-daemon image (or from $(IMAGE_TAR) if there is no docker)
 	@if [ -z "$(APPTAINER)" ]; then \
 		echo "make sif: apptainer (or singularity) is not installed. Install it (https://apptainer.org/docs/admin/main/installation.html)," >&2; \
-		echo "  or run 'make image-archive' here and, on a host with apptainer:" >&2; \
-		echo "  apptainer build $(SIF) docker-archive://$(IMAGE_TAR)   (labels/%test of containers/apptainer.def not applied)" >&2; \
+		echo "  or run 'make image-archive' here, copy $(IMAGE_TAR) into this checkout on a host with apptainer" >&2; \
+		echo "  and run 'make sif' there (without a docker daemon it bootstraps from the archive)." >&2; \
 		exit 1; fi
 	@set -e; def=containers/apptainer.def; \
 	if command -v $(DOCKER) >/dev/null && $(DOCKER) info >/dev/null 2>&1; then \

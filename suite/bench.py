@@ -3,23 +3,29 @@
 A benchmark suite is judged by two numbers of its own: how much it disturbs what it measures, and how
 long it takes to give an answer of a given precision. This measures, on this machine, now:
 
-1. Harness overhead. One cell process (built by the real `suite.cellproc.measure_cell`: pinned cores,
-   threads, sharing strategy, workload, DataLoader) consumes one long epoch in windows of equal batch
-   count. Each round runs four windows in a shuffled order: {bare loop, the harness's `run_loop`} x
-   {probe off, probe on}. The bare loop is `for batch in loader` with two clock reads around the window;
-   the probe is the runner's `TreeProbe`, sampling the cell's process tree from this process every
-   `probe_interval_s`, switched on and off by this process at window boundaries (a pipe handshake, so
-   no sample straddles a window of the other kind). Ratios of throughputs (harness/bare, probe on/off,
-   both/neither) come with a 95% paired bootstrap interval over rounds.
+1. Harness overhead, two ways.
+   a. The loop alone: `run_loop` (two clock reads, two list stores and the consumer's call per batch)
+      against a bare `for batch in ...` over the same in-memory batches, ABAB, in this process. Precise
+      whatever the machine's load: nanoseconds per batch, then a fraction of each cell's time per batch.
+   b. In a real cell: one cell process, built by the real `suite.cellproc.measure_cell` (pinned cores,
+      threads, sharing strategy, workload, DataLoader) and forked like the runner forks it, consumes one
+      long epoch in windows of equal batch count. Each round runs four windows in a shuffled order:
+      {bare loop, `run_loop`} x {probe off, probe on}. The probe is the runner's `TreeProbe`, sampling the
+      cell's process tree from this process on the runner's cadence (sample, wait probe_interval_s); a pipe
+      handshake at every window boundary switches it, so no sample straddles a window of the other kind.
+      Throughput ratios (harness/bare, probe on/off, harness+probe over bare+no probe) come with 95% paired
+      bootstrap intervals over rounds, plus the probe's CPU time per sample.
 2. Precision per second spent. Cells measured by the real runner with adaptive measuring
    (target_precision = 0.02): seconds measured, windows, half-width reached or not.
 3. Time to answer. A subset of the quick study run end to end by `python -m suite run`, and the same
    cells run as one fresh `python suite/bench_script.py ...` process per cell and repetition, timed
-   from outside (the command-wrapping approach, like hyperfine), interleaved (half, suite, half).
+   from outside (the command-wrapping approach, like hyperfine), interleaved (half, suite, half); and
+   whether both give the same throughputs.
 4. Analysis at scale: `python -m analysis.bench_scale --records N`, when that module exists.
 
 Prints rich tables and writes everything (with the machine's fingerprint and the load averages seen)
-to `--out` as JSON, for comparison across commits.
+to `--out` as JSON, for comparison across commits. `--quick` shortens every part, `--skip-scale` (and
+`--skip-overhead`, `--skip-precision`, `--skip-tta`) leave parts out.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -210,7 +216,7 @@ class OverheadPlan:
     total_s: float = 20.0  # measuring time, all windows together
     window_s: float = 0.5  # each window: about this long (batch count from a calibration)
     calibrate_s: float = 0.5
-    min_rounds: int = 4
+    min_rounds: int = 6
     seed: int = 0
 
 
@@ -238,20 +244,22 @@ def _abab_driver(config: dict, plan: OverheadPlan, ctl_w: int, ack_r: int, out: 
         while n < 2 or clock() - t0 < plan.calibrate_s:
             next(it)
             n += 1
-        rate = n / (clock() - t0)
+        rate = calibrated = n / (clock() - t0)
         left = batches - warmup - n
-        k = max(1, round(rate * plan.window_s))
-        rounds = max(plan.min_rounds, int(plan.total_s / (4 * plan.window_s)))
-        if 4 * rounds * k > left:  # the dataset was sized for the expected rate: never run past its end
-            k = max(1, left // (4 * rounds))
-            rounds = min(rounds, left // (4 * k))
-        out.update(calibrated_batches_per_s=rate, window_batches=k, rounds=rounds)
+        # a window at least twice the prefetch pipeline (workers x prefetch_factor batches), or whether the
+        # pipeline happened to be full or empty at a boundary would decide a window's time
+        k_min = max(1, 2 * config["num_workers"] * (config["prefetch_factor"] or 0))
         rng = random.Random(plan.seed)
         windows, reuse, batch = [], _Reuse(it), None
-        summarize_s = 0.0
-        for r in range(rounds):
+        summarize_s, measured_s, r, ks = 0.0, 0.0, 0, []
+        # rounds until total_s of windows (at least min_rounds); each round's window length comes from the rate
+        # of the round before (one calibration at a busy moment must not make every window tiny or huge); the
+        # four windows of a round always have the same batch count
+        while (measured_s < plan.total_s or r < plan.min_rounds) and left >= 4 * k_min:
+            k = min(max(k_min, round(rate * plan.window_s)), left // 4)
             order = [(loop, probe) for loop in ("bare", "harness") for probe in (False, True)]
             rng.shuffle(order)
+            round_s = 0.0
             for loop, probe in order:
                 handshake(probe)
                 if loop == "bare":
@@ -267,11 +275,19 @@ def _abab_driver(config: dict, plan: OverheadPlan, ctl_w: int, ack_r: int, out: 
                     summarize_loop(times, 0, config["batch_size"])  # outside the window, as in cellproc
                     summarize_s += clock() - s0
                 windows.append({"round": r, "loop": loop, "probe": probe, "batches": k, "seconds": t1 - t0})
+                round_s += t1 - t0
+            left -= 4 * k
+            measured_s += round_s
+            rate = 4 * k / round_s if round_s > 0 else rate
+            ks.append(k)
+            r += 1
+        out.update(calibrated_batches_per_s=calibrated, rounds=r, window_batches=ks,
+                   measured_s=measured_s)
         handshake(False)
         if on_epoch_end is not None:
             on_epoch_end()
         out["windows"] = windows
-        out["summarize_loop_s_per_call"] = summarize_s / max(1, rounds * 2)
+        out["summarize_loop_s_per_call"] = summarize_s / max(1, r * 2)
         del it, reuse, batch  # workers shut down here, as they do at the end of run_loop
         raise _Finished
 
@@ -414,14 +430,14 @@ def overhead_experiment(cell, prepared, plan: OverheadPlan, probe_interval_s: fl
 
 def loop_cost(config: dict, batches: int = 20_000, rounds: int = 21, seed: int = 0) -> dict:
     """The harness's own per-batch cost, alone and precisely: `run_loop` (two clock reads, two list stores, the
-    consumer's call) against a bare `for batch in ...` over the same in-memory batches, ABAB, in this process.
-    No DataLoader and no I/O, so a loaded machine adds noise to both arms alike; the median paired difference
-    is the nanoseconds the harness adds to every batch of every cell."""
+    consumer's call) against a bare `for batch in ...` over the same in-memory batches, ABAB, in this process,
+    in CPU time. The median paired difference is the nanoseconds the harness adds to every batch of every cell."""
     from suite.consumers import make_consumer
     from suite.harness import run_loop
 
     data = [(None, 0)] * batches
-    clock = time.perf_counter
+    clock = time.thread_time  # CPU time of this thread: what the loop's own instructions cost, not the
+    # time other tenants of a busy machine held the CPU while it ran (wall time here varies 5x with the load)
     rng = random.Random(seed)
     bare, harness = [], []
     for _ in range(rounds):
@@ -505,36 +521,39 @@ def precision_experiment(cells: list, repetitions: int, prepared, host_env: dict
 # ------------------------------------------------------------------------------------------------------------
 # 3. time to answer: the suite end to end vs one fresh process per cell and repetition
 
-TTA_STUDY = """\
-# written by suite.bench: a representative subset of suite/studies/quick.toml (same measuring settings)
-[study]
-name = "bench-tta"
-repetitions = {repetitions}
-warmup_batches = 4
-measure_batches = 30
-timeout_s = 120
+# (workload, num_workers, cores): the quick study's story in six cells: I/O-bound loading scaling past the
+# cores (sleep 0 -> 2 -> 4 workers), CPU-bound loading (cpu 0 -> 2), and real JPEG decoding at 2 workers.
+TTA_CELLS = (("sleep", 0, 1), ("sleep", 2, 2), ("sleep", 4, 2), ("cpu", 0, 1), ("cpu", 2, 2), ("jpeg", 2, 2))
+TTA_CELLS_QUICK = (("sleep", 0, 1), ("sleep", 2, 2), ("cpu", 2, 2))
 
-[dataset]
-kind = "synthetic-jpeg"
-images = {images}
 
-[matrix]
-workload = {workloads}
-num_workers = [0, 2]
-cores = [1, {cores}]
-batch_size = [32]
-sleep_ms = [2.0]
-cpu_work = [15]
-decoder = ["pil"]
+def _toml_value(v) -> str:
+    return json.dumps(v) if not isinstance(v, bool) else ("true" if v else "false")
 
-[[exclude]]
-num_workers = 0
-cores = {cores}
 
-[[exclude]]
-num_workers = 2
-cores = 1
-"""
+def tta_study_text(cells, repetitions: int, base: Path = REPO / "suite" / "studies" / "quick.toml") -> str:
+    """A study holding exactly `cells` of the quick study, with its measuring settings and dataset: the quick
+    study's other axes as they are, this union of (workload, num_workers, cores), and one [[exclude]] per
+    combination of the union that is not wanted."""
+    import itertools
+    import tomllib
+
+    raw = tomllib.loads(base.read_text())
+    study = {k: v for k, v in raw["study"].items() if k not in ("name", "description", "repetitions")}
+    matrix = {k: v for k, v in raw.get("matrix", {}).items() if k not in ("workload", "num_workers", "cores")}
+    cells = [(w, n, _cores(c)) for w, n, c in cells]
+    axes = {"workload": sorted({c[0] for c in cells}), "num_workers": sorted({c[1] for c in cells}),
+            "cores": sorted({c[2] for c in cells})}
+    lines = ["# written by suite.bench: a subset of suite/studies/quick.toml (its measuring settings and dataset)",
+             "[study]", 'name = "bench-tta"', f"repetitions = {repetitions}"]
+    lines += [f"{k} = {_toml_value(v)}" for k, v in study.items()]
+    lines += ["", "[dataset]"] + [f"{k} = {_toml_value(v)}" for k, v in raw.get("dataset", {}).items()]
+    lines += ["", "[matrix]"] + [f"{k} = {_toml_value(v)}" for k, v in {**axes, **matrix}.items()]
+    for combo in itertools.product(axes["workload"], axes["num_workers"], axes["cores"]):
+        if combo not in cells:
+            lines += ["", "[[exclude]]", f'workload = "{combo[0]}"', f"num_workers = {combo[1]}",
+                      f"cores = {combo[2]}"]
+    return "\n".join(lines) + "\n"
 
 
 def script_args(config: dict) -> list[str]:
@@ -542,7 +561,18 @@ def script_args(config: dict) -> list[str]:
             "--batch-size", str(config["batch_size"]), "--warmup", str(config["warmup_batches"]),
             "--batches", str(config["measure_batches"]), "--prefetch-factor", str(config["prefetch_factor"] or 2),
             "--sleep-ms", str(config["sleep_ms"] or 0), "--cpu-work", str(config["cpu_work"] or 1),
-            "--decoder", config["decoder"] or "pil", "--images", str(IMAGES), "--seed", str(config["seed"])]
+            "--sample-kb", str(config["sample_kb"] or 12.0),
+            "--decoder", config["decoder"] or "pil", "--images", str(IMAGES), "--seed", str(config["seed"]),
+            *(["--start-method", config["start_method"]] if config["num_workers"] else [])]
+
+
+# axes the one-configuration script does not reproduce: a cell using them would not be the same work
+SCRIPT_DEFAULTS = {"batched": False, "step_ms": 0.0, "persistent_workers": False, "pin_memory": False,
+                   "in_order": True, "epochs": 1, "tensors_per_sample": 1}
+
+
+def script_mismatch(config: dict) -> list[str]:
+    return [f"{k}={config[k]!r}" for k, v in SCRIPT_DEFAULTS.items() if config.get(k) not in (None, v)]
 
 
 def _run_script(config: dict, repetition: int) -> dict:
@@ -560,19 +590,18 @@ def _run_script(config: dict, repetition: int) -> dict:
     return row
 
 
-def time_to_answer(workloads: list[str], repetitions: int) -> dict:
+def time_to_answer(cells, repetitions: int) -> dict:
     from suite.plan import pending_tasks
     from suite.store import Store
     from suite.study import load_study
 
-    cores = _cores(2)
     with tempfile.TemporaryDirectory(prefix="loaderbench-bench-tta-") as tmp:
         study_path = Path(tmp) / "bench-tta.toml"
-        study_path.write_text(TTA_STUDY.format(repetitions=repetitions, images=IMAGES, cores=cores,
-                                               workloads=json.dumps(workloads)))
+        study_path.write_text(tta_study_text(cells, repetitions))
         results = Path(tmp) / "results"
         study = load_study(study_path)
         order = pending_tasks(study, Store(results))  # the suite's own interleaved order
+        mismatch = sorted({m for t in order for m in script_mismatch(t.cell.config)})
         wrapped: dict[tuple[str, int], dict] = {}
         half = len(order) // 2
 
@@ -601,6 +630,7 @@ def time_to_answer(workloads: list[str], repetitions: int) -> dict:
             if rec:
                 records[(rec["cell_id"], rec["repetition"])] = rec
     out: dict[str, Any] = {"cells": [describe(c) for c in study.cells], "repetitions": repetitions,
+                           "script_cannot_reproduce": mismatch,
                            "runs": len(order), "measure_batches": study.settings.measure_batches,
                            "warmup_batches": study.settings.warmup_batches, "load": load,
                            "suite_wall_s": suite_wall, "suite_returncode": proc.returncode,
@@ -662,7 +692,7 @@ def time_to_answer(workloads: list[str], repetitions: int) -> dict:
 # ------------------------------------------------------------------------------------------------------------
 # 4. analysis at scale (another module; optional)
 
-def analysis_scale(records: int, timeout_s: float = 600) -> dict:
+def analysis_scale(records: int, timeout_s: float = 1800) -> dict:
     try:
         spec = importlib.util.find_spec("analysis.bench_scale")
     except (ImportError, ValueError):
@@ -674,31 +704,50 @@ def analysis_scale(records: int, timeout_s: float = 600) -> dict:
         helptext = subprocess.run(base + ["--help"], capture_output=True, text=True, timeout=120, cwd=REPO).stdout
     except subprocess.SubprocessError:
         helptext = ""
-    as_json = "--json" in helptext
-    cmd = base + ["--records", str(records)] + (["--json"] if as_json else [])
+    json_file = re.search(r"--json[ =][A-Z_]+", helptext) is not None  # --json FILE: it writes the numbers there
+    json_stdout = not json_file and "--json" in helptext  # --json: it prints them
+    tmp = tempfile.NamedTemporaryFile(prefix="loaderbench-bench-scale-", suffix=".json", delete=False)
+    tmp.close()
+    cmd = base + ["--records", str(records)] + (["--json", tmp.name] if json_file else ["--json"] if json_stdout else [])
+    figures = tempfile.mkdtemp(prefix="loaderbench-bench-scale-figures-") if "--figures" in helptext else None
+    if figures:
+        cmd += ["--figures", figures]  # drawn to be timed, then removed
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=REPO)
     except subprocess.TimeoutExpired:
+        os.unlink(tmp.name)
         return {"available": True, "records": records, "error": f"timed out after {timeout_s:.0f} s"}
+    finally:
+        if figures:
+            import shutil
+
+            shutil.rmtree(figures, ignore_errors=True)
     out: dict[str, Any] = {"available": True, "records": records, "command": " ".join(cmd[1:]),
                            "wall_s": time.perf_counter() - t0, "returncode": proc.returncode,
                            "stdout": proc.stdout[-4000:]}
+    parsed = None
+    try:
+        if json_file:
+            parsed = json.loads(Path(tmp.name).read_text() or "null")
+    except (OSError, ValueError):
+        parsed = None
+    finally:
+        os.unlink(tmp.name)
     if proc.returncode != 0:
         out["error"] = proc.stderr[-2000:]
         return out
-    parsed = None
-    if as_json:
+    if parsed is None and json_stdout:
         for chunk in (proc.stdout, *reversed(proc.stdout.splitlines())):
             try:
                 parsed = json.loads(chunk)
                 break
             except ValueError:
                 continue
-    if parsed is None:  # free text: pick "<name> ... <number> s|MB|MiB|GiB" lines
+    if parsed is None:  # free text: pick "<name> ... : <number> s|MB|MiB|GiB" lines
         parsed = {}
         for line in proc.stdout.splitlines():
-            m = re.match(r"\s*([A-Za-z][\w .()/-]*?)\s*[:=]\s*([0-9.]+)\s*(s|ms|MB|MiB|GB|GiB|KiB)?\b", line)
+            m = re.match(r"\s*([A-Za-z][\w .()/+,-]*?)\s*[:=]\s*([0-9.]+)\s*(s|ms|MB|MiB|GB|GiB|KiB)?\b", line)
             if m:
                 parsed[m.group(1).strip()] = f"{m.group(2)} {m.group(3) or ''}".strip()
     out["result"] = parsed
@@ -707,6 +756,17 @@ def analysis_scale(records: int, timeout_s: float = 600) -> dict:
 
 # ------------------------------------------------------------------------------------------------------------
 # output
+
+def json_safe(obj):
+    """NaN and infinities become null (strict JSON, readable by jq and browsers), tuples lists."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj
+
 
 def _fmt_ratio(r: dict | None) -> str:
     if not r or not math.isfinite(r.get("ratio", float("nan"))):
@@ -752,11 +812,14 @@ def render(result: dict, console) -> None:
             p = row.get("probe") or {}
             thr = row.get("bare_batches_per_s", float("nan")) * row["config"]["batch_size"]
             frac = row.get("loop_cost_fraction")
-            t.add_row(row["cell"], f"{row['rounds']} x {row['window_batches']}", _fmt(thr, ".0f"),
+            ks = row["window_batches"] or [0]
+            kspan = f"{min(ks)}" if min(ks) == max(ks) else f"{min(ks)}-{max(ks)}"
+            t.add_row(row["cell"], f"{row['rounds']} x {kspan}", _fmt(thr, ".0f"),
                       f"{frac * 100:.3f}%" if frac is not None else "n/a",
                       _fmt_ratio(r.get("harness_over_bare")), _fmt_ratio(r.get("probe_on_over_off")),
-                      _fmt_ratio(r.get("suite_over_bare")), f"{_fmt(p.get('cpu_ms_per_sample'), '.1f')} ms",
-                      f"{_fmt((p.get('cpu_share_of_one_cpu') or float('nan')) * 100, '.1f')}%",
+                      _fmt_ratio(r.get("suite_over_bare")),
+                      f"{p['cpu_ms_per_sample']:.1f} ms" if p.get("cpu_ms_per_sample") is not None else "n/a",
+                      f"{p['cpu_share_of_one_cpu'] * 100:.1f}%" if p.get("cpu_share_of_one_cpu") is not None else "n/a",
                       f"{row['load_before'][0]:.1f}" if row.get("load_before") else "")
         console.print(t)
 
@@ -804,14 +867,18 @@ def render(result: dict, console) -> None:
 
     sc = result.get("analysis_scale")
     if sc is not None:
-        if not sc.get("available"):
+        if sc.get("skipped"):
+            console.print("4. Analysis at scale: skipped (--skip-scale)")
+        elif not sc.get("available"):
             console.print(f"4. Analysis at scale ({sc.get('records')} records): not available "
-                          f"(no analysis.bench_scale module)" + (" [skipped]" if sc.get("skipped") else ""))
+                          f"(no analysis.bench_scale module)")
         elif "error" in sc:
             console.print(f"4. Analysis at scale: [red]failed[/red]: {sc['error'][-300:]}")
         else:
-            items = ", ".join(f"{k}: {v}" for k, v in (sc.get("result") or {}).items())
-            console.print(f"4. Analysis at scale ({sc['records']} records, {sc['wall_s']:.1f} s wall): {items}")
+            console.print(f"4. Analysis at scale: {sc['command']} ({sc['wall_s']:.1f} s wall, record generation "
+                          f"included the first time):")
+            for line in sc.get("stdout", "").splitlines():
+                console.print("   " + line, markup=False)
     console.print(f"total {result['elapsed_s']:.0f} s; JSON: {result.get('out')}")
 
 
@@ -861,7 +928,7 @@ def main(argv: list[str] | None = None) -> int:
         prepared = ensure_dataset(DatasetSpec(kind="synthetic-jpeg", images=IMAGES))
 
     if not args.skip_overhead:
-        plan = OverheadPlan(total_s=8.0 if args.quick else 20.0, window_s=0.25, seed=args.seed)
+        plan = OverheadPlan(total_s=6.0 if args.quick else 16.0, window_s=0.25, seed=args.seed)
         cells = overhead_cells()
         err.print("[dim]1. overhead: the harness's own cost per batch (in-memory batches, ABAB) ...[/dim]")
         micro = loop_cost(cells[0].config, rounds=11 if args.quick else 21, seed=args.seed)
@@ -881,16 +948,16 @@ def main(argv: list[str] | None = None) -> int:
 
     if not args.skip_precision:
         cells = precision_cells(max_measure_s=8.0 if args.quick else 20.0)
-        reps = 1 if args.quick else 2
+        reps = 1
         err.print(f"[dim]2. precision: {len(cells)} cells x {reps} repetitions, adaptive to ±2% ...[/dim]")
         result["precision"] = precision_experiment(cells, reps, prepared, host, probe_interval)
 
     if not args.skip_tta:
-        workloads = ["sleep", "jpeg"] if args.quick else ["sleep", "cpu", "jpeg"]
+        cells = TTA_CELLS_QUICK if args.quick else TTA_CELLS
         reps = 2
-        err.print(f"[dim]3. time to answer: {len(workloads) * 2} cells x {reps} repetitions, suite vs "
-                  f"one process per run ...[/dim]")
-        result["time_to_answer"] = time_to_answer(workloads, reps)
+        err.print(f"[dim]3. time to answer: {len(cells)} cells x {reps} repetitions, the suite vs one process "
+                  f"per run ...[/dim]")
+        result["time_to_answer"] = time_to_answer(cells, reps)
 
     records = args.records or (20_000 if args.quick else 100_000)
     if args.skip_scale:
@@ -907,7 +974,7 @@ def main(argv: list[str] | None = None) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         from suite.store import atomic_write_json
 
-        atomic_write_json(out, result)
+        atomic_write_json(out, json_safe(result))
         result["out"] = str(out)
     render(result, console)
     return 0

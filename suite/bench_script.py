@@ -70,8 +70,12 @@ def main(argv: list[str] | None = None) -> int:
         from suite.dataset import DatasetSpec, ensure_dataset
 
         prepared = ensure_dataset(DatasetSpec(kind="synthetic-jpeg", images=args.images))
-    config = {"workload": args.workload, "batched": False, "sleep_ms": args.sleep_ms, "cpu_work": args.cpu_work,
-              "sample_kb": args.sample_kb, "tensors_per_sample": 1, "decoder": args.decoder}
+    from suite.axes import AXES
+
+    # every axis at its default (as a study cell has them), then this configuration's values
+    config = {name: axis.default for name, axis in AXES.items()}
+    config.update(workload=args.workload, num_workers=args.workers, cores=args.cores, batch_size=args.batch_size,
+                  sleep_ms=args.sleep_ms, cpu_work=args.cpu_work, sample_kb=args.sample_kb, decoder=args.decoder)
     warmup = max(1, args.warmup, args.workers * args.prefetch_factor)  # the suite's rule: drain the prefetch first
     total = warmup + args.batches
     dataset = build_dataset(config, total * args.batch_size, prepared)

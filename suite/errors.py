@@ -81,6 +81,58 @@ def _worker_pids(exc: BaseException) -> list[int]:
     return []
 
 
+def _worker_deaths(exc: BaseException, wait_s: float = 3.0) -> list[tuple[int, int, str, int]]:
+    """(worker id, pid, "signal" | "exit", number) of each DataLoader worker that died abnormally, read without
+    reaping it (torch's own SIGCHLD handler still looks at it): the root cause when the cell only saw a symptom,
+    e.g. ConnectionResetError fetching the file descriptors a worker sent just before it died. A worker that
+    closed its sockets may still be exiting: wait up to `wait_s` for it to be gone."""
+    import time
+
+    workers = None
+    for e in _chain(exc):
+        tb = e.__traceback__
+        while tb is not None and workers is None:
+            found = getattr(tb.tb_frame.f_locals.get("self"), "_workers", None)
+            if isinstance(found, list) and found:
+                workers = found
+            tb = tb.tb_next
+    if not workers:
+        return []
+    deadline = time.monotonic() + wait_s
+    while True:
+        out = []
+        for i, w in enumerate(workers):
+            death = _death(w)
+            if death is not None:
+                out.append((i, getattr(w, "pid", None), *death))
+        if out or time.monotonic() > deadline:
+            return out
+        time.sleep(0.05)
+
+
+def _death(w) -> tuple[str, int] | None:
+    import os
+
+    pid = getattr(w, "pid", None)
+    if pid is None:
+        return None
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except (ChildProcessError, OSError, AttributeError):  # not our child (forkserver) or already reaped
+        try:
+            code = w.exitcode
+        except Exception:  # noqa: BLE001
+            return None
+        if code is None or code == 0:
+            return None
+        return ("signal", -code) if code < 0 else ("exit", code)
+    if info is None:
+        return None
+    if info.si_code == os.CLD_EXITED:
+        return ("exit", info.si_status) if info.si_status != 0 else None
+    return ("signal", info.si_status)
+
+
 def _worker_name(pid: int, pids: list[int]) -> str:
     return f"DataLoader worker {pids.index(pid)} (pid {pid})" if pid in pids else f"DataLoader worker (pid {pid})"
 
@@ -167,6 +219,23 @@ def classify_exception(exc: BaseException, sharing_strategy: str | None = None) 
                            f"(full traceback in the record's traceback)"}
     if "out of memory" in low or "cannot allocate memory" in low or "errno 12" in low:
         return {"kind": "out_of_memory", "message": f"out of memory in the cell process: {_first_line(full)}"}
+    deaths = _worker_deaths(exc)
+    if deaths:  # the cell saw only a symptom of a worker's death
+        i, pid, how, num = deaths[0]
+        name = f"DataLoader worker {i} (pid {pid})"
+        seen = f" (the cell then saw {_first_line(texts[0])})"
+        if how == "exit":
+            return {"kind": "worker_crashed",
+                    "message": f"{name} exited unexpectedly with exit code {num} (something it ran called exit()); "
+                               f"rerun the cell with num_workers = 0 to see where{seen}"}
+        sig = _signal_words(num)
+        if num == 7:
+            return {"kind": "shm_exhausted", "message": f"/dev/shm exhausted (bus error in worker): {name} was killed "
+                                                        f"by {sig}; {SHM_HINT}{seen}"}
+        if num in _CRASH_SIGNALS:
+            return {"kind": "worker_crashed", "message": f"{name} crashed with {sig}: {NATIVE_HINT}{seen}"}
+        hint = SIGKILL_HINT if num == 9 else "from outside (a user or a job scheduler)"
+        return {"kind": "worker_killed", "message": f"{name} was killed by {sig} {hint}{seen}"}
     if _raised_in_dataset(exc):
         return {"kind": "dataset_error",
                 "message": f"the dataset raised in the cell process (num_workers = 0): {_first_line(texts[0])} "

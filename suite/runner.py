@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from suite.errors import classify_exit, out_of_memory
-from suite.probes import TreeProbe, cell_processes, is_cleanup_helper, shm_snapshot, sweep_shm
+from suite.probes import SHM_PREFIXES, TreeProbe, cell_processes, is_cleanup_helper, shm_snapshot, sweep_shm
 from suite.store import SCHEMA, Store
 
 PR_SET_PDEATHSIG = 1
@@ -56,6 +56,14 @@ def warm_imports() -> None:
     import suite.workloads.cpu  # noqa: F401
     import suite.workloads.jpeg  # noqa: F401
     import suite.workloads.sleep  # noqa: F401
+    import suite.limits  # noqa: F401
+    import suite.workloads.faulty  # noqa: F401
+    import scipy.stats  # noqa: F401  (the adaptive stopping rule; 1-3 s to import)
+
+    import suite.consumers  # noqa: F401
+    import suite.workloads.extras  # noqa: F401
+    import suite.workloads.rng  # noqa: F401
+    import suite.workloads.tutorial  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -150,8 +158,36 @@ def _cell_start(runner_pid: int, cgroup) -> None:
     if cgroup is not None:
         import suite.limits
 
-        cgroup.join(os.getpid())
-        suite.limits.CELL_CGROUP_JOINED = True
+        try:
+            cgroup.join(os.getpid())
+            suite.limits.CELL_CGROUP_JOINED = True
+        except OSError:  # the cell falls back to RLIMIT_AS (suite.limits.apply_cell_limits)
+            pass
+
+
+def _record_escaped(exc: BaseException, fd: int, config: dict) -> int:
+    """An exception escaped cell_main: typically torch's SIGCHLD handler, which raises again (anywhere, even
+    while the result is being written) for a worker that died, or no file descriptor left to open the result
+    with. Silence the handler and write the classified error straight to the inherited result channel, unless
+    cell_main's own result is already complete there."""
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        if _read_channel(fd) is not None:
+            return 0
+        import traceback
+
+        from suite.errors import classify_exception
+
+        result = {"status": "failed", "error": classify_exception(exc, config.get("sharing_strategy")),
+                  "traceback": "".join(traceback.format_exception(exc))[-4000:]}
+        data = json.dumps(result, default=str).encode()
+        os.ftruncate(fd, 0)
+        os.lseek(fd, 0, os.SEEK_SET)
+        while data:
+            data = data[os.write(fd, data):]
+        return 0
+    except BaseException:  # noqa: BLE001 - the runner records a crashed cell
+        return 70
 
 
 # --- the sentinel: ends the cell if the runner dies -----------------------------------------------------
@@ -215,12 +251,14 @@ def _sentinel(r: int, pgid: int, cgroup, shm_before: set[str]) -> None:
         cgroup.remove()
 
 
-def _stop_sentinel(pid: int | None, w: int | None) -> None:
+def _stop_sentinel(pid: int | None, w: int | None, done: bool = True) -> None:
+    """Tell the sentinel the cell is torn down (done) or, if the teardown was cut short, let it finish the job."""
     if w is not None:
-        try:
-            os.write(w, SENTINEL_DONE)
-        except OSError:
-            pass
+        if done:
+            try:
+                os.write(w, SENTINEL_DONE)
+            except OSError:
+                pass
         os.close(w)
     if pid is not None:
         try:
@@ -249,17 +287,20 @@ def _reap(exclude: set[int]) -> None:
             pass
 
 
-def _teardown(pgid: int, cgroup, exclude: set[int], seen: set[int]) -> int:
-    """Kill and reap every process left of the cell; returns how many had to be killed.
+def _teardown(pgid: int, cgroup, exclude: set[int], seen: set[int]) -> tuple[int, int, list[int]]:
+    """Kill and reap every process left of the cell; returns how many had to be killed (leftovers, then
+    torch_shm_manager daemons, which are stopped rather than waited for) and any that survived.
 
     Workers (and anything else) first; cleanup helpers get HELPER_GRACE_S to finish on their own once the
     processes they watch are gone, since killing them early leaks what they would have unlinked.
     """
     import psutil
 
-    killed = 0
+    killed = stopped = 0
     helper_deadline = None
-    for _ in range(1000):
+    give_up = time.monotonic() + 60  # a process stuck in the kernel (D state) cannot be waited for forever
+    procs: list = []
+    while time.monotonic() < give_up:
         extra = cgroup.pids() if cgroup is not None else []
         procs = cell_processes(pgid, extra, adopted_from=os.getpid(), exclude=exclude)
         _reap(exclude)
@@ -270,8 +311,10 @@ def _teardown(pgid: int, cgroup, exclude: set[int], seen: set[int]) -> int:
         if others:
             for p in others:
                 try:
+                    daemon = p.name().startswith("torch_shm_manag")  # lingers 2 s after its clients by design
                     p.kill()
-                    killed += 1
+                    stopped += daemon
+                    killed += not daemon
                 except psutil.Error:
                     pass
             psutil.wait_procs(others, timeout=2)
@@ -289,7 +332,7 @@ def _teardown(pgid: int, cgroup, exclude: set[int], seen: set[int]) -> int:
                 pass
         psutil.wait_procs(procs, timeout=2)
     _reap(exclude)
-    return killed
+    return killed, stopped, sorted(p.pid for p in procs if p.is_running())
 
 
 def _children() -> set[int]:
@@ -302,7 +345,7 @@ def _children() -> set[int]:
 
 
 def run_task(task: Task, store: Store, host_env: dict, prepared=None, timeout_s: float = 300.0,
-             probe_interval_s: float = 0.2, launcher: dict | None = None) -> dict:
+             probe_interval_s: float = 0.2, launcher: dict | None = None, memory_interval_s: float = 2.0) -> dict:
     """Measure one cell repetition and write its record; returns the record.
 
     KeyboardInterrupt/SystemExit while measuring kill the cell and write nothing (the cell is not done).
@@ -327,6 +370,8 @@ def run_task(task: Task, store: Store, host_env: dict, prepared=None, timeout_s:
         try:
             _cell_start(runner_pid, cgroup)
             code = cell_main(config, task.repetition, prepared, result_path)
+        except BaseException as exc:  # noqa: BLE001 - what cell_main could not record itself
+            code = _record_escaped(exc, result_fd, config)
         finally:
             os._exit(code)
     try:
@@ -339,7 +384,7 @@ def run_task(task: Task, store: Store, host_env: dict, prepared=None, timeout_s:
         pidfd = os.pidfd_open(pid)
     except (AttributeError, OSError):
         pidfd = None
-    probe = TreeProbe(pid)
+    probe = TreeProbe(pid, memory_interval_s=memory_interval_s)
     deadline = time.monotonic() + timeout_s
     timed_out = False
     status = None
@@ -370,7 +415,8 @@ def run_task(task: Task, store: Store, host_env: dict, prepared=None, timeout_s:
     result = _read_channel(result_fd)
     oom_kills = cgroup.oom_kills() if cgroup is not None else 0
     mem_peak = cgroup.peak_bytes() if cgroup is not None else None
-    killed, shm_removed = _finish(pid, cgroup, exclude, seen | set(probe.seen), shm_before, sentinel_pid, sentinel_w)
+    seen |= set(probe.seen)  # the teardown adds what it finds
+    cleanup = _finish(pid, cgroup, exclude, seen, shm_before, sentinel_pid, sentinel_w)
     _close_channel(result_fd, result_path, result_is_file, pidfd)
 
     record: dict[str, Any] = {
@@ -412,22 +458,25 @@ def run_task(task: Task, store: Store, host_env: dict, prepared=None, timeout_s:
     limits = _limits(config, cgroup, mem_peak, oom_kills)
     if limits:
         record["env"]["limits"] = limits
-    record["cleanup"] = {"processes_seen": sorted(seen | set(probe.seen)), "processes_killed": killed,
-                         "shm_removed": shm_removed}
-    if killed:
-        record["leftover_processes_killed"] = killed
+    record["cleanup"] = {"processes_seen": sorted(seen), **cleanup}
     store.write(record)
     return record
 
 
 def _finish(pid: int, cgroup, exclude: set[int], seen: set[int], shm_before: set[str], sentinel_pid, sentinel_w):
     """Everything after the cell process has ended: kill/reap the rest, sweep /dev/shm, drop the cgroup."""
-    killed = _teardown(pid, cgroup, exclude, seen)
-    shm_removed = sweep_shm(shm_before, seen)
-    if cgroup is not None:
-        cgroup.remove()
-    _stop_sentinel(sentinel_pid, sentinel_w)
-    return killed, shm_removed
+    done = False
+    try:
+        killed, stopped, left = _teardown(pid, cgroup, exclude, seen)
+        shm_removed = sweep_shm(shm_before, seen)
+        if cgroup is not None:
+            cgroup.remove()
+        done = True
+    finally:
+        _stop_sentinel(sentinel_pid, sentinel_w, done)
+    shm_left = sorted(n for n in shm_snapshot() - shm_before if n.startswith(SHM_PREFIXES))
+    return {"processes_killed": killed, "shm_managers_stopped": stopped, "processes_left": left,
+            "shm_removed": shm_removed, "shm_new_left": shm_left}
 
 
 def _close_channel(fd: int, path: str, is_file: bool, pidfd: int | None) -> None:

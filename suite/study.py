@@ -7,6 +7,7 @@ the bad value and what is allowed.
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import tomllib
 from dataclasses import dataclass
@@ -20,6 +21,9 @@ from suite.cell import Cell
 
 
 IMAGE_WORKLOADS = ("jpeg", "tutorial")
+
+
+MAX_COMBINATIONS = 1_000_000  # of [matrix] values, before [[exclude]]
 
 
 class StudyError(Exception):
@@ -37,6 +41,7 @@ class StudySettings(BaseModel):
     epochs: Annotated[int, Field(ge=1, le=10_000)] = 1
     timeout_s: Annotated[float | int, Field(gt=0, le=7 * 86400)] = 300
     probe_interval_s: Annotated[float | int, Field(ge=0.01, le=60)] = 0.2
+    memory_interval_s: Annotated[float | int, Field(ge=0.05, le=3600)] = 2.0  # PSS/USS: a page-table walk each
     seed: Annotated[int, Field(ge=0, le=2**32 - 1)] = 0
     # adaptive measuring: keep measuring windows of measure_batches until the 95% interval of the mean window
     # rate is within target_precision of it (at least min_windows, at most max_windows or max_measure_s)
@@ -95,6 +100,8 @@ def load_study(path: str | os.PathLike, max_cores: int | None = None) -> Study:
         raise StudyError(f"{where}: cannot read the study file: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise StudyError(f"{where}: not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses per nesting level (found by tests/test_fuzz_study.py)
+        raise StudyError(f"{where}: not valid TOML: arrays or tables nested too deeply") from None
     return parse_study(raw, where=where, path=path, max_cores=max_cores)
 
 
@@ -148,6 +155,10 @@ def parse_study(raw: dict[str, Any], where: str, path: Path | None = None, max_c
     if problems:
         raise StudyError(_format(where, problems))
 
+    combinations = math.prod(len(v) for v in axes_values.values())
+    if combinations > MAX_COMBINATIONS:  # expanding them would take hours (found by tests/test_fuzz_study.py)
+        raise StudyError(f"{where}: [matrix] has {combinations:.3g} combinations of axis values; at most "
+                         f"{MAX_COMBINATIONS}: split it into several studies")
     cells = expand(axes_values, exclude_rules, settings, dataset)
     bad = sorted({c["workload"] for c in cells if c["model"] != "none" and c["workload"] not in IMAGE_WORKLOADS})
     if bad:

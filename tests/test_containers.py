@@ -15,7 +15,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -38,6 +37,7 @@ def _load(name: str, path: Path):
 
 lockcheck = _load("containers_lockcheck", CT / "lockcheck.py")
 check_record = _load("containers_check_record", CT / "check_record.py")
+tomllib = lockcheck.tomllib  # stdlib tomllib, or tomli on Python 3.10
 
 
 def project_version() -> str:

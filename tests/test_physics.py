@@ -37,12 +37,16 @@ def test_sleep_bound_scales_past_one_core(tmp_path):
 
 def test_cpu_bound_on_one_core_does_not_scale(tmp_path):
     recs = run(tmp_path, {"workload": "cpu", "cpu_work": 10, "batch_size": 4, "num_workers": [0, 4], "cores": 1})
-    base = recs[0]["metrics"]
-    # CPU seconds per sample of the work alone, from the single-process run
-    cpu_per_sample = base["cpu_s"]["main"] / (base["end_to_end_samples_per_s"] * base["total_s"])
-    ceiling = 1.0 / cpu_per_sample
-    four = recs[4]
-    assert len(four["env"]["cpus_allowed"]) == 1
-    assert four["metrics"]["samples_per_s"] < 1.3 * ceiling
+
+    def cpu_per_sample(m):
+        samples = m["end_to_end_samples_per_s"] * m["total_s"]
+        return (m["cpu_s"]["main"] + m["cpu_s"]["workers"]) / samples
+
+    base, four = recs[0]["metrics"], recs[4]["metrics"]
+    assert len(recs[4]["env"]["cpus_allowed"]) == 1
+    # one core's worth of this work, in samples/s; the smaller per-sample cost of the two runs, so that
+    # contention (which can only inflate CPU time per sample) makes the bound looser, never tighter
+    ceiling = 1.0 / min(cpu_per_sample(base), cpu_per_sample(four))
+    assert four["end_to_end_samples_per_s"] < 1.25 * ceiling
     # and the four workers together never had more than the one core
-    assert four["metrics"]["cpu_s"]["workers"] <= 1.1 * four["metrics"]["total_s"] + 0.5
+    assert four["cpu_s"]["main"] + four["cpu_s"]["workers"] <= 1.1 * four["total_s"] + 0.05

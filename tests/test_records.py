@@ -61,3 +61,60 @@ def test_cell_summary_median_and_failures(tmp_path):
     assert row["n"] == 4 and row["n_not_ok"] == 1
     assert row["median"] == 102.5
     assert row["ci_low"] <= 102.5 <= row["ci_high"]
+
+
+def test_cached_load_parses_nothing_and_returns_the_same_table(tmp_path):
+    for rep, v in enumerate([100.0, 110.0, 90.0]):
+        put(tmp_path, record("a", rep, v))
+    df1, r1 = load_records(tmp_path)
+    df2, r2 = load_records(tmp_path)
+    assert r1.parsed == 3 and r2.parsed == 0
+    assert list(df2["samples_per_s"]) == list(df1["samples_per_s"])
+    assert list(df2.columns) == list(df1.columns)
+
+
+def test_stale_cache_version_is_rebuilt(tmp_path):
+    import pandas as pd
+
+    put(tmp_path, record("a", 0, 100.0))
+    load_records(tmp_path)
+    cache = tmp_path / ".records-cache.parquet"
+    old = pd.read_parquet(cache).assign(_cache_version="0", samples_per_s=-1.0)
+    old.to_parquet(cache, index=False)
+    df, rep = load_records(tmp_path)
+    assert rep.parsed == 1 and df["samples_per_s"].tolist() == [100.0]
+
+
+def test_raw_times_are_skipped_but_everything_else_is_read(tmp_path):
+    rec = record("a", 0, 123.0)
+    rec["raw"] = {"t_iter": [0.0], "got": [[0.1, 0.2]], "done": [[0.11, 0.21]]}
+    rec["error"] = {"kind": "x", "message": 'a message quoting "raw": {"got": 1} in it'}
+    put(tmp_path, rec)
+    df, rep = load_records(tmp_path)
+    assert not rep.skipped
+    assert df.loc[0, "samples_per_s"] == 123.0
+    assert df.loc[0, "error_message"] == 'a message quoting "raw": {"got": 1} in it'
+
+
+def test_process_pool_gives_the_same_table(tmp_path, monkeypatch):
+    import analysis.records as records
+
+    for cell in "abcdef":
+        for rep in range(3):
+            put(tmp_path, record(cell, rep, 100.0 + rep))
+    serial, _ = load_records(tmp_path, use_cache=False, workers=1)
+    monkeypatch.setattr(records, "_POOL_MIN", 2)
+    pooled, _ = load_records(tmp_path, use_cache=False, workers=2)
+    assert serial.equals(pooled)
+
+
+def test_env_columns_for_the_report(tmp_path):
+    rec = record("a", 0, 1.0)
+    rec["env"].update(shm_size=2**30, mem_total=2**34, ulimit_nofile=[1024, 4096], container_image="img:1",
+                      slurm={"job_id": "7", "array_task_id": "3", "partition": "cpu"})
+    put(tmp_path, rec)
+    df, _ = load_records(tmp_path)
+    row = df.iloc[0]
+    assert row["env_shm_size"] == 2**30 and row["env_mem_total"] == 2**34
+    assert row["env_ulimit_nofile"] == 1024 and row["env_container_image"] == "img:1"
+    assert row["env_slurm_job_id"] == "7" and row["env_slurm_array_task_id"] == "3"

@@ -133,3 +133,50 @@ def test_comparison_is_frozen():
     c = compare([1.0, 2.0, 3.0], [1.0, 2.0, 3.0])
     with pytest.raises(dataclasses.FrozenInstanceError):
         c.verdict = "faster"  # type: ignore[misc]
+
+
+# --- the exact bootstrap distribution of the median (what scipy's resampling converges to) ---
+
+from analysis.stats import EXACT_MAX_N, _median_atoms  # noqa: E402
+
+
+@pytest.mark.parametrize("n", [3, 4, 5, 6, 7, 10])
+def test_exact_median_distribution_matches_resampling(n):
+    a, b, p = _median_atoms(n)
+    assert p.sum() == pytest.approx(1.0, abs=1e-12) and (p >= 0).all()
+    rng = np.random.default_rng(n)
+    x = np.sort(rng.normal(100, 5, n))
+    draws = np.median(x[rng.integers(0, n, (100_000, n))], axis=1)
+    for ai, bi, pi in zip(a, b, p):
+        freq = np.mean(np.isclose(draws, (x[ai] + x[bi]) / 2))
+        assert freq == pytest.approx(pi, abs=0.006)
+
+
+def test_exact_interval_agrees_with_scipy_bootstrap():
+    from scipy import stats as st
+
+    rng = np.random.default_rng(5)
+    for n in (5, 8, 12):
+        x = rng.normal(100, 5, n)
+        lo, hi, method = median_ci(x)
+        res = st.bootstrap((x,), np.median, n_resamples=40_000, method="percentile",
+                           rng=np.random.default_rng(1)).confidence_interval
+        xs = np.sort(x)
+        step = np.diff(xs).max()  # the intervals are order statistics: they may differ by one atom at most
+        assert method == "percentile"
+        assert abs(lo - res.low) <= step and abs(hi - res.high) <= step
+
+
+def test_summarize_equals_median_ci_per_group():
+    rng = np.random.default_rng(9)
+    rows = [dict(cell_id=f"c{i}", repetition=r, status="ok", samples_per_s=v)
+            for i, n in enumerate([3, 4, 5, 7, 10, EXACT_MAX_N + 1])
+            for r, v in enumerate(rng.normal(100, 10, n))]
+    s = summarize(pd.DataFrame(rows), by=["cell_id"], value="samples_per_s").set_index("cell_id")
+    df = pd.DataFrame(rows)
+    for cell, g in df.groupby("cell_id"):
+        lo, hi, _ = median_ci(g["samples_per_s"])
+        assert s.loc[cell, "ci_low"] == pytest.approx(lo) and s.loc[cell, "ci_high"] == pytest.approx(hi)
+        assert s.loc[cell, "median"] == pytest.approx(g["samples_per_s"].median())
+        q1, q3 = g["samples_per_s"].quantile([0.25, 0.75])
+        assert s.loc[cell, "iqr"] == pytest.approx(q3 - q1)

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import textwrap
+import warnings
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+import matplotlib.ticker as mticker
 import numpy as np
 import pandas as pd
 import seaborn as sns
@@ -48,8 +50,18 @@ def _bars(ax, data: pd.DataFrame, x: str, y: str, hue: str | None = None, order=
     sns.stripplot(**kw, dodge=hue is not None, palette=["0.1"] * len(hue_order or data[hue].unique()) if hue else None,
                   color=None if hue else "0.1", size=3, jitter=0.08, legend=False)
     if log:
-        ax.set_yscale("log")
+        _plain_log(ax)
     sns.despine(ax=ax)
+
+
+def _plain_log(ax, axis: str = "y") -> None:
+    """Log scale with plain numbers (0.2, 1, 5) instead of powers of ten."""
+    fmt = mticker.FuncFormatter(lambda v, _: f"{v:g}")
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
+    target.set_major_formatter(fmt)
+    target.set_minor_formatter(mticker.FuncFormatter(
+        lambda v, _: f"{v:g}" if f"{v:.1e}"[0] in "25" else ""))
 
 
 def _header(fig, title: str, rows: pd.DataFrame, study: str, question: str, width: int = 150,
@@ -59,6 +71,9 @@ def _header(fig, title: str, rows: pd.DataFrame, study: str, question: str, widt
     table = C.claims_for(rows, study, question)
     lines = [textwrap.shorten(f"{r['verdict'].upper()}: {r['claim']}", width, placeholder=" ...")
              for _, r in table.iterrows()]
+    # tight_layout, not constrained layout: style.save then crops with bbox_inches="tight", which keeps
+    # this header (above y = 1) and the footer (below y = 0) on the canvas.
+    fig.tight_layout()
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     y = 1.0
@@ -110,17 +125,27 @@ def time_to_first_batch_by_start_method(df: pd.DataFrame, study: str, out: Path)
     ok["payload"] = pd.to_numeric(C.col(ok, "parent_payload_mb", 0.0), errors="coerce").fillna(0.0)
     ok["cell"] = [f"{int(n)} worker{'s' if n > 1 else ''}, {p:g} MiB payload" for n, p in zip(ok["num_workers"],
                                                                                               ok["payload"])]
-    hue_order = [c for c in sorted(ok["cell"].unique(), key=lambda s: (int(s.split()[0]), float(s.split(", ")[1].split()[0])))]
+    keys = dict(zip(ok["cell"], zip(ok["num_workers"], ok["payload"])))
+    hue_order = sorted(keys, key=keys.get)
     order = [m for m in METHOD_ORDER if m in set(ok["method"])]
     ok["workers_uss_mib_per_worker"] = ok["workers_uss_peak_bytes"] / MIB / ok["num_workers"]
+    ok["workers_cpu_per_worker"] = pd.to_numeric(C.col(ok, "cpu_workers_s"), errors="coerce") / ok["num_workers"]
     palette = sns.color_palette("Paired", len(hue_order))
     panels = [("time_to_first_batch_s", "time to first batch (s, log)", True, "first loader: workers start, 1st batch"),
               ("epoch_gap_s", "epoch-2 gap (s, log)", True, "next loader: workers start again (epoch 2)"),
+              ("workers_cpu_per_worker", "workers' CPU per worker (s, log)", True,
+               "each worker's own start-up (2 starts)"),
+              ("cpu_main_s", "main-process CPU (s, log)", True, "pickling the dataset, per worker start"),
               ("workers_uss_mib_per_worker", "workers' USS peak per worker (MiB)", False,
                "memory each worker holds alone"),
               ("samples_per_s", "steady throughput (samples/s)", False, "after start-up")]
-    panels = [p for p in panels if p[0] in ok and ok[p[0]].notna().any()]
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.4 * len(panels), 3.9), squeeze=False, layout="constrained")
+    panels = [p for p in panels if p[0] in ok and pd.to_numeric(ok[p[0]], errors="coerce").notna().any()]
+    ncols = min(3, len(panels))
+    nrows = -(-len(panels) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5.2 * ncols, 3.7 * nrows), squeeze=False)
+    axes = [list(axes.ravel())]
+    for ax in axes[0][len(panels):]:
+        ax.set_visible(False)
     for ax, (metric, label, log, title) in zip(axes[0], panels):
         _bars(ax, ok, "method", metric, "cell", order, hue_order, palette, log=log)
         ax.set_xlabel("start method")
@@ -134,8 +159,10 @@ def time_to_first_batch_by_start_method(df: pd.DataFrame, study: str, out: Path)
     _header(fig, f"Start methods: what a worker costs to start ({study})", df, study, "start-method", legend=leg)
     return _save(fig, df, study, out, name,
                  "Bars: median over repetitions; dots: repetitions. forkserver+preload = set_forkserver_preload(torch, "
-                 "the workload). Payload: Python strings the dataset object carries (pickled to spawn/forkserver "
-                 "workers).")
+                 "torchvision, the workload). Payload: Python strings the dataset object carries (pickled to "
+                 "spawn/forkserver workers).\nWorkers = every process under the cell but the main one, per worker: "
+                 "under forkserver it includes the fork server, under spawn/forkserver the resource tracker. A spawned "
+                 "worker's exit can add a transient as large as the payload to its USS peak.")
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -169,7 +196,7 @@ def memory_growth_by_backing(df: pd.DataFrame, study: str, out: Path) -> list[Pa
     if ok.empty or "index_backing" not in ok:
         return _empty(df, study, out, name, "no ok records with an index backing")
     ok = ok[ok["index_backing"].notna() & (ok["index_backing"] != "none")].copy()
-    ok["end_pss_mib_per_worker"] = [_last_pss(t, n) for t, n in zip(C.col(ok, "memory_timeline"), ok["num_workers"])]
+    ok["peak_pss_mib_per_worker"] = [_peak_pss(t, n) for t, n in zip(C.col(ok, "memory_timeline"), ok["num_workers"])]
     tl = _timeline_rows(ok)
     backings = [b for b in BACKING_ORDER if b in set(ok["index_backing"])]
     palette = dict(zip(BACKING_ORDER, sns.color_palette("colorblind", 4)))
@@ -179,7 +206,7 @@ def memory_growth_by_backing(df: pd.DataFrame, study: str, out: Path) -> list[Pa
                                                                                     ok["num_workers"])]
     layouts = [f"{sm}, {n} worker{'s' if n > 1 else ''}" for sm, n in combos]
     ncols = max(len(combos), 3)
-    fig, axes = plt.subplots(2, ncols, figsize=(4.2 * ncols, 7.2), squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(2, ncols, figsize=(4.2 * ncols, 7.2), squeeze=False)
     for ax, (sm, n) in zip(axes[0], combos):
         sub = tl[(tl["start_method"] == sm) & (tl["num_workers"] == n)] if not tl.empty else tl
         for (b, rep), g in (sub.groupby(["index_backing", "repetition"]) if not sub.empty else []):
@@ -192,11 +219,14 @@ def memory_growth_by_backing(df: pd.DataFrame, study: str, out: Path) -> list[Pa
         sns.despine(ax=ax)
     for ax in axes[0][len(combos):]:
         ax.set_visible(False)
-    bars = [("growth_mib_per_worker", "USS growth per worker over the run (MiB)", "growth while iterating"),
-            ("end_mib_per_worker", "USS per worker at the end (MiB)", "private memory per worker (USS)"),
-            ("end_pss_mib_per_worker", "PSS per worker at the end (MiB)", "fair share per worker (PSS)")]
+    bars = [("growth_mib_per_worker", "USS growth per worker over the run (MiB)", "growth while iterating (fork)"),
+            ("end_mib_per_worker", "peak USS per worker (MiB)", "private memory per worker (USS)"),
+            ("peak_pss_mib_per_worker", "peak PSS per worker (MiB)", "fair share per worker (PSS)")]
     for ax, (metric, label, title) in zip(axes[1], bars):
-        _bars(ax, ok, "layout", metric, "index_backing", layouts, backings, [palette[b] for b in backings])
+        # growth under spawn is the worker's own start-up (import, unpickling its copy): peaks only
+        data = ok[ok["start_method"] == "fork"] if metric == "growth_mib_per_worker" else ok
+        lay = [x for x in layouts if x in set(data["layout"])]
+        _bars(ax, data, "layout", metric, "index_backing", lay, backings, [palette[b] for b in backings])
         ax.axhline(0, color="0.5", lw=0.6)
         ax.set_xlabel("")
         ax.set_ylabel(label)
@@ -212,16 +242,19 @@ def memory_growth_by_backing(df: pd.DataFrame, study: str, out: Path) -> list[Pa
             "cow-memory", legend=leg)
     return _save(fig, df, study, out, name,
                  "Top: workers' USS per worker from the runner's probe (every 0.2 s), each line one repetition. "
-                 "Bottom: bars median, dots repetitions. Growth: last minus first probe sample with all workers alive "
-                 "(spawn: includes the workers' own start-up, as they unpickle their copy).")
+                 "Bottom: bars median, dots repetitions. Growth: highest minus first probe sample with all workers "
+                 "alive. Workers = every process under the cell but the main one (spawn: the resource tracker too)."
+                 "\nnumpy_bytes is the control (an index that is one object). A step shared by every backing is not "
+                 "the index's: a full pass of Python's cyclic GC writes to every tracked object the worker inherited "
+                 "(gc.freeze() in the parent before forking avoids it).")
 
 
-def _last_pss(tl, n) -> float:
+def _peak_pss(tl, n) -> float:
     tl = json.loads(tl) if isinstance(tl, str) else tl
     if not isinstance(tl, list):
         return np.nan
     alive = [s for s in tl if isinstance(s, list) and len(s) >= 6 and s[1] >= 1 + int(n)]
-    return alive[-1][3] / MIB / int(n) if alive else np.nan
+    return max(s[3] for s in alive) / MIB / int(n) if alive else np.nan
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -241,7 +274,7 @@ def epoch_gap_by_persistence(df: pd.DataFrame, study: str, out: Path) -> list[Pa
     order = [m for m in ("fork", "forkserver", "spawn") if m in set(ok["start_method"])]
     top = int(ok["epochs"].max())
     many = ok[ok["epochs"] == top]
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4), layout="constrained")
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
     _bars(axes[0], many, "start_method", "epoch_gap_s", "workers", order, hue_order, [pal[h] for h in hue_order],
           log=True)
     axes[0].set_xlabel("start method")
@@ -259,9 +292,9 @@ def epoch_gap_by_persistence(df: pd.DataFrame, study: str, out: Path) -> list[Pa
     if not ep.empty:
         sns.lineplot(data=ep, x="epoch", y="epoch_s", hue="workers", hue_order=hue_order, style="start_method",
                      style_order=order, estimator=np.median, errorbar=None, markers=True, palette=pal, ax=axes[1])
-        axes[1].set_yscale("log")
+        _plain_log(axes[1])
         axes[1].set_xticks(range(1, top + 1))
-        sns.move_legend(axes[1], "upper right", fontsize=7, title=None)
+        sns.move_legend(axes[1], "center", fontsize=7, title=None, ncol=2)
     axes[1].set_xlabel("epoch")
     axes[1].set_ylabel("epoch time incl. worker start (s, log)")
     axes[1].set_title("per-epoch time (median of repetitions)")
@@ -287,9 +320,8 @@ def epoch_gap_by_persistence(df: pd.DataFrame, study: str, out: Path) -> list[Pa
                 axes[2].plot([xpos, xpos], [row["lo"].iloc[0], row["hi"].iloc[0]], color="0.1", lw=1.2)
         axes[2].axhline(1.0, color="0.4", lw=0.8)
         axes[2].axhline(1.13, color="C3", ls="--", lw=1)
-        axes[2].text(len(order) - 0.5, 1.13, "tutorial 1.13x\n(10 epochs)", color="C3", fontsize=7, ha="right",
-                     va="bottom")
-        axes[2].set_yscale("log")
+        axes[2].text(-0.45, 1.13, "tutorial: 1.13x (10 epochs)", color="C3", fontsize=7, ha="left", va="bottom")
+        _plain_log(axes[2])
         sns.move_legend(axes[2], "upper left", fontsize=7, title=None)
     axes[2].set_xlabel("start method")
     axes[2].set_ylabel("run time without / with persistent (x, log)")
@@ -322,8 +354,7 @@ def sharing_strategy_limits(df: pd.DataFrame, study: str, out: Path) -> list[Pat
     limits = sorted(rows["limit"].dropna().unique())
     ok = _ok(rows).copy()
     ok["shm_mib"] = ok["shm_peak_bytes"] / MIB
-    fig, axes = plt.subplots(1, 4, figsize=(18, 4.2), layout="constrained",
-                             gridspec_kw={"width_ratios": [1.2, 1, 1, 1]})
+    fig, axes = plt.subplots(1, 4, figsize=(18, 4.2), gridspec_kw={"width_ratios": [1.2, 1, 1, 1]})
     # outcome grid: ok repetitions out of all, per strategy x limit (rows) and workers x tensors (columns)
     grid = []
     for (s, lim), g in rows.groupby(["sharing_strategy", "limit"]):
@@ -345,7 +376,7 @@ def sharing_strategy_limits(df: pd.DataFrame, study: str, out: Path) -> list[Pat
     top = ok[ok["limit"] == ok["limit"].max()] if len(ok) else ok
     for ax, (metric, label, title, log) in zip(axes[1:], [
             ("open_fds_peak", "peak open descriptors, all processes (log)", "descriptors held", True),
-            ("samples_per_s", "throughput (samples/s)", "throughput", False),
+            ("samples_per_s", "throughput (samples/s, log)", "throughput", True),
             ("shm_mib", "/dev/shm peak (MiB)", "shared memory used", False)]):
         _bars(ax, top, "cell", metric, "sharing_strategy", [c for c in cells if c in set(top["cell"])], strategies,
               [pal[s] for s in strategies], log=log)
@@ -356,7 +387,7 @@ def sharing_strategy_limits(df: pd.DataFrame, study: str, out: Path) -> list[Pat
         if metric == "open_fds_peak":
             for lim in limits:
                 ax.axhline(lim, color="C3", ls=":", lw=1)
-                ax.text(ax.get_xlim()[0], lim, f" ulimit -n {lim:g}", color="C3", fontsize=7, va="bottom")
+                ax.text(ax.get_xlim()[0], lim, f" ulimit -n {lim:g} (per process)", color="C3", fontsize=7, va="bottom")
     leg = _legend_top(fig, axes[1], None, ncol=2)
     for ax in axes[2:]:
         if ax.get_legend():
@@ -365,7 +396,8 @@ def sharing_strategy_limits(df: pd.DataFrame, study: str, out: Path) -> list[Pat
             legend=leg)
     return _save(fig, df, study, out, name,
                  "Same 64 KiB per sample as 1 tensor or split into many. Right three panels: ok cells at the highest "
-                 "open-file limit; bars median, dots repetitions.")
+                 "open-file limit; bars median, dots repetitions. /dev/shm is machine-wide: other processes' "
+                 "segments add noise.")
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -389,7 +421,7 @@ def ladder_speedups(df: pd.DataFrame, study: str, out: Path) -> list[Path]:
                    "published": 1.0 if r == "baseline" else C.PUBLISHED.get(r, np.nan)})
     sp = pd.DataFrame(sp)
     device = ", ".join(sorted(set(C.col(ok, "consumer").dropna().astype(str)))) or "?"
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4), layout="constrained", gridspec_kw={"width_ratios": [1.3, 1]})
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4), gridspec_kw={"width_ratios": [1.3, 1]})
     ax = axes[0]
     y = np.arange(len(sp))
     ax.barh(y - 0.2, sp["ratio"], height=0.38, color=sns.color_palette("colorblind")[0],
@@ -420,8 +452,9 @@ def ladder_speedups(df: pd.DataFrame, study: str, out: Path) -> list[Path]:
     axes[1].tick_params(axis="x", labelrotation=25)
     _header(fig, f"The tutorial's optimization ladder, reproduced ({study})", df, study, "ladder", width=170)
     return _save(fig, df, study, out, name,
-                 "Left: ratio of medians over the baseline, whisker = exact 95% bootstrap interval. Right: bars median, "
-                 "dots repetitions. The tutorial's numbers are from a GPU; on a CPU the model step dominates.")
+                 "Left: ratio of medians over the baseline, whisker = exact 95% bootstrap interval. Right: bars "
+                 "median, dots repetitions. The tutorial's numbers are from a GPU; on a CPU the model step "
+                 "dominates.")
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -441,8 +474,7 @@ def oversubscription_ranks_x_workers(df: pd.DataFrame, study: str, out: Path) ->
     workloads = [w for w in ("cpu", "jpeg", "sleep") if w in set(single["workload"])]
     multi = ok[ok["ranks"] > 1]
     n_panels = len(workloads) + (1 if not multi.empty else 0)
-    fig, axes = plt.subplots(1, max(n_panels, 1), figsize=(4.6 * max(n_panels, 1), 3.9), squeeze=False,
-                             layout="constrained")
+    fig, axes = plt.subplots(1, max(n_panels, 1), figsize=(4.6 * max(n_panels, 1), 3.9), squeeze=False)
     axes = axes[0]
     cores = int(ok["cores"].max())
     for ax, w in zip(axes, workloads):
@@ -507,19 +539,20 @@ def rng_duplicates(df: pd.DataFrame, study: str, out: Path) -> list[Path]:
                                             C.col(ok, "persistent_workers"))]
     med = ok.groupby("config")[[c for c in cols if c in ok]].median() * 100
     med = med.reindex(sorted(med.index, key=lambda s: (int(s.split()[0]), s)))
-    med.columns = [f"{c.split('_')[2]}\n{c.split('_')[3]} epoch{'s' if c.endswith('across') else ''}" for c in med.columns]
-    fig, ax = plt.subplots(figsize=(9, 0.42 * len(med) + 1.8), layout="constrained")
+    med.columns = [f"{c.split('_')[2]}\n{'same epoch' if c.endswith('within') else 'epoch before'}"
+                   for c in med.columns]
+    fig, ax = plt.subplots(figsize=(10.5, 0.42 * len(med) + 1.8))
     sns.heatmap(med, annot=med.map(lambda v: "n/a" if not np.isfinite(v) else f"{v:.0f}%"), fmt="", cmap="Reds",
                 vmin=0, vmax=100, cbar_kws={"label": "draws that repeat (%, median of repetitions)"}, ax=ax,
                 linewidths=0.5, annot_kws={"fontsize": 8})
-    ax.set_xlabel("source of randomness / where the repeat was found")
+    ax.set_xlabel("source of the draw / repeats another draw of the ...")
     ax.set_ylabel("")
     ax.tick_params(axis="x", labelrotation=0)
     _header(fig, f"Do workers draw the same random numbers? ({study}, torch {C.env_one(df, 'torch')})", df, study,
             "rng", width=120)
     return _save(fig, df, study, out, name,
-                 "within epoch: share of an epoch's draws equal to another draw of that epoch (same augmentation in "
-                 "two workers); across epochs: share already drawn the epoch before. n/a: one epoch or one process.")
+                 "same epoch: share of an epoch's draws equal to another draw of that epoch (the same augmentation in "
+                 "two workers); epoch before: share already drawn in the previous epoch. n/a: a single epoch.")
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -533,29 +566,29 @@ def tail_latency_in_order(df: pd.DataFrame, study: str, out: Path) -> list[Path]
     if ok.empty:
         return _empty(df, study, out, name, "no ok records")
     slow = pd.to_numeric(C.col(ok, "slow_worker_ms", 0.0), errors="coerce").fillna(0.0)
-    ok["straggler"] = ["no straggler" if s == 0 else f"worker 0 +{s:g} ms/sample" for s in slow]
-    order = sorted(ok["straggler"].unique(), key=lambda s: (s != "no straggler", s))
+    ok["straggler"] = [f"{int(n)} w\n" + ("none" if s == 0 else f"+{s:g} ms")
+                       for n, s in zip(ok["num_workers"], slow)]
+    keys = dict(zip(ok["straggler"], zip(ok["num_workers"], slow)))
+    order = sorted(keys, key=keys.get)
     ok["delivery"] = np.where(ok["in_order"].map(C.is_true), "in_order=True", "in_order=False")
     hue_order = ["in_order=True", "in_order=False"]
     pal = sns.color_palette("colorblind", 2)
     for q in ("p50", "p95", "p99"):
         ok[f"wait_{q}_ms"] = ok[f"batch_wait_{q}_s"] * 1e3
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.9), layout="constrained")
+    fig, axes = plt.subplots(1, 3, figsize=(max(13, 3 * (1.2 + 0.9 * len(order))), 3.9))
     for ax, (metric, label, title) in zip(axes, [
             ("wait_p99_ms", "p99 batch wait (ms)", "tail: p99 wait for a batch"),
             ("wait_p50_ms", "p50 batch wait (ms)", "typical: median wait"),
             ("samples_per_s", "throughput (samples/s)", "mean throughput")]):
         _bars(ax, ok, "straggler", metric, "delivery", order, hue_order, pal)
-        ax.set_xlabel("")
+        ax.set_xlabel("workers / worker 0's extra wait per sample")
         ax.set_ylabel(label)
         ax.set_title(title)
     leg = _legend_top(fig, axes[0], None, ncol=2)
     for ax in axes[1:]:
         if ax.get_legend():
             ax.get_legend().remove()
-    nw = ", ".join(str(int(n)) for n in sorted(ok["num_workers"].unique()))
-    _header(fig, f"in_order=False with a straggling worker ({study}, {nw} workers)", df, study, "in-order",
-            legend=leg)
+    _header(fig, f"in_order=False with a straggling worker ({study})", df, study, "in-order", legend=leg)
     return _save(fig, df, study, out, name, "Bars: median over repetitions; dots: repetitions. Waits: time the "
                                             "training loop waited for each batch of the measured window.")
 
@@ -582,4 +615,10 @@ def draw_question_figures(df: pd.DataFrame, study: str, out: Path) -> list[Path]
     if question is None or rows.empty:
         return []
     apply_theme()
-    return FIGURES[question](rows, study, Path(out))
+    draw = FIGURES[question]
+    try:
+        return draw(rows, study, Path(out))
+    except (KeyError, ValueError, TypeError, IndexError) as exc:  # records lacking what the figure reads
+        plt.close("all")
+        warnings.warn(f"{draw.__name__} ({study}): could not draw: {type(exc).__name__}: {exc}", stacklevel=2)
+        return _empty(rows, study, Path(out), draw.__name__, f"could not draw ({type(exc).__name__}: {exc})")

@@ -34,7 +34,7 @@ def rules_of_thumb(a: StudyAnalysis, folder: Path) -> list[Path]:
         first = g.iloc[0]
         loss[i, 0] = 1 - first["knee_x"] / first["best_x"] if first["best_x"] else np.nan
         pct = f"−{loss[i, 0]:.0%}" if loss[i, 0] >= 0.005 else "0%"
-        text[i, 0] = f"N={int(first['knee_n'])}\n{pct}"
+        text[i, 0] = f"N={int(first['knee_n'])}: {pct}"
         for j, rule in enumerate(rules, start=1):
             if rule not in g.index:
                 continue
@@ -42,17 +42,26 @@ def rules_of_thumb(a: StudyAnalysis, folder: Path) -> list[Path]:
             loss[i, j] = row["loss_vs_best"]
             approx = "" if row["match"] == "exact" else "≈"
             pct = "0%" if abs(row["loss_vs_best"]) < 0.005 else f"−{row['loss_vs_best']:.0%}"
-            text[i, j] = f"N={int(row['rule_n'])}\n{approx}{pct}"
-    height = 0.9 + 0.36 * len(curves)
-    fig, ax = plt.subplots(figsize=(2.0 + 1.25 * (len(rules) + 1) + 2.2, max(2.6, height)), layout="constrained")
-    sns.heatmap(np.clip(loss * 100, 0, None), ax=ax, cmap="rocket_r", vmin=0, vmax=max(50, np.nanmax(loss) * 100),
-                annot=text, fmt="", annot_kws={"fontsize": 7}, linewidths=0.5, linecolor="white",
-                cbar_kws={"label": "throughput lost vs best (%)", "shrink": 0.8})
+            text[i, j] = f"N={int(row['rule_n'])}: {approx}{pct}"
+    label_w = min(4.0, 0.2 + 0.062 * max(len(c) for c in curves))  # inches for the row labels
+    cell_w, cell_h = 1.05, 0.24
+    fig = plt.figure(figsize=(label_w + cell_w * (len(rules) + 1) + 1.3, 1.35 + cell_h * len(curves) + 0.35))
+    fw, fh = fig.get_size_inches()
+    ax = fig.add_axes((label_w / fw, 0.45 / fh, cell_w * (len(rules) + 1) / fw, cell_h * len(curves) / fh))
+    bar_h = min(cell_h * len(curves), 2.5)  # aligned with the top of the table
+    cax = fig.add_axes(((label_w + cell_w * (len(rules) + 1) + 0.25) / fw,
+                        (0.45 + cell_h * len(curves) - bar_h) / fh, 0.12 / fw, bar_h / fh))
+    fig._loaderbench_layout = True
+    sns.heatmap(np.clip(loss * 100, 0, None), ax=ax, cbar_ax=cax, cmap="rocket_r", vmin=0,
+                vmax=max(50, np.nanmax(loss) * 100), annot=text, fmt="", annot_kws={"fontsize": 7}, linewidths=0.5,
+                linecolor="white", cbar_kws={"label": "throughput lost vs best (%)"})
     ax.set_xticklabels(["measured knee"] + [_SHORT.get(k, k) for k in rules], rotation=0, fontsize=8)
     ax.set_yticklabels(curves, rotation=0, fontsize=8)
-    ax.set_xlabel("num_workers rule (≈: interpolated between measured values)")
+    ax.set_xlabel("")
     ax.set_ylabel("")
     ax.xaxis.tick_top()
-    ax.xaxis.set_label_position("top")
-    fig.suptitle(f"Rules of thumb vs the measured curve · study {a.study}", fontsize=11)
+    fig.text(0.5, 1 - 0.08 / fh, f"Rules of thumb vs the measured curve · study {a.study}", ha="center", va="top",
+             fontsize=11)
+    fig.text(0.5, 1 - 0.38 / fh, "cell: the num_workers the rule picks and the throughput it loses against the best "
+             "measured (≈: interpolated between measured values)", ha="center", va="top", fontsize=8, color="0.3")
     return save(fig, folder, "rules_of_thumb", a.provenance)

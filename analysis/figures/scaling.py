@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.collections import LineCollection
 from matplotlib.lines import Line2D
 from matplotlib.transforms import offset_copy
 
@@ -18,6 +18,11 @@ from analysis.figures.style import (
     UNSTABLE_FACE,
     cores_palette,
     grid,
+    header,
+    panel_title,
+    throughput_axis,
+    legend_rows,
+    log2_axis,
     save,
     workers_axis,
 )
@@ -28,82 +33,8 @@ def _cores_label(c) -> str:
     return f"{c} core{'s' if c != 1 else ''}"
 
 
-def throughput_vs_workers(a: StudyAnalysis, folder: Path) -> list[Path]:
-    """Median samples/s vs num_workers: one panel per workload variant, one colour per core count.
-
-    Error bars: 95% bootstrap interval of the median; hollow markers: unstable cells (IQR > 10% of
-    the median); square at 0: main-process loading; X on the axis: cells where every repetition
-    failed. Dashed: ideal linear scaling from the one-worker rate; dotted vertical: num_workers =
-    cores; dash-dot horizontal: decode-only ceiling (jpeg, when the study measured it); triangle:
-    the knee (smallest num_workers within 5% of the best).
-    """
-    cells, curves = a.cells, a.curves
-    palette = cores_palette(cells["cores"])
-    fig, axes = grid(len(a.panels))
-    for ax, panel in zip(axes, a.panels):
-        sub = cells[cells["panel"] == panel]
-        top = 0.0
-        notes = []
-        for cores, cur in sub.groupby("cores", sort=True):
-            color = palette[cores]
-            cur = cur.sort_values("num_workers")
-            meas = cur[cur["n"] > 0]
-            line = meas[meas["num_workers"] >= 1]
-            if not line.empty:
-                yerr = np.vstack([line["median"] - line["ci_low"], line["ci_high"] - line["median"]])
-                yerr = np.where(np.isfinite(yerr), np.clip(yerr, 0, None), 0)
-                ax.errorbar(line["num_workers"], line["median"], yerr=yerr, color=color, marker="o", ms=4.5,
-                            capsize=2, lw=1.5, elinewidth=1, zorder=3)
-                unstable = line[line["unstable"]]
-                ax.plot(unstable["num_workers"], unstable["median"], ls="", marker="o", ms=6, mfc=UNSTABLE_FACE,
-                        mec=color, mew=1.5, zorder=4)
-                top = max(top, float(np.nanmax(np.fmax(line["ci_high"].to_numpy(float),
-                                                        line["median"].to_numpy(float)))))
-            zero = meas[meas["num_workers"] == 0]
-            if not zero.empty:
-                z = zero.iloc[0]
-                ax.errorbar([0], [z["median"]],
-                            yerr=[[max(z["median"] - z["ci_low"], 0) if np.isfinite(z["ci_low"]) else 0],
-                                  [max(z["ci_high"] - z["median"], 0) if np.isfinite(z["ci_high"]) else 0]],
-                            color=color, marker=MAIN_PROCESS_MARKER, ms=5, capsize=2, ls="",
-                            mfc=UNSTABLE_FACE if z["unstable"] else color, mec=color, zorder=4)
-                top = max(top, float(np.nanmax([z["median"], z["ci_high"]])))
-            failed = cur[cur["n"] == 0]
-            if not failed.empty:
-                ax.plot(failed["num_workers"], np.zeros(len(failed)), ls="", marker=FAILED_MARKER, ms=7,
-                        color=color, mec="black", mew=0.5, clip_on=False, zorder=5)
-            crv = curves[(curves["panel"] == panel) & (curves["cores"] == cores)]
-            if crv.empty:
-                continue
-            crv = crv.iloc[0]
-            x1 = crv.get("x_one_worker", np.nan)
-            ns = np.array(sorted(n for n in cur["num_workers"].unique() if n >= 1), dtype=float)
-            if np.isfinite(x1) and ns.size > 1:
-                ax.plot(ns, x1 * ns, ls="--", lw=0.9, color=color, alpha=0.7, zorder=2)
-            ax.axvline(cores, ls=":", lw=1.1, color=color, alpha=0.9, zorder=1)
-            ceiling = crv.get("decode_ceiling", np.nan)
-            if np.isfinite(ceiling):
-                ax.axhline(ceiling, ls="-.", lw=1.1, color=color, alpha=0.9, zorder=1)
-                top = max(top, float(ceiling))
-            if np.isfinite(crv.get("knee_x", np.nan)):
-                # just above the point, so the point itself (and its marker style) stays visible
-                above = offset_copy(ax.transData, fig=fig, y=9, units="points")
-                ax.plot([crv["knee_n"]], [crv["knee_x"]], ls="", marker="v", ms=7, color=color, mec="black",
-                        mew=0.6, zorder=6, transform=above, clip_on=False)
-        if panel.split(" · ")[0] == "jpeg" and not a.references.empty and \
-                not curves[(curves["panel"] == panel)]["decode_ceiling"].notna().any():
-            notes.append("decode ceiling not measured for this decoder")
-        elif panel.split(" · ")[0] == "jpeg" and a.references.empty:
-            notes.append("decode ceiling not measured")
-        ax.set_ylim(0, top * 1.12 if top > 0 else 1)
-        workers_axis(ax, sub["num_workers"])
-        ax.set_title(panel)
-        ax.set_xlabel("num_workers (worker processes)")
-        ax.set_ylabel("throughput (samples/s)")
-        if notes:
-            ax.text(0.98, 0.03, "\n".join(notes), transform=ax.transAxes, ha="right", va="bottom", fontsize=7,
-                    color="0.35", style="italic")
-        sns.despine(ax=ax)
+def _handles(a: StudyAnalysis, palette: dict) -> list:
+    cells = a.cells
     handles = [Line2D([], [], color=palette[c], marker="o", lw=1.5, label=_cores_label(c)) for c in palette]
     handles += [
         Line2D([], [], color="0.3", ls="--", lw=0.9, label="ideal: one-worker rate x N"),
@@ -117,9 +48,96 @@ def throughput_vs_workers(a: StudyAnalysis, folder: Path) -> list[Path]:
     if (cells["n"] == 0).any():
         handles.append(Line2D([], [], color="0.3", ls="", marker=FAILED_MARKER, mec="black", ms=7,
                               label="every repetition failed"))
-    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 5), fontsize=8)
-    fig.suptitle(f"Throughput vs num_workers · study {a.study} · median with 95% bootstrap interval",
-                 fontsize=11)
+    return handles
+
+
+def throughput_vs_workers(a: StudyAnalysis, folder: Path) -> list[Path]:
+    """Median samples/s vs num_workers: one panel per workload variant, one colour per core count.
+
+    Error bars: 95% bootstrap interval of the median; hollow markers: unstable cells (IQR > 10% of
+    the median); square at 0: main-process loading; X on the axis: cells where every repetition
+    failed. Dashed: ideal linear scaling from the one-worker rate; dotted vertical: num_workers =
+    cores; dash-dot horizontal: decode-only ceiling (jpeg, when the study measured it); triangle
+    above a point: the knee (smallest num_workers within 5% of the best).
+    """
+    cells, curves = a.cells, a.curves
+    palette = cores_palette(cells["cores"])
+    handles = _handles(a, palette)
+    fig, axes = grid(len(a.panels), legend_rows=legend_rows(len(handles), 5))
+    header(fig, f"Throughput vs num_workers · study {a.study} · median with 95% bootstrap interval", handles)
+    curve_at = {(p, c): r for p, c, r in zip(curves["panel"], curves["cores"], curves.to_dict("records"))}
+    for ax, panel in zip(axes, a.panels):
+        sub = cells[cells["panel"] == panel].sort_values(["cores", "num_workers"])
+        color_of = [palette[c] for c in sub["cores"]]
+        sub = sub.assign(_color=color_of)
+        meas = sub[sub["n"] > 0]
+        # one artist per kind and panel, not per curve: drawing time grows with artists, not points
+        bars = meas[np.isfinite(meas["ci_low"]) & np.isfinite(meas["ci_high"])]
+        ax.vlines(bars["num_workers"], bars["ci_low"], bars["ci_high"], colors=list(bars["_color"]), lw=1, zorder=2)
+        for cores, line in meas[meas["num_workers"] >= 1].groupby("cores", sort=True):
+            ax.plot(line["num_workers"], line["median"], color=palette[cores], marker="o", ms=4.5, lw=1.5, zorder=3)
+        unstable = meas[meas["unstable"] & (meas["num_workers"] >= 1)]
+        ax.scatter(unstable["num_workers"], unstable["median"], s=38, facecolors=UNSTABLE_FACE,
+                   edgecolors=list(unstable["_color"]), linewidths=1.5, zorder=4)
+        zero = meas[meas["num_workers"] == 0]
+        ax.scatter(zero["num_workers"], zero["median"], s=30, marker=MAIN_PROCESS_MARKER, linewidths=1.3,
+                   facecolors=[UNSTABLE_FACE if u else c for u, c in zip(zero["unstable"], zero["_color"])],
+                   edgecolors=list(zero["_color"]), zorder=4)
+        failed = sub[sub["n"] == 0]
+        ax.scatter(failed["num_workers"], np.zeros(len(failed)), s=60, marker=FAILED_MARKER,
+                   c=list(failed["_color"]), edgecolors="black", linewidths=0.5, clip_on=False, zorder=5)
+        top = float(np.nanmax(np.concatenate([[0.0], meas["median"].to_numpy(float),
+                                              bars["ci_high"].to_numpy(float)])))
+        ideal, ideal_colors, vx, vcol, hy, hcol, kx, ky, kcol = [], [], [], [], [], [], [], [], []
+        off_scale = []  # ceilings far above the data: named, not drawn (they would squash the curves)
+        ceilings = []
+        for cores in sorted(sub["cores"].unique()):
+            crv = curve_at.get((panel, cores))
+            if crv is None:
+                continue
+            color = palette[cores]
+            ns = np.array(sorted(n for n in sub.loc[sub["cores"] == cores, "num_workers"].unique() if n >= 1), float)
+            x1 = crv.get("x_one_worker", np.nan)
+            if np.isfinite(x1) and ns.size > 1:
+                ideal.append(np.column_stack([ns, x1 * ns]))
+                ideal_colors.append(color)
+            vx.append(cores)
+            vcol.append(color)
+            ceiling = crv.get("decode_ceiling", np.nan)
+            if np.isfinite(ceiling):
+                ceilings.append((ceiling, color, cores))
+            if np.isfinite(crv.get("knee_x", np.nan)):
+                kx.append(crv["knee_n"])
+                ky.append(crv["knee_x"])
+                kcol.append(color)
+        data_top = top
+        for ceiling, color, cores in ceilings:
+            if data_top <= 0 or ceiling <= 2 * data_top:
+                hy.append(ceiling)
+                hcol.append(color)
+                top = max(top, float(ceiling))
+            else:
+                off_scale.append(f"{int(cores)} cores {ceiling:,.0f}")
+        if off_scale:
+            ax.text(0.02, 0.98, "decode ceilings above the axis: " + ", ".join(off_scale), transform=ax.transAxes,
+                    ha="left", va="top", fontsize=6.5, color="0.3", wrap=True)
+        ax.add_collection(LineCollection(ideal, colors=ideal_colors, linestyles="--", linewidths=0.9, alpha=0.7,
+                                         zorder=2))
+        ax.vlines(vx, 0, 1, colors=vcol, linestyles=":", lw=1.1, transform=ax.get_xaxis_transform(), zorder=1)
+        ax.hlines(hy, 0, 1, colors=hcol, linestyles="-.", lw=1.1, transform=ax.get_yaxis_transform(), zorder=1)
+        # just above the point, so the point itself (and its marker style) stays visible
+        ax.scatter(kx, ky, s=42, marker="v", c=kcol, edgecolors="black", linewidths=0.6, zorder=6, clip_on=False,
+                   transform=offset_copy(ax.transData, fig=fig, y=9, units="points"))
+        ax.set_ylim(0, top * 1.12 if top > 0 else 1)
+        workers_axis(ax, sub["num_workers"])
+        panel_title(ax, panel)
+        ax.set_xlabel("num_workers (worker processes)")
+        throughput_axis(ax)
+        if panel.split(" · ")[0] == "jpeg" and not np.isfinite(
+                curves.loc[curves["panel"] == panel, "decode_ceiling"].astype(float)).any():
+            ax.text(0.98, 0.03, "decode ceiling not measured", transform=ax.transAxes, ha="right", va="bottom",
+                    fontsize=7, color="0.35", style="italic")
+        sns.despine(ax=ax)
     return save(fig, folder, "throughput_vs_workers", a.provenance)
 
 
@@ -145,7 +163,18 @@ def oversubscription(a: StudyAnalysis, folder: Path) -> list[Path]:
     styled = len(cores_values) <= 4
     markers = dict(zip(cores_values, ["o", "s", "^", "D"]))
     dashes = dict(zip(cores_values, ["-", "--", "-.", ":"]))
-    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(14, 4.4), layout="constrained")
+    handles = [Line2D([], [], color=colors[p], lw=1.5, label=p) for p in panels]
+    if styled:
+        handles += [Line2D([], [], color="0.3", ls=dashes[c], marker=markers[c], label=_cores_label(c))
+                    for c in cores_values]
+        handles.append(Line2D([], [], color="0.3", ls="", marker="o", mfc=UNSTABLE_FACE, mew=1.3,
+                              label="unstable (IQR > 10%)"))
+    else:
+        handles.append(Line2D([], [], color="0.5", lw=0.8, label=f"one line per core count ({len(cores_values)})"))
+    handles.append(Line2D([], [], color="0.6", ls="--", lw=0.8, label="95% of best"))
+    fig, (ax1, ax2, ax3) = grid(3, ncols=3, width=3.9, height=2.9, legend_rows=legend_rows(len(handles), 6))
+    header(fig, f"Oversubscription: workers past the cores · study {a.study} · medians over repetitions", handles,
+           ncol=6)
     for (panel, cores), g in cells.sort_values("num_workers").groupby(["panel", "cores"], sort=False):
         kw = dict(color=colors[panel], lw=1.3 if styled else 0.8, alpha=1 if styled else 0.6,
                   marker=markers[cores] if styled else None, ms=4, ls=dashes[cores] if styled else "-")
@@ -161,8 +190,8 @@ def oversubscription(a: StudyAnalysis, folder: Path) -> list[Path]:
         ax.axvline(1, color="0.3", ls=":", lw=1)
         ax.axvspan(1, max(cells["ratio"].max(), 1.01), color="0.94", zorder=-1)
         ax.set_xlabel("num_workers / cores")
-        if cells["ratio"].max() / max(cells["ratio"].min(), 1e-9) >= 16:
-            ax.set_xscale("log", base=2)
+        if cells["ratio"].max() / max(cells["ratio"].min(), 1e-9) >= 4:
+            log2_axis(ax.xaxis)
     ax1.text(1.03, 0.02, "oversubscribed", transform=ax1.get_xaxis_transform(), fontsize=8, color="0.3")
     ax1.axhline(0.95, color="0.6", lw=0.8, ls="--")
     ax1.set_ylim(0, 1.08)
@@ -176,18 +205,6 @@ def oversubscription(a: StudyAnalysis, folder: Path) -> list[Path]:
     ax3.set_ylim(bottom=0)
     ax3.set_title("Memory per extra worker")
     if cells["num_workers"].max() / max(cells["num_workers"].min(), 1) >= 16:
-        ax3.set_xscale("log", base=2)
+        log2_axis(ax3.xaxis)
     sns.despine(fig)
-    handles = [Line2D([], [], color=colors[p], lw=1.5, label=p) for p in panels]
-    if styled:
-        handles += [Line2D([], [], color="0.3", ls=dashes[c], marker=markers[c], label=_cores_label(c))
-                    for c in cores_values]
-        handles.append(Line2D([], [], color="0.3", ls="", marker="o", mfc=UNSTABLE_FACE, mew=1.3,
-                              label="unstable (IQR > 10%)"))
-    else:
-        handles.append(Line2D([], [], color="0.5", lw=0.8, label=f"one line per core count ({len(cores_values)})"))
-    handles.append(Line2D([], [], color="0.6", ls="--", lw=0.8, label="95% of best"))
-    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 5), fontsize=8)
-    fig.suptitle(f"Oversubscription: workers past the cores · study {a.study} · medians over repetitions",
-                 fontsize=11)
     return save(fig, folder, "oversubscription", a.provenance)

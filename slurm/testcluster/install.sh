@@ -16,9 +16,13 @@ if [[ "${SLURM_TESTCLUSTER_ACCOUNTING:-1}" != 0 ]]; then
   pkgs+=(slurmdbd mariadb-server)
 fi
 
+# (no `| grep -q`: with pipefail, grep quitting early can fail the pipeline)
+installed() { [[ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" == *" ok installed" ]]; }
+has_candidate() { [[ "$(apt-cache policy "$1" 2>/dev/null)" == *"Candidate: "[0-9]* ]]; }
+
 missing=()
 for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
+  installed "$p" || missing+=("$p")
 done
 ((${#missing[@]} == 0)) && exit 0
 
@@ -64,7 +68,7 @@ do_update() {
   fi
   # apt-get update exits 0 even when every source failed; a candidate must exist now
   for p in "${missing[@]}"; do
-    if ! apt-cache policy "$p" 2>/dev/null | grep -q 'Candidate: [0-9]'; then
+    if ! has_candidate "$p"; then
       cat "$log" >&2
       echo "install.sh: no installable candidate for $p after apt-get update" >&2
       unreachable && exit 75
@@ -75,7 +79,7 @@ do_update() {
 
 # apt-get update only when the package lists do not know a package yet ...
 for p in "${missing[@]}"; do
-  if ! apt-cache policy "$p" 2>/dev/null | grep -q 'Candidate: [0-9]'; then
+  if ! has_candidate "$p"; then
     do_update
     break
   fi

@@ -48,9 +48,11 @@ if [[ "${_SLURM_TESTCLUSTER_LOCKED:-}" != "$S" ]]; then
 fi
 
 # A PID is ours when its environment carries our SLURM_CONF (guards against PID reuse).
+# (No `| grep -q` anywhere: with pipefail, grep quitting early can fail the pipeline.)
 ours() {
-  [[ "$1" =~ ^[0-9]+$ ]] && [[ -r /proc/$1/environ ]] &&
-    tr '\0' '\n' 2>/dev/null <"/proc/$1/environ" | grep -qxF "SLURM_CONF=$SLURM_CONF"
+  local env
+  [[ "$1" =~ ^[0-9]+$ ]] && env=$(tr '\0' '\n' 2>/dev/null <"/proc/$1/environ") || return 1
+  [[ $'\n'"$env"$'\n' == *$'\n'"SLURM_CONF=$SLURM_CONF"$'\n'* ]]
 }
 
 # A child we launched is running (not exited, not a zombie). Right after the fork it may still
@@ -207,6 +209,7 @@ if ((ACCT)); then
 AuthType=auth/munge
 AuthInfo=socket=$SOCK
 DbdHost=localhost
+DbdAddr=127.0.0.1
 DbdPort=$P_DBD
 SlurmUser=$ME
 PidFile=$S/run/slurmdbd.pid
@@ -219,7 +222,7 @@ StorageLoc=slurm_acct_db
 EOF
   )
   ACCT_CONF="AccountingStorageType=accounting_storage/slurmdbd
-AccountingStorageHost=localhost
+AccountingStorageHost=127.0.0.1
 AccountingStoragePort=$P_DBD
 # with a non-default munge socket, slurmctld and the clients find it here for slurmdbd
 AccountingStoragePass=$SOCK"
@@ -235,7 +238,7 @@ write_conf() { # write_conf MODE
   cat >"$S/slurm.conf" <<EOF
 # written by slurm/testcluster/start.sh for $(uname -n) ($mode mode)
 ClusterName=loaderbench
-SlurmctldHost=localhost
+SlurmctldHost=localhost(127.0.0.1)
 SlurmctldPort=$P_CTLD
 SlurmdPort=$P_SLURMD
 SlurmUser=$ME
@@ -270,7 +273,7 @@ SlurmctldTimeout=30
 SlurmdTimeout=60
 $ACCT_CONF
 JobCompType=jobcomp/none
-NodeName=$NODE NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=${HW[CPUs]} Boards=${HW[Boards]} SocketsPerBoard=${HW[SocketsPerBoard]} CoresPerSocket=${HW[CoresPerSocket]} ThreadsPerCore=${HW[ThreadsPerCore]} RealMemory=$MEM State=UNKNOWN
+NodeName=$NODE NodeAddr=127.0.0.1 CPUs=${HW[CPUs]} Boards=${HW[Boards]} SocketsPerBoard=${HW[SocketsPerBoard]} CoresPerSocket=${HW[CoresPerSocket]} ThreadsPerCore=${HW[ThreadsPerCore]} RealMemory=$MEM State=UNKNOWN
 PartitionName=$PARTITION Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
 EOF
   if [[ "$mode" == cgroup ]]; then
@@ -291,9 +294,10 @@ EOF
 # ---- mode: cgroup (enforced binding and memory) when this machine allows it ----------------
 cgroup_possible() {
   [[ "$(id -u)" == 0 ]] || { WHY="not root"; return 1; }
-  if mount -t cgroup | grep -q ' /sys/fs/cgroup/cpuset ' &&
-     mount -t cgroup | grep -q ' /sys/fs/cgroup/memory ' &&
-     mount -t cgroup | grep -q ' /sys/fs/cgroup/freezer '; then
+  local mounts
+  mounts=$(mount -t cgroup 2>/dev/null || true)
+  if [[ "$mounts" == *" /sys/fs/cgroup/cpuset "* && "$mounts" == *" /sys/fs/cgroup/memory "* &&
+        "$mounts" == *" /sys/fs/cgroup/freezer "* ]]; then
     local t=/sys/fs/cgroup/cpuset/.slurm-testcluster-probe.$$
     mkdir "$t" 2>/dev/null && rmdir "$t" || { WHY="cgroup v1 is read-only"; return 1; }
     CGROUP_PLUGIN=cgroup/v1; return 0

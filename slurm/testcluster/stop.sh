@@ -20,9 +20,11 @@ if [[ "${_SLURM_TESTCLUSTER_LOCKED:-}" != "$S" ]]; then
 fi
 
 # A PID is ours when its environment carries our SLURM_CONF (guards against PID reuse).
+# (No `| grep -q` anywhere: with pipefail, grep quitting early can fail the pipeline.)
 ours() {
-  [[ "$1" =~ ^[0-9]+$ ]] && [[ -r /proc/$1/environ ]] &&
-    tr '\0' '\n' 2>/dev/null <"/proc/$1/environ" | grep -qxF "SLURM_CONF=$SLURM_CONF"
+  local env
+  [[ "$1" =~ ^[0-9]+$ ]] && env=$(tr '\0' '\n' 2>/dev/null <"/proc/$1/environ") || return 1
+  [[ $'\n'"$env"$'\n' == *$'\n'"SLURM_CONF=$SLURM_CONF"$'\n'* ]]
 }
 pid_of() { cat "$S/pids/$1" 2>/dev/null; }
 
@@ -84,7 +86,7 @@ for e in /proc/[0-9]*/environ; do
   env=$(tr '\0' '\n' 2>/dev/null <"$e") || continue
   grep -qxF "SLURM_CONF=$SLURM_CONF" <<<"$env" || continue
   comm=$(cat "/proc/$pid/comm" 2>/dev/null) || continue
-  if [[ "$comm" == slurmstepd ]] || grep -q '^SLURM_JOB_ID=' <<<"$env"; then
+  if [[ "$comm" == slurmstepd || $'\n'"$env" == *$'\n'SLURM_JOB_ID=* ]]; then
     left+=("$pid")
   fi
 done

@@ -49,7 +49,8 @@ def run_local(study: Study, store: Store, retry_failed: bool = True, launcher: d
         for task in tasks:
             progress.start(task)
             record = run_task(task, store, host_env, prepared, timeout_s=study.settings.timeout_s,
-                              probe_interval_s=study.settings.probe_interval_s, launcher=launcher)
+                              probe_interval_s=study.settings.probe_interval_s, launcher=launcher,
+                              memory_interval_s=study.settings.memory_interval_s)
             progress.finish(task, record)
             summary.measured += 1
             if record["status"] != "ok":

@@ -36,10 +36,11 @@ class CellJob(submitit.helpers.Checkpointable):
     resubmits it unchanged: a cell is measured whole or not at all); out of requeues, it records a timeout."""
 
     def __init__(self, study: str, cell, repetition: int, results: str, dataset: dict | None, timeout_s: float,
-                 probe_interval_s: float, max_requeues: int):
+                 probe_interval_s: float, max_requeues: int, memory_interval_s: float = 2.0):
         self.study, self.cell, self.repetition, self.results = study, cell, repetition, results
         self.dataset, self.timeout_s, self.probe_interval_s = dataset, timeout_s, probe_interval_s
         self.max_requeues = max_requeues
+        self.memory_interval_s = memory_interval_s
 
     def __call__(self) -> str:
         from suite.fingerprint import host_fingerprint
@@ -61,7 +62,8 @@ class CellJob(submitit.helpers.Checkpointable):
         task = Task(self.study, self.cell, self.repetition)
         try:
             record = run_task(task, store, host_fingerprint(), prepared, timeout_s=self.timeout_s,
-                              probe_interval_s=self.probe_interval_s, launcher=launcher)
+                              probe_interval_s=self.probe_interval_s, launcher=launcher,
+                              memory_interval_s=self.memory_interval_s)
         except UncompletedJobError as exc:  # Slurm's time limit, out of requeues: record it, never lose it
             _record_slurm_timeout(store, task, launcher, str(exc))
             raise
@@ -244,7 +246,7 @@ def submit(study: Study, profile: LoadedProfile, results: str | Path, dry_run: b
             for task in group:
                 job = executor.submit(CellJob(study.name, task.cell, task.repetition, str(results), dataset,
                                               study.settings.timeout_s, study.settings.probe_interval_s,
-                                              s.max_requeues))
+                                              s.max_requeues, study.settings.memory_interval_s))
                 jobs_cells.append((job, task))
         now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         ledger.append([{"cell_id": t.cell.cell_id, "repetition": t.repetition, "job_id": j.job_id,

@@ -1,0 +1,286 @@
+"""The arithmetic behind `make bench`, on synthetic inputs: the adaptive stopping rule (batch means) and the
+overhead ratios with their paired intervals. Fast, no DataLoader, no wall-clock assertions."""
+
+import math
+
+import numpy as np
+import pytest
+
+from suite import bench, harness
+from suite.harness import precision_reached, run_loop_adaptive
+
+T975 = {2: 4.302652729911275, 3: 3.182446305284263, 4: 2.7764451051977987, 9: 2.2621571627409915}
+
+
+# --- the stopping rule ---------------------------------------------------------------------------------------
+
+def test_precision_half_width_is_the_t_interval_of_the_mean_window_rate():
+    ok, rel = precision_reached([98.0, 100.0, 102.0], 0.02)
+    expected = T975[2] * 2.0 / math.sqrt(3) / 100.0  # t(0.975, 2) * sd / sqrt(n) / mean
+    assert rel == pytest.approx(expected, rel=1e-9)
+    assert not ok
+    assert precision_reached([98.0, 100.0, 102.0], 0.05) == (True, pytest.approx(expected))
+
+
+@pytest.mark.parametrize("rates", [[100.0], [], [100.0, float("nan")], [100.0, float("inf")], [0.0, 0.0]])
+def test_precision_needs_two_finite_positive_windows(rates):
+    ok, rel = precision_reached(rates, 0.5)
+    assert ok is False and math.isnan(rel)
+
+
+def test_precision_interval_covers_the_true_rate_95_percent_of_the_time():
+    rng = np.random.default_rng(7)
+    n, trials, covered = 5, 4000, 0
+    for _ in range(trials):
+        rates = rng.normal(100.0, 5.0, size=n)
+        _, rel = precision_reached(list(rates), 0.02)
+        covered += abs(rates.mean() - 100.0) <= rel * rates.mean()
+    assert 0.935 <= covered / trials <= 0.965
+
+
+class StepClock:
+    """Fake time that moves only when a batch is consumed: the step advances it by that batch's cost."""
+
+    def __init__(self, cost):
+        self.t, self.cost, self.reads = 0.0, cost, 0
+
+    def __call__(self):
+        self.reads += 1
+        return self.t
+
+    def step(self, batch):
+        self.t += self.cost(batch)
+
+
+def adaptive(cost, warmup=2, window=5, min_windows=3, max_windows=20, target=0.02, max_seconds=1e9):
+    clock = StepClock(cost)
+    times, p = run_loop_adaptive(range(100_000), warmup, window, min_windows, max_windows, target, max_seconds,
+                                 clock.step, clock=clock)
+    return times, p, clock
+
+
+def test_adaptive_stops_at_min_windows_when_rates_agree_and_ignores_warmup():
+    # warm-up batches cost 1 s each, every measured batch 10 ms: windows of 5 batches run at 100 batches/s
+    times, p, _ = adaptive(lambda b: 1.0 if b < 2 else 0.01)
+    assert p["precision_reached"] and p["windows"] == 3
+    assert p["window_batches_per_s"] == pytest.approx([100.0] * 3)
+    assert p["precision_half_width"] == pytest.approx(0.0)
+    assert len(times.got[0]) == 2 + 3 * 5
+
+
+def test_adaptive_stops_at_the_first_window_where_the_rule_holds():
+    # the first measured window is slow (80/s), then steady at 100/s with a little jitter
+    jitter = [0.0100, 0.0101, 0.0099, 0.0100]
+
+    def cost(b):
+        w = (b - 2) // 5
+        return 0.0125 if w == 0 else jitter[w % 4]
+
+    times, p, _ = adaptive(cost, max_windows=60)
+    rates = p["window_batches_per_s"]
+    # independent check: no earlier prefix (of at least min_windows) met the rule, this one does
+    assert p["precision_reached"]
+    first = next(n for n in range(3, len(rates) + 1) if precision_reached(rates[:n], 0.02)[0])
+    assert p["windows"] == first == len(rates)
+    assert rates[0] == pytest.approx(80.0) and p["windows"] > 3
+    assert len(times.got[0]) == 2 + p["windows"] * 5
+
+
+def test_adaptive_gives_up_at_max_windows_when_noisy():
+    times, p, _ = adaptive(lambda b: 0.01 if ((b - 2) // 5) % 2 == 0 else 0.02, max_windows=8)
+    assert not p["precision_reached"] and p["windows"] == 8
+    assert p["precision_half_width"] == pytest.approx(precision_reached(p["window_batches_per_s"], 0.02)[1])
+    assert len(times.got[0]) == 2 + 8 * 5
+
+
+def test_adaptive_gives_up_at_max_seconds_after_min_windows():
+    # each window lasts 5 x 0.1 s = 0.5 s (alternating with 1 s); cap at 2 s of measuring
+    times, p, _ = adaptive(lambda b: 0.1 if ((b - 2) // 5) % 2 == 0 else 0.2, max_seconds=2.0)
+    assert not p["precision_reached"]
+    measured = times.done[0][-1] - times.done[0][1]  # from the end of warm-up to the last batch
+    assert measured >= 2.0
+    assert measured - 1.0 < 2.0  # it stopped at the first window boundary past the cap
+    assert p["windows"] >= 3
+
+
+def test_adaptive_runs_the_first_precision_check_before_the_clock_starts(monkeypatch):
+    # the first check imports scipy.stats (seconds); inside the loop it would land in a measured window
+    calls = []
+    real = harness.precision_reached
+    clock = StepClock(lambda b: 0.01)
+
+    def spy(rates, target, *a, **k):
+        calls.append(clock.reads)
+        return real(rates, target, *a, **k)
+
+    monkeypatch.setattr(harness, "precision_reached", spy)
+    run_loop_adaptive(range(1000), 2, 5, 3, 10, 0.02, 1e9, clock.step, clock=clock)
+    assert calls[0] == 0  # no clock read yet
+    assert len(calls) >= 2
+
+
+# --- overhead: ratios and their paired intervals --------------------------------------------------------------
+
+def test_ratio_of_identical_arms_is_one():
+    secs = [1.0, 2.0, 0.5, 1.5]
+    r = bench.ratio_interval([10] * 4, secs, [10] * 4, secs)
+    assert r["ratio"] == pytest.approx(1.0) and r["lo"] == pytest.approx(1.0) and r["hi"] == pytest.approx(1.0)
+
+
+def test_ratio_is_total_over_total_never_a_mean_of_rates():
+    # arm A: 10 units in 1 s and 30 units in 1 s -> 20/s; arm B: 10 in 2 s and 30 in 1 s -> 40/3 per s
+    r = bench.ratio_interval([10, 30], [1.0, 1.0], [10, 30], [2.0, 1.0])
+    assert r["ratio"] == pytest.approx(20.0 / (40.0 / 3.0))
+
+
+def paired_rounds(true_ratio, n, load_sd, noise_sd, seed):
+    """Rounds whose shared load varies a lot (lognormal, load_sd) and whose arms differ by true_ratio."""
+    rng = np.random.default_rng(seed)
+    load = np.exp(rng.normal(0.0, load_sd, n))
+    den_s = load * np.exp(rng.normal(0.0, noise_sd, n))
+    num_s = load / true_ratio * np.exp(rng.normal(0.0, noise_sd, n))
+    units = np.full(n, 100.0)
+    return units, num_s, units, den_s
+
+
+def test_paired_interval_recovers_a_1_percent_cost_under_heavy_shared_noise():
+    # the machine's load moves each round by +-30%, the arms' own noise is 0.3%: pairing cancels the load
+    nu, ns, du, ds = paired_rounds(0.99, 40, load_sd=0.3, noise_sd=0.003, seed=1)
+    r = bench.ratio_interval(nu, ns, du, ds, seed=3)
+    assert r["lo"] <= 0.99 <= r["hi"]
+    assert r["hi"] < 1.0  # the 1% cost is resolved
+    assert r["hi"] - r["lo"] < 0.01
+
+
+def test_paired_interval_coverage_is_near_nominal():
+    hits, sims = 0, 300
+    for s in range(sims):
+        nu, ns, du, ds = paired_rounds(0.97, 30, load_sd=0.2, noise_sd=0.02, seed=100 + s)
+        r = bench.ratio_interval(nu, ns, du, ds, n_boot=1000, seed=s)
+        hits += r["lo"] <= 0.97 <= r["hi"]
+    assert 0.88 <= hits / sims <= 0.99  # percentile bootstrap, 30 rounds: a little under 95% is expected
+
+
+def test_interval_narrows_with_more_rounds():
+    widths = []
+    for n in (10, 40, 160):
+        nu, ns, du, ds = paired_rounds(0.99, n, load_sd=0.2, noise_sd=0.02, seed=5)
+        r = bench.ratio_interval(nu, ns, du, ds)
+        widths.append(r["hi"] - r["lo"])
+    assert widths[0] > widths[1] > widths[2]
+
+
+def test_ratio_needs_paired_samples_of_equal_length():
+    with pytest.raises(ValueError):
+        bench.ratio_interval([1, 2], [1, 2], [1], [1])
+    assert math.isnan(bench.ratio_interval([], [], [], [])["ratio"])
+
+
+def abab_windows(harness_factor, probe_factor, rounds=30, seed=0):
+    """A synthetic 2x2 ABAB run: each arm's window seconds = base load x 1/effects x small noise."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for r in range(rounds):
+        load = np.exp(rng.normal(0.0, 0.3))
+        for loop in ("bare", "harness"):
+            for probe in (False, True):
+                f = (harness_factor if loop == "harness" else 1.0) * (probe_factor if probe else 1.0)
+                out.append({"round": r, "loop": loop, "probe": probe, "batches": 50,
+                            "seconds": 0.25 * load / f * np.exp(rng.normal(0.0, 0.002))})
+    return out
+
+
+def test_overhead_ratios_recover_both_main_effects_and_their_product():
+    w = abab_windows(harness_factor=0.995, probe_factor=0.95)
+    r = bench.overhead_ratios(w)
+    assert r["harness_over_bare"]["ratio"] == pytest.approx(0.995, abs=0.002)
+    assert r["probe_on_over_off"]["ratio"] == pytest.approx(0.95, abs=0.002)
+    assert r["suite_over_bare"]["ratio"] == pytest.approx(0.995 * 0.95, abs=0.003)
+    for key, truth in (("harness_over_bare", 0.995), ("probe_on_over_off", 0.95), ("suite_over_bare", 0.94525)):
+        assert r[key]["lo"] <= truth <= r[key]["hi"], key
+        assert r[key]["n"] == 30
+
+
+def test_overhead_ratios_use_only_complete_rounds():
+    w = abab_windows(1.0, 1.0, rounds=5)
+    w = [x for x in w if not (x["round"] == 4 and x["loop"] == "bare" and x["probe"])]  # round 4 lost a window
+    assert bench.overhead_ratios(w)["suite_over_bare"]["n"] == 4
+    assert bench.overhead_ratios([x for x in w if x["loop"] == "bare"]) == {}
+
+
+def test_arm_throughput_pools_windows():
+    w = [{"round": 0, "loop": "bare", "probe": False, "batches": 10, "seconds": 1.0},
+         {"round": 1, "loop": "bare", "probe": False, "batches": 30, "seconds": 1.0}]
+    assert bench.arm_throughput(w, ("bare", False)) == pytest.approx(20.0)
+    assert math.isnan(bench.arm_throughput(w, ("harness", True)))
+
+
+def test_paired_difference_is_the_median_difference_with_an_interval():
+    rng = np.random.default_rng(0)
+    base = rng.normal(1000.0, 200.0, 41)  # ns per batch, shared by both arms of a round
+    d = bench.paired_difference(base + 300.0 + rng.normal(0, 5, 41), base)
+    assert d["value"] == pytest.approx(300.0, abs=5)
+    assert d["lo"] <= 300.0 <= d["hi"] and d["hi"] - d["lo"] < 10
+
+
+def test_sum_ratio_interval_with_a_fixed_cost():
+    r = bench.sum_ratio_interval([4.0, 4.0, 4.0], [1.0, 1.0, 1.0], fixed_den=1.0)
+    assert r["ratio"] == pytest.approx(3.0) and r["lo"] == pytest.approx(3.0) and r["hi"] == pytest.approx(3.0)
+
+
+def test_seconds_for_precision_follows_one_over_sqrt_time():
+    assert bench.seconds_for_precision(0.04, 10.0, 0.02) == pytest.approx(40.0)
+    assert math.isnan(bench.seconds_for_precision(float("nan"), 10.0, 0.02))
+
+
+# --- the time-to-answer study and the script it is compared with ----------------------------------------------
+
+def test_tta_study_holds_exactly_the_chosen_cells_of_the_quick_study():
+    import tomllib
+
+    from suite.study import parse_study
+
+    text = bench.tta_study_text(bench.TTA_CELLS, repetitions=2)
+    study = parse_study(tomllib.loads(text), where="tta", max_cores=2)
+    got = sorted((c["workload"], c["num_workers"], c["cores"]) for c in study.cells)
+    assert got == sorted(bench.TTA_CELLS)
+    assert study.settings.repetitions == 2
+    quick = tomllib.loads((bench.REPO / "suite" / "studies" / "quick.toml").read_text())
+    assert study.settings.measure_batches == quick["study"]["measure_batches"]
+    assert study.settings.warmup_batches == quick["study"]["warmup_batches"]
+    assert all(bench.script_mismatch(c.config) == [] for c in study.cells)
+
+
+def test_script_args_round_trip_through_the_script_parser():
+    from suite.bench_script import parse_args
+
+    cell = bench.make_cell("cpu", 2, 2, cpu_work=7)
+    args = parse_args(bench.script_args(cell.config) + ["--repetition", "1"])
+    assert (args.workload, args.workers, args.cores, args.cpu_work) == ("cpu", 2, 2, 7)
+    assert args.batches == cell.config["measure_batches"] and args.warmup == cell.config["warmup_batches"]
+
+
+def test_analysis_scale_says_not_available_without_the_module(monkeypatch):
+    monkeypatch.setattr(bench.importlib.util, "find_spec", lambda name: None)
+    assert bench.analysis_scale(10) == {"available": False, "records": 10}
+
+
+@pytest.mark.slow
+def test_overhead_experiment_runs_abab_windows_in_a_real_cell():
+    # a smoke test of the protocol (fork, cellproc, handshake, probe switching): structure only, no timings
+    cell = bench.make_cell("sleep", 0, 1, sleep_ms=0.0, study={"measure_batches": 20_000})
+    plan = bench.OverheadPlan(total_s=0.3, window_s=0.02, calibrate_s=0.05, min_rounds=2)
+    out = bench.overhead_experiment(cell, None, plan, probe_interval_s=0.01, timeout_s=120)
+    assert "error" not in out, out.get("traceback")
+    assert out["rounds"] >= 2 and len(out["windows"]) == 4 * out["rounds"]
+    assert {(w["loop"], w["probe"]) for w in out["windows"]} == set(bench.ARMS)
+    assert set(out["ratios"]) == {"harness_over_bare", "probe_on_over_off", "suite_over_bare"}
+    assert all(w["seconds"] > 0 and w["batches"] >= 1 for w in out["windows"])
+
+
+def test_results_are_strict_json():
+    import json
+
+    text = json.dumps(bench.json_safe({"a": float("nan"), "b": [1.0, float("inf")], "c": (1, {"d": 2.5})}),
+                      allow_nan=False)
+    assert json.loads(text) == {"a": None, "b": [1.0, None], "c": [1, {"d": 2.5}]}

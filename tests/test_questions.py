@@ -1,0 +1,90 @@
+"""analysis.figures.questions: each question's figure draws from small synthetic record sets (and from
+records that are all failures), and draw_question_figures picks the figure by study name or axes."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from analysis import claims as C
+from analysis.figures import questions as Q
+from tests.question_records import (
+    COW_OK, GAP_OK, PEAK, TOTAL_OK, TUTORIAL, cow_table, in_order_table, ladder_table, over_table, pers_table,
+    rng_table, sharing_table, sm_table,
+)
+
+P99 = {(True, False): 0.01, (False, False): 0.01, (True, True): 0.08, (False, True): 0.02}
+THR = {(True, False): 1000.0, (False, False): 1000.0, (True, True): 400.0, (False, True): 420.0}
+
+TABLES = {
+    "start-method": lambda: sm_table(),
+    "cow-memory": lambda: cow_table(COW_OK),
+    "persistence": lambda: pers_table(GAP_OK, TOTAL_OK),
+    "sharing": lambda: sharing_table(),
+    "ladder": lambda: ladder_table(TUTORIAL),
+    "oversubscription": lambda: over_table(PEAK, {1: 900.0, 2: 700.0, 4: 600.0}),
+    "rng": lambda: rng_table(numpy_within=0.75),
+    "in-order": lambda: in_order_table(P99, THR),
+}
+
+
+def test_one_figure_per_question_named_after_it():
+    assert set(Q.FIGURES) == set(C.QUESTIONS)
+    names = {f.__name__ for f in Q.FIGURES.values()}
+    assert {"time_to_first_batch_by_start_method", "memory_growth_by_backing", "epoch_gap_by_persistence",
+            "sharing_strategy_limits", "ladder_speedups", "oversubscription_ranks_x_workers", "rng_duplicates",
+            "tail_latency_in_order"} == names
+
+
+@pytest.mark.parametrize("question", C.QUESTIONS)
+def test_draws_png_and_pdf(question, tmp_path):
+    df = TABLES[question]()
+    paths = Q.draw_question_figures(df, question, tmp_path)
+    assert sorted(p.suffix for p in paths) == [".pdf", ".png"]
+    assert paths[0].stem == Q.FIGURES[question].__name__
+    assert all(p.exists() and p.stat().st_size > 5000 for p in paths)
+
+
+@pytest.mark.parametrize("question", C.QUESTIONS)
+def test_draws_something_when_every_record_failed(question, tmp_path):
+    df = TABLES[question]().assign(status="failed")
+    paths = Q.draw_question_figures(df, question, tmp_path)
+    assert paths and all(p.exists() for p in paths)
+
+
+def test_picks_by_axes_when_the_name_says_nothing(tmp_path):
+    df = cow_table(COW_OK).assign(study="my-memory-run")
+    paths = Q.draw_question_figures(df, "my-memory-run", tmp_path)
+    assert paths and paths[0].stem == "memory_growth_by_backing"
+
+
+def test_other_studies_get_no_question_figure(tmp_path):
+    df = pd.DataFrame({"study": ["quick"], "status": ["ok"], "workload": ["cpu"], "num_workers": [2]})
+    assert Q.draw_question_figures(df, "quick", tmp_path) == []
+    assert Q.draw_question_figures(df, "absent", tmp_path) == []
+
+
+@pytest.mark.parametrize("question", C.QUESTIONS)
+def test_shipped_study_validates_and_answers_its_question(question):
+    from suite.study import load_study
+
+    study = load_study(f"suite/studies/{question}.toml", max_cores=2)
+    assert study.name == question
+    cells = pd.DataFrame([c.config for c in study.cells]).assign(study=question, status="ok")
+    assert C.question_of(question, cells) == question
+    assert C.question_of("renamed", cells.assign(study="renamed")) == question  # by its axes too
+
+
+def test_ladder_study_is_exactly_the_six_rungs():
+    from suite.study import load_study
+
+    study = load_study("suite/studies/ladder.toml", max_cores=2)
+    cells = pd.DataFrame([c.config for c in study.cells])
+    assert sorted(C.ladder_rung(cells)) == sorted(C.RUNGS)
+
+
+def test_a_figure_that_cannot_read_the_records_says_so(tmp_path):
+    df = TABLES["in-order"]().drop(columns=["batch_wait_p99_s"])
+    with pytest.warns(UserWarning, match="could not draw"):
+        paths = Q.draw_question_figures(df, "in-order", tmp_path)
+    assert paths and paths[0].stem == "tail_latency_in_order"
