@@ -226,8 +226,11 @@ def run(results: Path, out: Path, use_cache: bool = True, jobs: int | None = Non
             print(f"{a.study}: {a.n_records} records -> {len(shown)} figures in {out / a.study}{again}")
     sections = build_report(analyses, figures, df, load, results, out)
     report = write_report(sections, out)
+    from analysis.claims import write_claims
+
+    claims = write_claims(df, out)
     if not quiet:
-        print(f"report: {report[0]} (self-contained) and {report[1]}")
+        print(f"report: {report[0]} (self-contained) and {report[1]}; claims: {claims[0]}")
     return 0, analyses, report
 
 

@@ -540,7 +540,9 @@ def tta_study_text(cells, repetitions: int, base: Path = REPO / "suite" / "studi
 
     raw = tomllib.loads(base.read_text())
     study = {k: v for k, v in raw["study"].items() if k not in ("name", "description", "repetitions")}
-    matrix = {k: v for k, v in raw.get("matrix", {}).items() if k not in ("workload", "num_workers", "cores")}
+    # other axes at the quick study's first value (e.g. jpeg_stage "full", not its decode-only reference cells)
+    matrix = {k: (v[0] if isinstance(v, list) else v) for k, v in raw.get("matrix", {}).items()
+              if k not in ("workload", "num_workers", "cores")}
     cells = [(w, n, _cores(c)) for w, n, c in cells]
     axes = {"workload": sorted({c[0] for c in cells}), "num_workers": sorted({c[1] for c in cells}),
             "cores": sorted({c[2] for c in cells})}

@@ -268,3 +268,11 @@ def test_records_flatten_what_the_questions_read():
     assert row["batch_wait_mean_s"] == 0.01 and row["consumer_device"] == "cpu"
     assert json.loads(row["epoch_s"]) == [1.0, 2.0] and json.loads(row["epoch_gaps_s"]) == [0.1]
     assert json.loads(row["memory_timeline"]) == [[0.0, 3, 1, 2, 3, 4]]
+
+
+def test_ladder_steps_not_measurable_when_the_cores_were_shared():
+    rules = [c.decide for c in C.CLAIMS if c.question == "ladder" and "speeds" in c.claim]
+    assert [r(ladder_table(TUTORIAL)).verdict for r in rules] == [H, H, H]
+    noisy = ladder_table(TUTORIAL)
+    noisy["end_to_end_samples_per_s"] *= noisy["repetition"].map({0: 0.5, 1: 1.0, 2: 2.0})
+    assert {r(noisy).verdict for r in rules} == {N}

@@ -36,6 +36,7 @@ def test_one_figure_per_question_named_after_it():
             "tail_latency_in_order"} == names
 
 
+@pytest.mark.filterwarnings("error:.*could not draw")
 @pytest.mark.parametrize("question", C.QUESTIONS)
 def test_draws_png_and_pdf(question, tmp_path):
     df = TABLES[question]()

@@ -426,29 +426,31 @@ def ladder_speedups(df: pd.DataFrame, study: str, out: Path) -> list[Path]:
     y = np.arange(len(sp))
     ax.barh(y - 0.2, sp["ratio"], height=0.38, color=sns.color_palette("colorblind")[0],
             label=f"ours (model step on {device})")
+    sp.loc[sp["rung"] == "baseline", ["lo", "hi"]] = np.nan  # 1 by definition: no interval
     err = np.vstack([sp["ratio"] - sp["lo"], sp["hi"] - sp["ratio"]])
     err = np.where(np.isfinite(err), np.clip(err, 0, None), 0)
     ax.errorbar(sp["ratio"], y - 0.2, xerr=err, fmt="none", color="0.1", lw=1, capsize=2)
     ax.barh(y + 0.2, sp["published"], height=0.38, color="0.75", label="tutorial (published, GPU)")
     for i, r in sp.iterrows():
-        ax.text(max(r["ratio"], 0) * 1.02 if np.isfinite(r["ratio"]) else 0, i - 0.2, f"{r['ratio']:.2f}x", va="center",
-                fontsize=7)
-        ax.text(r["published"] * 1.02, i + 0.2, f"{r['published']:.2f}x", va="center", fontsize=7, color="0.35")
-        if r["rung"] in C.GPU_ONLY and not r["gpu"]:
-            ax.text(np.nanmax([sp["published"].max(), sp["ratio"].max()]) * 0.55, i - 0.2,
-                    "no GPU: does nothing here", va="center", fontsize=7, color="C3")
+        right = np.nanmax([r["ratio"], r["hi"]]) if np.isfinite(r["ratio"]) else 0
+        ax.text(right * 1.02 + 0.05, i - 0.2, f"{r['ratio']:.2f}x", va="center", fontsize=7)
+        ax.text(r["published"] * 1.02 + 0.05, i + 0.2, f"{r['published']:.2f}x", va="center", fontsize=7,
+                color="0.35")
+    labels = [f"{r}\n(no GPU: no effect)" if r in C.GPU_ONLY and not g else r for r, g in zip(sp["rung"], sp["gpu"])]
     ax.set_yticks(y)
-    ax.set_yticklabels(sp["rung"])
+    ax.set_yticklabels(labels, fontsize=8)
     ax.invert_yaxis()
     ax.axvline(1, color="0.4", lw=0.8)
     ax.set_xlabel("cumulative speed-up over the baseline (x, end-to-end samples/s)")
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="upper right", fontsize=8)
     ax.set_title("each rung adds one change to the one above")
     sns.despine(ax=ax)
     _bars(axes[1], ok, "rung", "end_to_end_samples_per_s", None, rungs)
     axes[1].set_xlabel("")
     axes[1].set_ylabel("end-to-end throughput (samples/s)")
-    axes[1].set_title("10 epochs x 16 batches of 32, wall time")
+    shape = {c: pd.to_numeric(C.col(ok, c), errors="coerce").max() for c in ("epochs", "measure_batches", "batch_size")}
+    axes[1].set_title(f"{shape['epochs']:g} epochs x {shape['measure_batches']:g} batches of {shape['batch_size']:g}, "
+                      f"wall time" if all(np.isfinite(v) for v in shape.values()) else "whole run, wall time")
     axes[1].tick_params(axis="x", labelrotation=25)
     _header(fig, f"The tutorial's optimization ladder, reproduced ({study})", df, study, "ladder", width=170)
     return _save(fig, df, study, out, name,
