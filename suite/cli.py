@@ -18,10 +18,19 @@ def _load(path: str, max_cores: int | None = None):
 
 
 def cmd_validate(args) -> int:
+    from suite.study import StudyError
+
+    bad = 0
     for path in args.studies:
-        study = _load(path)
-        err.print(f"{path}: ok, study {study.name!r}: {len(study.cells)} cells x {study.settings.repetitions} repetitions")
-    return 0
+        try:
+            study = _load(path)
+        except StudyError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            bad += 1
+            continue
+        err.print(f"{path}: ok, study {study.name!r}: {len(study.cells)} cells x {study.settings.repetitions} "
+                  "repetitions")
+    return 2 if bad else 0
 
 
 def cmd_plan(args) -> int:

@@ -144,25 +144,6 @@ class TreeProbe:
         }
 
 
-def descendants(pid: int) -> list[int]:
-    try:
-        return [p.pid for p in psutil.Process(pid).children(recursive=True)]
-    except psutil.Error:
-        return []
-
-
-def processes_in_group(pgid: int) -> list[int]:
-    """PIDs still in a process group (a cell's leftovers after it exited)."""
-    out = []
-    for p in psutil.process_iter(["pid"]):
-        try:
-            if os.getpgid(p.pid) == pgid:
-                out.append(p.pid)
-        except (ProcessLookupError, PermissionError, psutil.Error):
-            continue
-    return out
-
-
 # --- what a cell leaves behind: processes and /dev/shm entries -------------------------------------------
 
 SHM_PREFIXES = ("torch_", "sem.mp-", "psm_")  # torch tensors (file_system / failed allocations), multiprocessing

@@ -196,7 +196,13 @@ def sacct_states(job_ids: list[str]) -> dict[str, str]:
                          capture_output=True, text=True, timeout=60)
     if out.returncode != 0:
         return {}
-    return {jid: state.split()[0] for jid, state in (ln.split("|", 1) for ln in out.stdout.splitlines() if "|" in ln)}
+    states = {}
+    for jid, state in (ln.split("|", 1) for ln in out.stdout.splitlines() if "|" in ln):
+        state = state.split()[0] if state.split() else state
+        states[jid] = state
+        if "_[" in jid:  # array tasks that never started are one line, e.g. 3_[0-1%2] CANCELLED
+            states[jid.split("_")[0] + "_*"] = state
+    return states
 
 
 def submit(study: Study, profile: LoadedProfile, results: str | Path, dry_run: bool = False,
@@ -287,8 +293,8 @@ def status(results: str | Path) -> list[dict]:
                                        f"{(err.get('message') or '')[:160]}")
             else:
                 row["lost"] += 1
-                why = final.get(e["job_id"]) or "ended without a record (cancelled, node failure or preempted "\
-                                                 "without requeue)"
+                why = final.get(e["job_id"]) or final.get(e["job_id"].split("_")[0] + "_*") or \
+                    "ended without a record (cancelled, node failure or preempted without requeue)"
                 row["problems"].append(f"{cid} rep {rep} (job {e['job_id']}): {why}; logs in {e.get('logs')}; "
                                        f"`make submit` runs it again")
         report.append(row)
