@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from suite.probes import pid_alive
+
 PREFIX = "loaderbench-"
 CELL_CGROUP_JOINED = False  # set in the cell process once it is inside its cgroup
 
@@ -128,16 +130,6 @@ def _read_kv(path: Path) -> dict[str, int]:
     return out
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-
-
 def remove_stale(parent: Path) -> None:
     """Remove empty cgroups left by runners that died (their pid is in the name)."""
     try:
@@ -151,7 +143,7 @@ def remove_stale(parent: Path) -> None:
             runner = int(d.name[len(PREFIX):].split("-")[0])
         except ValueError:
             continue
-        if runner != os.getpid() and not _pid_alive(runner):
+        if runner != os.getpid() and not pid_alive(runner):
             try:
                 d.rmdir()
             except OSError:

@@ -250,7 +250,7 @@ def _creator_pid(name: str) -> int | None:
     return None
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
         return True
@@ -290,7 +290,7 @@ def sweep_shm(before: set[str], cell_pids: set[int], shm: str = SHM) -> list[str
         if st.st_ino in held:
             continue
         creator = _creator_pid(name)
-        if creator is not None and creator not in cell_pids and _pid_alive(creator):
+        if creator is not None and creator not in cell_pids and pid_alive(creator):
             continue
         try:
             os.unlink(path)
