@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-SCHEMA = "loaderbench.record/1"
+SCHEMA = "loaderbench.record/2"  # suite/store.py keeps the version history
 CACHE_NAME = ".records-cache.parquet"
 #: Bump when `flatten` changes what it writes, so caches written by older code are rebuilt.
 CACHE_VERSION = "5"
@@ -171,6 +171,9 @@ def _check(record: Any) -> str | None:
     schema = record.get("schema")
     if schema != SCHEMA:
         if isinstance(schema, str) and schema.startswith("loaderbench.record/"):
+            if schema == "loaderbench.record/1":
+                return (f"schema {schema!r}: measured with a window that read high with many workers; "
+                        f"measure it again with this version")
             return f"schema {schema!r} is not {SCHEMA!r} (written by another version of loaderbench)"
         return "not a loaderbench record (no schema)"
     for key in ("study", "cell_id", "repetition", "status", "config"):

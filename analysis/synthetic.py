@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-SCHEMA = "loaderbench.record/1"
+SCHEMA = "loaderbench.record/2"
 
 #: num_workers swept per study (as suite/studies/scaling.toml), capped at 4 x cores.
 N_SWEEP = (0, 1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)

@@ -223,6 +223,7 @@ class OverheadPlan:
 def _abab_driver(config: dict, plan: OverheadPlan, ctl_w: int, ack_r: int, out: dict) -> Callable:
     """Replaces suite.harness.run_loop inside the cell process (measure_cell imports it at call time)."""
     import suite.harness as harness
+    from suite.window import WindowPlan, plan_window
 
     real_run_loop, summarize_loop = harness.run_loop, harness.summarize_loop
 
@@ -233,7 +234,7 @@ def _abab_driver(config: dict, plan: OverheadPlan, ctl_w: int, ack_r: int, out: 
 
     def driver(loader, epochs, batches, step, on_epoch_end=None, **_):
         clock = time.perf_counter
-        warmup = max(config["warmup_batches"], config["num_workers"] * (config["prefetch_factor"] or 0))
+        warmup = plan_window(config).warmup
         t_iter = clock()
         it = iter(loader)
         for _, batch in zip(range(warmup), it):
@@ -272,7 +273,7 @@ def _abab_driver(config: dict, plan: OverheadPlan, ctl_w: int, ack_r: int, out: 
                     times = real_run_loop(reuse, 1, k, step)
                     t1 = clock()
                     s0 = clock()
-                    summarize_loop(times, 0, config["batch_size"])  # outside the window, as in cellproc
+                    summarize_loop(times, WindowPlan("epoch", 0, k, 0, k), config["batch_size"])  # outside the window
                     summarize_s += clock() - s0
                 windows.append({"round": r, "loop": loop, "probe": probe, "batches": k, "seconds": t1 - t0})
                 round_s += t1 - t0
@@ -471,8 +472,8 @@ def overhead_cells() -> list:
 # 2. precision per second spent: the real runner, adaptive measuring
 
 def precision_cells(max_measure_s: float) -> list:
-    study = {"warmup_batches": 4, "measure_batches": 10, "target_precision": 0.02, "min_windows": 3,
-             "max_windows": 60, "max_measure_s": max_measure_s}
+    study = {"warmup_batches": 4, "measure_batches": 10, "target_precision": 0.02, "max_windows": 120,
+             "max_measure_s": max_measure_s}
     return [make_cell("sleep", 2, 2, sleep_ms=2.0, study=study),
             make_cell("cpu", 2, 2, cpu_work=15, study=study),
             make_cell("jpeg", 2, 2, study=study)]
@@ -495,7 +496,7 @@ def precision_experiment(cells: list, repetitions: int, prepared, host_env: dict
                 p = m.get("precision") or {}
                 row = {"repetition": rep, "status": rec["status"], "cell_wall_s": wall,
                        "measured_s": m.get("measured_s"), "samples_per_s": m.get("samples_per_s"),
-                       "windows": p.get("windows"), "window_batches": cell.config["measure_batches"],
+                       "windows": p.get("windows"), "window_batches": p.get("window_batches"),
                        "half_width": p.get("precision_half_width"), "reached": p.get("precision_reached"),
                        "time_to_first_batch_s": m.get("time_to_first_batch_s"), "load": loadavg()}
                 if rec["status"] != "ok":

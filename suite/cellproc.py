@@ -14,7 +14,7 @@ import resource
 import signal
 import traceback
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 
 def pin_cores(cores: int) -> list[int]:
@@ -69,15 +69,6 @@ def measure_cell(config: dict[str, Any], repetition: int, prepared) -> dict[str,
     return {"metrics": metrics, "raw": raw, "cell_env": cell_fingerprint()}
 
 
-def _warmup(config: dict[str, Any]) -> int:
-    if config.get("drain_prefetch") is False:
-        return config["warmup_batches"]
-    # The window opens only once the prefetch pipeline (num_workers x prefetch_factor batches) has been
-    # drained: those batches are made while the workers start and the first batch is awaited, and would
-    # otherwise be counted as steady-state throughput (a 2x overestimate on one core, seen in test_physics).
-    return max(config["warmup_batches"], config["num_workers"] * (config["prefetch_factor"] or 0))
-
-
 def _pin_thread_cpu_s(seen: dict[int, float]) -> None:
     """Update `seen` (thread id -> CPU seconds) for the DataLoader's pin-memory thread(s) alive now; read
     before the iterator is dropped, since the thread ends with it (one thread per epoch unless persistent)."""
@@ -92,29 +83,41 @@ def _pin_thread_cpu_s(seen: dict[int, float]) -> None:
                 pass
 
 
-def measure_rank(config: dict[str, Any], repetition: int, prepared, rank: int) -> tuple[dict, dict]:
-    """One loader process: build the dataset, DataLoader and consumer, run the loop, summarise."""
+class RngRecorder:
+    """For the rng workload: keeps each epoch's first-tensor draws so duplicates across workers and epochs
+    can be counted after the loop."""
+
+    def __init__(self, consume: Callable[[Any], None]):
+        self.consume = consume
+        self.epochs: list[list] = [[]]
+
+    def step(self, batch) -> None:
+        self.epochs[-1].append(batch[0].numpy().copy())
+        self.consume(batch)
+
+    def next_epoch(self) -> None:
+        self.epochs.append([])
+
+    def metrics(self) -> dict:
+        import numpy as np
+
+        from suite.workloads.rng import duplicate_fractions
+
+        return {"rng_duplicates": duplicate_fractions([np.concatenate(e) for e in self.epochs if e])}
+
+
+def _loader(config: dict[str, Any], dataset, rank: int, repetition: int):
     import torch
     import torch.multiprocessing as tmp
     from torch.utils.data import DataLoader
 
-    from suite.consumers import make_consumer
-    from suite.harness import run_loop, run_loop_adaptive, summarize_loop
-    from suite.workloads import build_dataset
-
-    warmup = _warmup(config)
-    measure = config["measure_batches"]
-    adaptive = config.get("target_precision") is not None
-    batches = warmup + measure * (config["max_windows"] if adaptive else 1)
-    bs = config["batch_size"]
-    dataset = build_dataset(config, batches * bs, prepared)
     workers = config["num_workers"]
     generator = torch.Generator().manual_seed(config["seed"] * 1000 + repetition * 64 + rank)
     kwargs: dict[str, Any] = {}
     if workers > 0:
         ctx = tmp.get_context(config["start_method"])
         if config.get("forkserver_preload"):
-            # Python <= 3.13's forkserver imports nothing of the parent unless told (FACTS.md)
+            # Python <= 3.13's forkserver imports nothing of the parent unless told to
             ctx.set_forkserver_preload(["torch", "torchvision", type(dataset).__module__])
         kwargs = {"multiprocessing_context": ctx, "prefetch_factor": config["prefetch_factor"],
                   "persistent_workers": config["persistent_workers"], "in_order": config["in_order"]}
@@ -123,69 +126,87 @@ def measure_rank(config: dict[str, Any], repetition: int, prepared, rank: int) -
 
             kwargs["worker_init_fn"] = seed_all_worker_init
     pin = bool(config["pin_memory"]) and torch.cuda.is_available()
-    loader = DataLoader(dataset, batch_size=bs, shuffle=True, drop_last=True, num_workers=workers,
-                        pin_memory=pin, generator=generator, **kwargs)
-    consumer = make_consumer(config)
-    step = consumer
-    draws: list[list] = []
-    if config["workload"] == "rng":
-        def step(batch, _consume=consumer):
-            draws[-1].append(batch[0].numpy().copy())
-            _consume(batch)
+    loader = DataLoader(dataset, batch_size=config["batch_size"], shuffle=True, drop_last=True,
+                        num_workers=workers, pin_memory=pin, generator=generator, **kwargs)
+    return loader, pin
 
+
+def measure_rank(config: dict[str, Any], repetition: int, prepared, rank: int) -> tuple[dict, dict]:
+    """One loader process: build the dataset, DataLoader and consumer, run the loop, summarise."""
+    from suite.consumers import make_consumer
+    from suite.harness import measured_steps, run_loop, summarize_loop
+    from suite.precision import StoppingRule
+    from suite.window import plan_window
+    from suite.workloads import build_dataset
+
+    plan = plan_window(config)
+    bs = config["batch_size"]
+    dataset = build_dataset(config, plan.epoch_batches * bs, prepared)
+    loader, pin = _loader(config, dataset, rank, repetition)
+    consumer = make_consumer(config)
+    rng = RngRecorder(consumer) if config["workload"] == "rng" else None
+    stop = None
+    if config.get("target_precision") is not None:
+        stop = StoppingRule(plan.warmup, plan.window_batches, plan.windows, config["target_precision"],
+                            config["max_measure_s"], config["min_windows"])
     pin_cpu: dict[int, float] = {}
 
     def on_epoch():
         _pin_thread_cpu_s(pin_cpu)
-        if config["workload"] == "rng":
-            draws.append([])
+        if rng is not None:
+            rng.next_epoch()
 
-    on_epoch()
+    _pin_thread_cpu_s(pin_cpu)
     ru0_self = resource.getrusage(resource.RUSAGE_SELF)
-    precision = None
-    if adaptive:
-        times, precision = run_loop_adaptive(consumer.wrap(loader), warmup, measure, config["min_windows"],
-                                             config["max_windows"], config["target_precision"],
-                                             config["max_measure_s"], step)
-    else:
-        times = run_loop(consumer.wrap(loader), config["epochs"], batches, step, on_epoch_end=on_epoch)
+    times = run_loop(consumer.wrap(loader), config["epochs"], plan.epoch_batches, rng.step if rng else consumer,
+                     on_epoch_end=on_epoch, stop=stop)
     del loader  # persistent workers shut down: their rusage lands in RUSAGE_CHILDREN below
     ru_self = resource.getrusage(resource.RUSAGE_SELF)
     ru_children = resource.getrusage(resource.RUSAGE_CHILDREN)
 
-    metrics = summarize_loop(times, warmup, bs)
-    window_s = metrics["measured_s"]
-    consumed = [len(g) for g in times.got]
-    window = _window_slice(consumed, warmup)
-    metrics.update(consumer.metrics(window, window_s))
+    metrics = summarize_loop(times, plan, bs)
+    metrics.update(consumer.metrics(measured_steps(times, plan), metrics["measured_s"]))
     metrics["cpu_s"] = {"main": (ru_self.ru_utime + ru_self.ru_stime) - (ru0_self.ru_utime + ru0_self.ru_stime),
                         "workers": ru_children.ru_utime + ru_children.ru_stime, "pin_memory_thread": sum(pin_cpu.values())}
     metrics["ctx_switches"] = {"voluntary": ru_self.ru_nvcsw + ru_children.ru_nvcsw,
                                "involuntary": ru_self.ru_nivcsw + ru_children.ru_nivcsw}
     metrics["pin_memory_effective"] = pin
-    metrics["warmup_batches_effective"] = warmup
-    if precision is not None:
-        metrics["precision"] = precision
-    if config["workload"] == "rng":
-        import numpy as np
-
-        from suite.workloads.rng import duplicate_fractions
-
-        metrics["rng_duplicates"] = duplicate_fractions([np.concatenate(e) for e in draws if e])
+    metrics["warmup_batches_effective"] = plan.warmup
+    if stop is not None:
+        metrics["precision"] = stop.summary()
+    if rng is not None:
+        metrics.update(rng.metrics())
     raw = {"t_iter": times.t_iter, "got": times.got, "done": times.done}
     return metrics, raw
 
 
-def _window_slice(consumed: list[int], warmup: int) -> slice:
-    """Steps of the measured window when all epochs' steps are concatenated; for several epochs, every step
-    after the first epoch's warm-up (epoch boundaries included, as a training run has them)."""
-    return slice(warmup, sum(consumed))
+def common_window(per_rank_raw: list[dict], plan, batch_size: int) -> tuple[float, float, int]:
+    """(seconds, samples, epochs used) of the intervals in which every rank was measuring: per epoch, from the
+    last rank's window opening to the first rank's window closing, counting each rank's batches done inside.
+    Ranks' own windows do not line up in time, so summing their own-window rates would count moments when
+    some ranks were still starting or already done."""
+    from suite.harness import window_bounds
+
+    seconds, samples, used = 0.0, 0, 0
+    for e in range(min(len(r["done"]) for r in per_rank_raw)):
+        bounds = [window_bounds(r["t_iter"][e], r["done"][e], plan) for r in per_rank_raw]
+        start, end = max(b[0] for b in bounds), min(b[1] for b in bounds)
+        if end <= start:
+            continue
+        seconds += end - start
+        samples += batch_size * sum(sum(1 for b in m if start < r["done"][e][b] <= end)
+                                    for r, (_, _, m) in zip(per_rank_raw, bounds))
+        used += 1
+    return seconds, samples, used
 
 
 def measure_ranks(config: dict[str, Any], repetition: int, prepared, ranks: int) -> tuple[dict, dict]:
     """R loader processes side by side (as DDP ranks on one node share its cores), started together.
-    Throughput is their sum; time to first batch and tail waits are the worst rank's."""
+    Throughput: samples of all ranks over the interval in which all were measuring; time to first batch and
+    tail waits are the worst rank's."""
     import numpy as np
+
+    from suite.window import plan_window
 
     pipes, pids = [], []
     go_r, go_w = os.pipe()
@@ -197,9 +218,9 @@ def measure_ranks(config: dict[str, Any], repetition: int, prepared, ranks: int)
             os.read(go_r, 1)
             code = 1
             try:
-                m, _ = measure_rank(config, repetition, prepared, rank)
+                m, raw = measure_rank(config, repetition, prepared, rank)
                 with os.fdopen(w, "w") as fh:
-                    json.dump(m, fh, default=str)
+                    json.dump({"metrics": m, "raw": raw}, fh, default=str)
                 code = 0
             finally:
                 os._exit(code)
@@ -209,21 +230,32 @@ def measure_ranks(config: dict[str, Any], repetition: int, prepared, ranks: int)
     os.write(go_w, b"x" * (ranks - 1))
     self0 = resource.getrusage(resource.RUSAGE_SELF)
     m0, raw0 = measure_rank(config, repetition, prepared, 0)
-    per_rank = [m0]
+    per_rank, raws = [m0], [raw0]
     for r, pid in zip(pipes, pids):
         with os.fdopen(r) as fh:
             text = fh.read()
         _, status = os.waitpid(pid, 0)
         if not text:
             raise RuntimeError(f"loader rank process {pid} failed (exit status {os.waitstatus_to_exitcode(status)})")
-        per_rank.append(json.loads(text))
+        got = json.loads(text)
+        per_rank.append(got["metrics"])
+        raws.append(got["raw"])
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     self1 = resource.getrusage(resource.RUSAGE_SELF)
+    plan = plan_window(config)
+    seconds, samples, epochs_used = common_window(raws, plan, config["batch_size"])
+    if seconds <= 0:
+        raise RuntimeError(f"the {ranks} loader ranks were never measuring at the same time (their windows did "
+                           f"not overlap): lengthen measure_batches")
     ranks_main = sum(m["cpu_s"]["main"] for m in per_rank[1:])
     agg = dict(m0)
-    agg["samples_per_s"] = float(sum(m["samples_per_s"] for m in per_rank))
-    agg["end_to_end_samples_per_s"] = float(sum(m["end_to_end_samples_per_s"] for m in per_rank))
-    agg["measured_samples"] = sum(m["measured_samples"] for m in per_rank)
+    agg["samples_per_s"] = samples / seconds
+    agg["measured_samples"] = samples
+    agg["measured_s"] = seconds
+    span = max(r["done"][-1][-1] for r in raws) - min(r["t_iter"][0] for r in raws)
+    total = sum(len(g) for r in raws for g in r["got"]) * config["batch_size"]
+    agg["end_to_end_samples_per_s"] = total / span if span > 0 else None
+    agg["total_s"] = span
     agg["time_to_first_batch_s"] = max(m["time_to_first_batch_s"] for m in per_rank)
     agg["batch_wait_s"] = {k: float(np.max([m["batch_wait_s"][k] for m in per_rank])) for k in m0["batch_wait_s"]}
     agg["batch_wait_s"]["p50"] = float(np.median([m["batch_wait_s"]["p50"] for m in per_rank]))
@@ -231,4 +263,5 @@ def measure_ranks(config: dict[str, Any], repetition: int, prepared, ranks: int)
                     "workers": children.ru_utime + children.ru_stime - ranks_main,
                     "pin_memory_thread": sum(m["cpu_s"]["pin_memory_thread"] for m in per_rank)}
     agg["ranks"] = [{k: m[k] for k in ("samples_per_s", "time_to_first_batch_s", "batch_wait_s")} for m in per_rank]
+    agg["ranks_common_window"] = {"seconds": seconds, "epochs": epochs_used}
     return agg, raw0

@@ -65,8 +65,9 @@ class SimulatedConsumer:
         else:
             self.step_s.append(0.0)
 
-    def metrics(self, window: slice, window_s: float) -> dict:
-        busy = sum(self.step_s[window])
+    def metrics(self, steps: list[int], window_s: float) -> dict:
+        """`steps`: indices of the measured steps (suite.harness.measured_steps)."""
+        busy = sum(self.step_s[i] for i in steps)
         return {"consumer": self.kind, "accelerator_busy_fraction": busy / window_s if window_s > 0 else None,
                 "compute_s": busy}
 
@@ -136,18 +137,19 @@ class ModelConsumer:
             self.compute_events.append((start, self._event()))
         self.step_s.append(time.perf_counter() - t0)
 
-    def metrics(self, window: slice, window_s: float) -> dict:
+    def metrics(self, steps: list[int], window_s: float) -> dict:
+        """`steps`: indices of the measured steps (suite.harness.measured_steps)."""
         torch = self.torch
         out: dict[str, Any] = {"consumer": self.kind, "model": self.model_name, "device": str(self.device)}
         if not self.cuda:
-            busy = sum(self.step_s[window])
+            busy = sum(self.step_s[i] for i in steps)
             out.update(accelerator_busy_fraction=busy / window_s if window_s > 0 else None, compute_s=busy)
             return out
         torch.cuda.synchronize()
         t = lambda ev: self.ref.elapsed_time(ev) / 1000.0  # noqa: E731  seconds since the reference event
-        compute = [(t(a), t(b)) for a, b in self.compute_events][window]
+        compute = [(t(a), t(b)) for a, b in (self.compute_events[i] for i in steps)]
         copies = [(t(a), t(b), n) for a, b, n in self.copy_events]
-        copies = copies[window] if len(copies) == len(self.compute_events) else copies
+        copies = [copies[i] for i in steps] if len(copies) == len(self.compute_events) else copies
         busy = sum(b - a for a, b in compute)
         copy_s = sum(b - a for a, b, _ in copies)
         copy_bytes = sum(n for _, _, n in copies)

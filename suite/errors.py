@@ -65,37 +65,33 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return out
 
 
-def _worker_pids(exc: BaseException) -> list[int]:
-    """PIDs of the DataLoader's workers in worker-id order, read from the iterator in the traceback."""
+def _worker_list(exc: BaseException) -> list:
+    """The DataLoader iterator's worker processes, found as `self._workers` in the traceback's frames."""
     for e in _chain(exc):
         tb = e.__traceback__
         while tb is not None:
-            it = tb.tb_frame.f_locals.get("self")
-            workers = getattr(it, "_workers", None)
-            if isinstance(workers, list) and workers:
-                try:
-                    return [w.pid for w in workers]
-                except AttributeError:
-                    pass
+            found = getattr(tb.tb_frame.f_locals.get("self"), "_workers", None)
+            if isinstance(found, list) and found:
+                return found
             tb = tb.tb_next
     return []
 
 
+def _worker_pids(exc: BaseException) -> list[int]:
+    """PIDs of the DataLoader's workers in worker-id order."""
+    return [getattr(w, "pid", None) for w in _worker_list(exc)]
+
+
 def _worker_deaths(exc: BaseException, wait_s: float = 3.0) -> list[tuple[int, int, str, int]]:
-    """(worker id, pid, "signal" | "exit", number) of each DataLoader worker that died abnormally, read without
-    reaping it (torch's own SIGCHLD handler still looks at it): the root cause when the cell only saw a symptom,
-    e.g. ConnectionResetError fetching the file descriptors a worker sent just before it died. A worker that
-    closed its sockets may still be exiting: wait up to `wait_s` for it to be gone."""
+    """(worker id, pid, "signal" | "exit", number) of each DataLoader worker that died abnormally.
+
+    Read without reaping (torch's own SIGCHLD handler still looks at the worker) or, for a worker the loader
+    already reaped while checking `is_alive()`, from its recorded exit code: either way the real status,
+    whichever of the loader's error paths reported the death. A worker that closed its sockets may still be
+    exiting: wait up to `wait_s` for it to be gone."""
     import time
 
-    workers = None
-    for e in _chain(exc):
-        tb = e.__traceback__
-        while tb is not None and workers is None:
-            found = getattr(tb.tb_frame.f_locals.get("self"), "_workers", None)
-            if isinstance(found, list) and found:
-                workers = found
-            tb = tb.tb_next
+    workers = _worker_list(exc)
     if not workers:
         return []
     deadline = time.monotonic() + wait_s
@@ -137,6 +133,42 @@ def _worker_name(pid: int, pids: list[int]) -> str:
     return f"DataLoader worker {pids.index(pid)} (pid {pid})" if pid in pids else f"DataLoader worker (pid {pid})"
 
 
+def death_verdict(name: str, how: str, num: int | None, desc: str | None = None, seen: str = "") -> dict:
+    """The one decision from how a worker ended (a signal or an exit code) to a kind and a message."""
+    if how == "exit":
+        return {"kind": "worker_crashed",
+                "message": f"{name} exited unexpectedly with exit code {num} (something it ran called exit()); "
+                           f"rerun the cell with num_workers = 0 to see where{seen}"}
+    sig = _signal_words(num) if num else f"signal: {desc}"
+    if num == signal.SIGBUS:
+        return {"kind": "shm_exhausted",
+                "message": f"/dev/shm exhausted (bus error in worker): {name} was killed by {sig} writing a batch "
+                           f"to shared memory; {SHM_HINT}{seen}"}
+    if num in _CRASH_SIGNALS:
+        return {"kind": "worker_crashed", "message": f"{name} crashed with {sig}: {NATIVE_HINT}{seen}"}
+    hint = SIGKILL_HINT if num == signal.SIGKILL else "from outside (a user or a job scheduler)"
+    return {"kind": "worker_killed", "message": f"{name} was killed by {sig} {hint}{seen}"}
+
+
+def _reported_death(full: str) -> tuple[list[int], str | None, int | None, str | None] | None:
+    """What the loader's message says of a dead worker: (pids, "signal" | "exit" | None, number, signal text).
+
+    torch reports a death by one of three paths, and which one wins is a race: its SIGCHLD handler names the
+    signal, `_try_get_data` names only the pid(s) ("exited unexpectedly"), or the exit code."""
+    killed = re.search(r"dataloader worker \(pid (\d+)\) is killed by signal: ([^.\n]+)", full, re.IGNORECASE)
+    if killed:
+        desc = killed.group(2).strip()
+        return [int(killed.group(1))], "signal", _SIGNAL_TEXT.get(desc.lower()), desc
+    exited = re.search(r"dataloader worker \(pid (\d+)\) exited unexpectedly with exit code (-?\d+)", full,
+                       re.IGNORECASE)
+    if exited:
+        return [int(exited.group(1))], "exit", int(exited.group(2)), None
+    gone = re.search(r"dataloader worker \(pid\(s\) ([\d, ]+)\) exited unexpectedly", full, re.IGNORECASE)
+    if gone:
+        return [int(p) for p in gone.group(1).replace(" ", "").split(",") if p], None, None, None
+    return None
+
+
 def _raised_in_dataset(exc: BaseException) -> bool:
     tb = exc.__traceback__
     while tb is not None:
@@ -160,7 +192,6 @@ def classify_exception(exc: BaseException, sharing_strategy: str | None = None) 
     texts = [f"{type(e).__name__}: {e}" for e in chain]
     full = "\n".join(texts)
     low = full.lower()
-    pids = _worker_pids(exc)
     caught = re.search(r"caught (\w+) in dataloader worker process (\d+)", full, re.IGNORECASE)
     if caught:  # the worker's own traceback is inside this exception's text
         full = next((t for t in texts if "Original Traceback" in t), full)
@@ -186,33 +217,9 @@ def classify_exception(exc: BaseException, sharing_strategy: str | None = None) 
                 "message": f"/dev/shm exhausted {where} (no space left for the batches in flight): {SHM_HINT} "
                            f"({_original_error(full)})"}
 
-    killed = re.search(r"dataloader worker \(pid (\d+)\) is killed by signal: ([^.\n]+)", full, re.IGNORECASE)
-    if killed:
-        pid, desc = int(killed.group(1)), killed.group(2).strip()
-        num = _SIGNAL_TEXT.get(desc.lower())
-        sig = _signal_words(num) if num else f"signal: {desc}"
-        name = _worker_name(pid, pids)
-        if num == 7:
-            return {"kind": "shm_exhausted",
-                    "message": f"/dev/shm exhausted (bus error in worker): {name} was killed by {sig} writing a "
-                               f"batch to shared memory; {SHM_HINT}"}
-        if num in _CRASH_SIGNALS:
-            return {"kind": "worker_crashed", "message": f"{name} crashed with {sig}: {NATIVE_HINT}"}
-        hint = SIGKILL_HINT if num == 9 else "from outside (a user or a job scheduler)"
-        return {"kind": "worker_killed", "message": f"{name} was killed by {sig} {hint}"}
-    exited = re.search(r"dataloader worker \(pid (\d+)\) exited unexpectedly with exit code (-?\d+)", full,
-                       re.IGNORECASE)
-    if exited:
-        name = _worker_name(int(exited.group(1)), pids)
-        return {"kind": "worker_crashed",
-                "message": f"{name} exited unexpectedly with exit code {exited.group(2)} (something it ran called "
-                           f"exit()); rerun the cell with num_workers = 0 to see where"}
-    gone = re.search(r"dataloader worker \(pid\(s\) ([\d, ]+)\) exited unexpectedly", full, re.IGNORECASE)
-    if gone:
-        first = int(gone.group(1).split(",")[0])
-        return {"kind": "worker_crashed",
-                "message": f"{_worker_name(first, pids)} exited unexpectedly (cause not reported); rerun the cell "
-                           f"with num_workers = 0 to see where"}
+    reported = _reported_death(full)
+    if reported is not None:
+        return _classify_reported_death(exc, reported)
     if caught:
         return {"kind": "worker_error",
                 "message": f"the dataset raised in DataLoader worker {caught.group(2)}: {_original_error(full)} "
@@ -222,25 +229,31 @@ def classify_exception(exc: BaseException, sharing_strategy: str | None = None) 
     deaths = _worker_deaths(exc)
     if deaths:  # the cell saw only a symptom of a worker's death
         i, pid, how, num = deaths[0]
-        name = f"DataLoader worker {i} (pid {pid})"
-        seen = f" (the cell then saw {_first_line(texts[0])})"
-        if how == "exit":
-            return {"kind": "worker_crashed",
-                    "message": f"{name} exited unexpectedly with exit code {num} (something it ran called exit()); "
-                               f"rerun the cell with num_workers = 0 to see where{seen}"}
-        sig = _signal_words(num)
-        if num == 7:
-            return {"kind": "shm_exhausted", "message": f"/dev/shm exhausted (bus error in worker): {name} was killed "
-                                                        f"by {sig}; {SHM_HINT}{seen}"}
-        if num in _CRASH_SIGNALS:
-            return {"kind": "worker_crashed", "message": f"{name} crashed with {sig}: {NATIVE_HINT}{seen}"}
-        hint = SIGKILL_HINT if num == 9 else "from outside (a user or a job scheduler)"
-        return {"kind": "worker_killed", "message": f"{name} was killed by {sig} {hint}{seen}"}
+        return death_verdict(f"DataLoader worker {i} (pid {pid})", how, num,
+                             seen=f" (the cell then saw {_first_line(texts[0])})")
     if _raised_in_dataset(exc):
         return {"kind": "dataset_error",
                 "message": f"the dataset raised in the cell process (num_workers = 0): {_first_line(texts[0])} "
                            f"(full traceback in the record's traceback)"}
     return {"kind": "error", "message": _first_lines(full, 3)}
+
+
+def _classify_reported_death(exc: BaseException, reported) -> dict:
+    """A death the loader reported: the worker's real exit status decides, so the verdict is the same whichever
+    of the loader's paths won the race; the message's own words only where the status cannot be read."""
+    named, how, num, desc = reported
+    pids = _worker_pids(exc)
+    deaths = _worker_deaths(exc)
+    real = [d for d in deaths if d[1] in named] or deaths
+    if real:
+        _, pid, how, num = real[0]
+        return death_verdict(_worker_name(pid, pids), how, num)
+    name = _worker_name(named[0], pids)
+    if how is not None:
+        return death_verdict(name, how, num, desc)
+    return {"kind": "worker_crashed",
+            "message": f"{name} exited unexpectedly (cause not reported); rerun the cell with num_workers = 0 to "
+                       f"see where"}
 
 
 def classify_exit(status: int, timed_out: bool, timeout_s: float, oom_suspect: bool = False,

@@ -12,12 +12,14 @@ import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from suite.axes import AXES, START_METHODS, Axis, validation_message
 from suite.cell import Cell
+from suite.precision import MIN_WINDOWS
+from suite.window import study_pipeline
 
 
 IMAGE_WORKLOADS = ("jpeg", "tutorial")
@@ -43,13 +45,15 @@ class StudySettings(BaseModel):
     probe_interval_s: Annotated[float | int, Field(ge=0.01, le=60)] = 0.2
     memory_interval_s: Annotated[float | int, Field(ge=0.05, le=3600)] = 2.0  # PSS/USS: a page-table walk each
     seed: Annotated[int, Field(ge=0, le=2**32 - 1)] = 0
-    # adaptive measuring: keep measuring windows of measure_batches until the 95% interval of the mean window
-    # rate is within target_precision of it (at least min_windows, at most max_windows or max_measure_s)
+    # the measuring window (suite/window.py): "steady" excludes start-up with a pipeline-neutral window;
+    # "epoch" measures whole epochs from iter() (start-up included; warmup_batches must be 0)
+    window: Literal["steady", "epoch"] = "steady"
+    # adaptive measuring (suite/precision.py): windows of measure_batches until the throughput's interval is
+    # within target_precision of it (at least min_windows, at most max_windows or max_measure_s)
     target_precision: Annotated[float | int, Field(gt=0, lt=1)] | None = None
-    min_windows: Annotated[int, Field(ge=2, le=1000)] = 3
-    max_windows: Annotated[int, Field(ge=2, le=10_000)] = 10
+    min_windows: Annotated[int, Field(ge=MIN_WINDOWS, le=1000)] = MIN_WINDOWS
+    max_windows: Annotated[int, Field(ge=MIN_WINDOWS, le=10_000)] = 40
     max_measure_s: Annotated[float | int, Field(gt=0, le=86400)] = 60
-    drain_prefetch: bool = True  # open the window only after num_workers x prefetch_factor batches
     max_workers_per_core: Annotated[float | int, Field(gt=0, le=1024)] | None = None  # drop cells past this ratio
 
 
@@ -150,6 +154,12 @@ def parse_study(raw: dict[str, Any], where: str, path: Path | None = None, max_c
     if settings is not None and settings.target_precision and axes_values.get("epochs", [1]) != [1]:
         problems.append(f"[matrix] epochs = {axes_values['epochs']!r}: adaptive measuring (target_precision) "
                         "measures one epoch; allowed: epochs = 1 with target_precision")
+    if settings is not None and settings.window == "epoch" and settings.warmup_batches:
+        problems.append(f"[study] warmup_batches = {settings.warmup_batches}: window = \"epoch\" measures whole "
+                        "epochs from their start; allowed: warmup_batches = 0 with window = \"epoch\"")
+    if settings is not None and settings.window == "epoch" and settings.target_precision:
+        problems.append("[study] target_precision: adaptive measuring needs window = \"steady\"; allowed: "
+                        "no target_precision with window = \"epoch\"")
     if settings is not None and settings.min_windows > settings.max_windows:
         problems.append(f"[study] min_windows = {settings.min_windows}: more than max_windows = {settings.max_windows}")
     if problems:
@@ -267,19 +277,10 @@ def normalize(axes: dict[str, Any]) -> dict[str, Any]:
 
 def expand(axes_values: dict[str, list[Any]], excludes: list[dict[str, list[Any]]], settings: StudySettings,
            dataset: DatasetSettings) -> list[Cell]:
-    """Cartesian product of the axes, minus [[exclude]] matches, with duplicates after normalising removed."""
+    """Cartesian product of the axes, minus [[exclude]] matches, with duplicates after normalising removed.
+    Every cell's window is sized from the largest pipeline among them (suite/window.py)."""
     names = list(AXES)
-    measure = (
-        ("warmup_batches", settings.warmup_batches),
-        ("measure_batches", settings.measure_batches),
-        ("seed", settings.seed),
-        *((("drain_prefetch", False),) if not settings.drain_prefetch else ()),
-        *((("target_precision", settings.target_precision), ("min_windows", settings.min_windows),
-           ("max_windows", settings.max_windows), ("max_measure_s", settings.max_measure_s))
-          if settings.target_precision else ()),
-        ("dataset", dataset.model_dump()),
-    )
-    seen: dict[str, Cell] = {}
+    kept: dict[str, dict[str, Any]] = {}
     for combo in itertools.product(*(axes_values[n] for n in names)):
         axes = dict(zip(names, combo))
         if any(all(axes[k] in vs for k, vs in rule.items()) for rule in excludes):
@@ -288,11 +289,21 @@ def expand(axes_values: dict[str, list[Any]], excludes: list[dict[str, list[Any]
         if ratio is not None and axes["num_workers"] > ratio * axes["cores"]:
             continue
         norm = normalize(axes)
-        if norm["workload"] != "jpeg":
-            measure_c = tuple(m for m in measure if m[0] != "dataset")
-        else:
-            measure_c = measure
-        cell = Cell(axes=tuple(norm.items()), measure=measure_c)
+        kept.setdefault(repr(sorted(norm.items(), key=lambda kv: kv[0])), norm)
+    window = ((("window", "epoch"),) if settings.window == "epoch"
+              else (("pipeline_batches", study_pipeline(kept.values())),))
+    measure = (
+        ("warmup_batches", settings.warmup_batches),
+        ("measure_batches", settings.measure_batches),
+        ("seed", settings.seed),
+        *window,
+        *((("target_precision", settings.target_precision), ("min_windows", settings.min_windows),
+           ("max_windows", settings.max_windows), ("max_measure_s", settings.max_measure_s))
+          if settings.target_precision else ()),
+    )
+    seen: dict[str, Cell] = {}
+    for norm in kept.values():
+        extra = (("dataset", dataset.model_dump()),) if norm["workload"] == "jpeg" else ()
+        cell = Cell(axes=tuple(norm.items()), measure=measure + extra)
         seen.setdefault(cell.cell_id, cell)
     return list(seen.values())
-

@@ -19,7 +19,7 @@ MIB = 2**20
 def rec(study, config, metrics, rep, status="ok", error=None, env=None):
     cfg = {"workload": "sleep", "num_workers": 2, "cores": 2, "start_method": "fork", "epochs": 1, **config}
     cell = "c" + str(abs(hash(json.dumps(cfg, sort_keys=True, default=str))) % 10**12)
-    r = {"schema": "loaderbench.record/1", "study": study, "cell_id": cell, "repetition": rep, "status": status,
+    r = {"schema": "loaderbench.record/2", "study": study, "cell_id": cell, "repetition": rep, "status": status,
          "config": cfg, "metrics": metrics if status == "ok" else {"open_fds_peak": 10},
          "env": {"torch": "2.14.1", "numpy": "2.4.6", "physical_cores": 2, "ulimit_nofile": [20000, 20000],
                  **(env or {})}}

@@ -23,7 +23,7 @@ def run(consumer, items):
 def test_simulated_step_au_is_its_share_of_wall_time():
     c = SimulatedConsumer(5.0, "sleep")
     wall = run(c, [None] * 4)
-    m = c.metrics(slice(0, 4), wall)
+    m = c.metrics(list(range(0, 4)), wall)
     assert m["consumer"] == "simulated"
     assert 0 < m["accelerator_busy_fraction"] <= 1.0
     assert m["compute_s"] >= 0.02
@@ -34,7 +34,7 @@ def test_model_step_on_cpu_trains():
     assert c.prefetcher is False  # a CUDA-stream prefetcher means nothing on the CPU
     before = [p.detach().clone() for p in c.model.parameters()]
     wall = run(c, batches(3))
-    m = c.metrics(slice(1, 3), wall)
+    m = c.metrics(list(range(1, 3)), wall)
     assert m["consumer"] == "cpu" and 0 < m["accelerator_busy_fraction"] <= 1.0
     assert any(not torch.equal(a, b) for a, b in zip(before, c.model.parameters()))
 
@@ -58,7 +58,7 @@ def test_cuda_events_measure_compute_and_copies(prefetcher):
     c = ModelConsumer("tutorial", "cuda", non_blocking=True, prefetcher=prefetcher)
     items = [(x.pin_memory(), y.pin_memory()) for x, y in batches(6, dim=224)]
     wall = run(c, items)
-    m = c.metrics(slice(2, 6), wall)
+    m = c.metrics(list(range(2, 6)), wall)
     assert m["consumer"] == "gpu" and 0 < m["accelerator_busy_fraction"] <= 1.0
     assert m["h2d_s"] > 0 and m["h2d_gbps"] > 0
     assert 0.0 <= m["h2d_overlap_fraction"] <= 1.0

@@ -44,12 +44,15 @@ def test_tiny_study_records_and_figures(tmp_path):
     for f in files:
         rec = json.loads(f.read_text())
         assert rec["status"] == "ok", rec.get("error")
-        assert rec["schema"] == "loaderbench.record/1"
+        assert rec["schema"] == "loaderbench.record/2"
         assert len(rec["env"]["cpus_allowed"]) == rec["config"]["cores"] == 1
         m = rec["metrics"]
         assert m["samples_per_s"] > 0 and m["time_to_first_batch_s"] > 0
         assert m["memory_bytes"]["pss_peak"] > 0 and m["open_fds_peak"] > 0
-        assert len(rec["raw"]["got"][0]) == max(1, rec["config"]["num_workers"] * (rec["config"]["prefetch_factor"] or 0)) + 3
+        # every cell's epoch: warm-up and tail of the study's largest pipeline (2 workers x 2), a window of two
+        assert m["window"] == {"mode": "steady", "warmup_batches": 4, "measure_batches": 8, "tail_batches": 4,
+                               "epoch_batches": 16, "window_batches": 8, "max_windows": 1}
+        assert len(rec["raw"]["got"][0]) == 16
     mtimes = {f: f.stat().st_mtime_ns for f in files}
 
     again = cli("run", study, "--results", results)

@@ -394,7 +394,7 @@ def test_interrupted_run_keeps_records_and_resumes(tmp_path, how):
 
     # a runner killed while writing leaves at most a temp file: it is no record
     stale = results / "intr" / f".{order[1].cell_id}-r0.json.x1y2.tmp"
-    stale.write_text('{"schema": "loaderbench.record/1", "status": "ok", "cell_')
+    stale.write_text('{"schema": "loaderbench.record/2", "status": "ok", "cell_')
     if how != "SIGKILL":
         from suite.plan import counts
         from suite.store import Store
@@ -525,6 +525,7 @@ def test_a_symptom_is_traced_to_the_worker_that_died():
     from suite.errors import classify_exception
 
     dead = subprocess.Popen([sys.executable, "-c", "import os; os.abort()"])
+    os.waitid(os.P_PID, dead.pid, os.WEXITED | os.WNOWAIT)  # dead, not reaped: as a worker is when the cell looks
 
     class Iterator:  # what the DataLoader iterator looks like to the classifier
         _workers = [types.SimpleNamespace(pid=os.getpid(), exitcode=None), types.SimpleNamespace(pid=dead.pid)]

@@ -22,7 +22,7 @@ FUZZ = settings(max_examples=_N or 100, deadline=None, suppress_health_check=lis
 
 
 def good_record(cell="c0123456789abcde", rep=0, sps=100.0, status="ok", study="s") -> dict:
-    rec = {"schema": "loaderbench.record/1", "study": study, "cell_id": cell, "repetition": rep, "status": status,
+    rec = {"schema": "loaderbench.record/2", "study": study, "cell_id": cell, "repetition": rep, "status": status,
            "attempt": 1, "config": {"workload": "sleep", "num_workers": 2, "cores": 1, "batch_size": 4},
            "metrics": {"samples_per_s": sps, "time_to_first_batch_s": 0.1, "memory_bytes": {"uss_peak": 100}},
            "env": {"torch": "2.14.1", "cpus_allowed": [0]}, "started_at": "2026-01-01T00:00:00.000+00:00",
@@ -82,7 +82,7 @@ def test_any_files_load_or_are_skipped(tmp_path_factory, blobs):
 
 
 BAD_FILES = {
-    "s/c1-r0.json": b'{"schema": "loaderbench.record/1", "study": "s", "cell_id": "c1", "repet',  # truncated
+    "s/c1-r0.json": b'{"schema": "loaderbench.record/2", "study": "s", "cell_id": "c1", "repet',  # truncated
     "s/c2-r0.json": b"\xff\xfe\x00garbage\x00",  # corrupt bytes
     "s/c3-r0.json": b"",  # empty
     "s/notes.json": b'["a stray list"]',
@@ -109,7 +109,7 @@ def test_analysis_cli_skips_bad_files_and_names_them(tmp_path):
     (root / "s" / "c6-r0.json").write_text(json.dumps(shaped))
     typed = good_record(cell="c7", study=7)
     (root / "s" / "c7-r0.json").write_text(json.dumps(typed))
-    (root / "s" / ".c8-r0.json.abc.tmp").write_text('{"schema": "loaderbench.record/1", "status": "ok"')
+    (root / "s" / ".c8-r0.json.abc.tmp").write_text('{"schema": "loaderbench.record/2", "status": "ok"')
     out = subprocess.run([sys.executable, "-m", "analysis", str(root), "--figures", str(tmp_path / "fig")],
                          cwd=REPO, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr

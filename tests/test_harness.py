@@ -3,6 +3,11 @@
 import pytest
 
 from suite.harness import LoopTimes, make_step, run_loop, summarize_loop
+from suite.window import WindowPlan
+
+
+def plan(warmup, measure, tail=0, mode="steady"):
+    return WindowPlan(mode, warmup, measure, tail, measure)
 
 
 def synthetic(epochs=1, batches=6, wait=0.1, step=0.0, start_cost=1.0, gap_extra=0.5):
@@ -23,7 +28,7 @@ def synthetic(epochs=1, batches=6, wait=0.1, step=0.0, start_cost=1.0, gap_extra
 
 
 def test_steady_throughput_is_samples_over_window():
-    m = summarize_loop(synthetic(batches=6, wait=0.1), warmup=2, batch_size=10)
+    m = summarize_loop(synthetic(batches=6, wait=0.1), plan(2, 4), batch_size=10)
     # window: from the end of batch 1 to the end of batch 5 = 4 waits of 0.1 s, 40 samples
     assert m["measured_samples"] == 40
     assert m["measured_s"] == pytest.approx(0.4)
@@ -35,15 +40,33 @@ def test_steady_throughput_is_samples_over_window():
 
 
 def test_step_time_lowers_stall_fraction_and_epoch_gap():
-    m = summarize_loop(synthetic(epochs=3, batches=4, wait=0.1, step=0.1, gap_extra=0.7), warmup=1, batch_size=1)
+    m = summarize_loop(synthetic(epochs=3, batches=4, wait=0.1, step=0.1, gap_extra=0.7), plan(1, 3), batch_size=1)
     assert m["data_stall_fraction"] == pytest.approx(0.5)
     assert m["epoch_gap_s"] == pytest.approx(0.7)
     assert len(m["epoch_s"]) == 3
 
 
-def test_zero_warmup_includes_startup():
-    m = summarize_loop(synthetic(batches=3, wait=0.1, start_cost=1.0), warmup=0, batch_size=1)
+def test_an_epoch_window_includes_startup():
+    m = summarize_loop(synthetic(batches=3, wait=0.1, start_cost=1.0), plan(0, 3, mode="epoch"), batch_size=1)
     assert m["measured_s"] == pytest.approx(1.2)
+
+
+def test_the_tail_is_consumed_but_not_measured():
+    # 2 warm-up, 4 measured, 3 tail batches; the tail's waits are slow and must not count
+    t = synthetic(batches=9, wait=0.1)
+    for b in range(6, 9):
+        t.got[0][b] += 10.0 * (b - 5)
+        t.done[0][b] += 10.0 * (b - 5)
+    m = summarize_loop(t, plan(2, 4, tail=3), batch_size=10)
+    assert m["measured_samples"] == 40 and m["measured_s"] == pytest.approx(0.4)
+    assert m["batch_wait_s"]["max"] == pytest.approx(0.1)
+    assert m["window"]["tail_batches"] == 3 and m["window"]["epoch_batches"] == 9
+
+
+def test_stop_hook_ends_an_epoch_early():
+    times = run_loop(range(100), epochs=1, batches_per_epoch=50, step=lambda b: None,
+                     stop=lambda consumed, t: consumed == 7)
+    assert len(times.got[0]) == len(times.done[0]) == 7
 
 
 def test_run_loop_counts_batches_per_epoch():
@@ -64,45 +87,3 @@ def test_step_lasts_at_least_step_ms(kind):
     assert time.perf_counter() - t0 >= 0.02
 
 
-class FakeClock:
-    """Each call advances time by the next per-batch cost; deterministic throughput without sleeping."""
-
-    def __init__(self, costs):
-        self.t, self.costs, self.i = 0.0, costs, 0
-
-    def __call__(self):
-        self.t += self.costs[(self.i // 3) % len(self.costs)] / 3  # three clock reads per batch
-        self.i += 1
-        return self.t
-
-
-def test_precision_rule_on_known_rates():
-    from suite.harness import precision_reached
-
-    ok, half = precision_reached([100.0, 101.0, 99.0, 100.0], 0.02)
-    assert ok and half < 0.02
-    bad, half2 = precision_reached([50.0, 150.0, 100.0], 0.02)
-    assert not bad and half2 > 0.5
-    assert precision_reached([100.0], 0.02)[0] is False
-
-
-def test_adaptive_stops_once_precise():
-    from suite.harness import run_loop_adaptive
-
-    loader = list(range(1000))
-    times, p = run_loop_adaptive(loader, warmup=2, window_batches=5, min_windows=3, max_windows=50, target=0.02,
-                                 max_seconds=1e9, step=lambda b: None, clock=FakeClock([0.01]))
-    assert p["precision_reached"] and p["windows"] == 3
-    assert len(times.got[0]) == 2 + 3 * 5
-
-
-def test_adaptive_caps_when_noisy():
-    from suite.harness import run_loop_adaptive
-
-    loader = list(range(1000))
-    # window rates alternate between fast and slow: never within 2%
-    costs = [0.001] * 5 + [0.02] * 5
-    times, p = run_loop_adaptive(loader, warmup=0, window_batches=5, min_windows=3, max_windows=8, target=0.02,
-                                 max_seconds=1e9, step=lambda b: None, clock=FakeClock(costs))
-    assert not p["precision_reached"] and p["windows"] == 8
-    assert len(times.got[0]) == 8 * 5

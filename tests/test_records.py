@@ -8,7 +8,7 @@ from analysis.tables import cell_summary
 
 def record(cell, rep, sps, status="ok", **config):
     cfg = {"workload": "sleep", "num_workers": 2, "cores": 1, **config}
-    return {"schema": "loaderbench.record/1", "study": "s", "cell_id": cell, "repetition": rep, "status": status,
+    return {"schema": "loaderbench.record/2", "study": "s", "cell_id": cell, "repetition": rep, "status": status,
             "config": cfg, "metrics": {"samples_per_s": sps, "memory_bytes": {"uss_peak": 100}},
             "env": {"torch": "2.14.1", "cpus_allowed": [0]}}
 
@@ -24,7 +24,7 @@ def test_tidy_rows_and_skips(tmp_path):
     for rep, v in enumerate([100.0, 110.0, 90.0]):
         put(tmp_path, record("a", rep, v))
     put(tmp_path, record("b", 0, None, status="failed"))
-    (tmp_path / "s" / "trunc-r0.json").write_text('{"schema": "loaderbench.record/1", "stu')
+    (tmp_path / "s" / "trunc-r0.json").write_text('{"schema": "loaderbench.record/2", "stu')
     newer = record("c", 0, 1.0)
     newer["schema"] = "loaderbench.record/9"
     put(tmp_path, newer)

@@ -8,7 +8,7 @@ from suite.store import Store
 
 
 def rec(status="ok", rep=0, **kw):
-    return {"schema": "loaderbench.record/1", "study": "s", "cell_id": "c1", "repetition": rep, "status": status,
+    return {"schema": "loaderbench.record/2", "study": "s", "cell_id": "c1", "repetition": rep, "status": status,
             "config": {}, **kw}
 
 
