@@ -45,7 +45,9 @@ def cell_main(config: dict[str, Any], repetition: int, prepared, result_path: st
     return 0
 
 
-def measure_cell(config: dict[str, Any], repetition: int, prepared) -> dict[str, Any]:
+def measure_cell(config: dict[str, Any], repetition: int, prepared, loop: Callable | None = None) -> dict[str, Any]:
+    """Set the cell's process-global state, then measure its rank(s). `loop` replaces the measuring loop
+    (suite.harness.run_loop's signature): the suite's own benchmarks drive the same cell with their own."""
     cores = config["cores"]
     pin_cores(cores)
     from suite.limits import apply_cell_limits
@@ -63,9 +65,9 @@ def measure_cell(config: dict[str, Any], repetition: int, prepared) -> dict[str,
     tmp.set_sharing_strategy(config["sharing_strategy"])
     ranks = config.get("ranks") or 1
     if ranks == 1:
-        metrics, raw = measure_rank(config, repetition, prepared, rank=0)
+        metrics, raw = measure_rank(config, repetition, prepared, rank=0, loop=loop)
     else:
-        metrics, raw = measure_ranks(config, repetition, prepared, ranks)
+        metrics, raw = measure_ranks(config, repetition, prepared, ranks, loop=loop)
     return {"metrics": metrics, "raw": raw, "cell_env": cell_fingerprint()}
 
 
@@ -131,7 +133,8 @@ def _loader(config: dict[str, Any], dataset, rank: int, repetition: int):
     return loader, pin
 
 
-def measure_rank(config: dict[str, Any], repetition: int, prepared, rank: int) -> tuple[dict, dict]:
+def measure_rank(config: dict[str, Any], repetition: int, prepared, rank: int,
+                 loop: Callable | None = None) -> tuple[dict, dict]:
     """One loader process: build the dataset, DataLoader and consumer, run the loop, summarise."""
     from suite.consumers import make_consumer
     from suite.harness import measured_steps, run_loop, summarize_loop
@@ -158,8 +161,8 @@ def measure_rank(config: dict[str, Any], repetition: int, prepared, rank: int) -
 
     _pin_thread_cpu_s(pin_cpu)
     ru0_self = resource.getrusage(resource.RUSAGE_SELF)
-    times = run_loop(consumer.wrap(loader), config["epochs"], plan.epoch_batches, rng.step if rng else consumer,
-                     on_epoch_end=on_epoch, stop=stop)
+    times = (loop or run_loop)(consumer.wrap(loader), config["epochs"], plan.epoch_batches,
+                               rng.step if rng else consumer, on_epoch_end=on_epoch, stop=stop)
     del loader  # persistent workers shut down: their rusage lands in RUSAGE_CHILDREN below
     ru_self = resource.getrusage(resource.RUSAGE_SELF)
     ru_children = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -200,7 +203,8 @@ def common_window(per_rank_raw: list[dict], plan, batch_size: int) -> tuple[floa
     return seconds, samples, used
 
 
-def measure_ranks(config: dict[str, Any], repetition: int, prepared, ranks: int) -> tuple[dict, dict]:
+def measure_ranks(config: dict[str, Any], repetition: int, prepared, ranks: int,
+                  loop: Callable | None = None) -> tuple[dict, dict]:
     """R loader processes side by side (as DDP ranks on one node share its cores), started together.
     Throughput: samples of all ranks over the interval in which all were measuring; time to first batch and
     tail waits are the worst rank's."""
@@ -218,7 +222,7 @@ def measure_ranks(config: dict[str, Any], repetition: int, prepared, ranks: int)
             os.read(go_r, 1)
             code = 1
             try:
-                m, raw = measure_rank(config, repetition, prepared, rank)
+                m, raw = measure_rank(config, repetition, prepared, rank, loop)
                 with os.fdopen(w, "w") as fh:
                     json.dump({"metrics": m, "raw": raw}, fh, default=str)
                 code = 0
@@ -229,7 +233,7 @@ def measure_ranks(config: dict[str, Any], repetition: int, prepared, ranks: int)
         pids.append(pid)
     os.write(go_w, b"x" * (ranks - 1))
     self0 = resource.getrusage(resource.RUSAGE_SELF)
-    m0, raw0 = measure_rank(config, repetition, prepared, 0)
+    m0, raw0 = measure_rank(config, repetition, prepared, 0, loop)
     per_rank, raws = [m0], [raw0]
     for r, pid in zip(pipes, pids):
         with os.fdopen(r) as fh:

@@ -90,3 +90,22 @@ def test_an_epoch_window_needs_no_warmup_and_measures_the_whole_epoch():
     for c in parse_study(raw, where="t").cells:
         p = plan_window(c.config)
         assert (p.warmup, p.measure, p.tail, p.epoch_batches) == (0, 16, 0, 16)
+
+
+def test_ranks_are_measured_over_the_interval_all_of_them_were_measuring():
+    """Two ranks at 100 batches/s each, the second starting 1 s later: summing their own-window rates says
+    200/s whatever the overlap; the common interval counts only batches done while both were measuring."""
+    from suite.cellproc import common_window
+
+    plan = WindowPlan("steady", 1, 200, 0, 200)
+
+    def rank(start: float) -> dict:
+        done = [start + 0.01 * (b + 1) for b in range(201)]
+        return {"t_iter": [start], "got": [done], "done": [done]}
+
+    seconds, samples, epochs = common_window([rank(0.0), rank(1.0)], plan, batch_size=1)
+    assert epochs == 1
+    assert seconds == pytest.approx(1.0)  # rank 1 opens at 1.01 s, rank 0 closes at 2.01 s
+    assert samples / seconds == pytest.approx(200.0, rel=0.02)
+    seconds, samples, epochs = common_window([rank(0.0), rank(5.0)], plan, batch_size=1)
+    assert (seconds, samples, epochs) == (0.0, 0, 0)  # never measuring at the same time
