@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from suite.probes import pid_alive
+from suite.processes import pid_alive
 
 PREFIX = "loaderbench-"
 CELL_CGROUP_JOINED = False  # set in the cell process once it is inside its cgroup

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import psutil
 
+from suite.processes import pid_alive
+
 SHM = "/dev/shm"
 
 
@@ -248,16 +250,6 @@ def _creator_pid(name: str) -> int | None:
         except (IndexError, ValueError):
             return None
     return None
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
 
 
 def sweep_shm(before: set[str], cell_pids: set[int], shm: str = SHM) -> list[str]:

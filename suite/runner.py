@@ -24,17 +24,16 @@ from __future__ import annotations
 
 import ctypes
 import datetime as dt
-import json
 import os
 import select
 import signal
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from suite.errors import classify_exit, out_of_memory
+from suite.processes import ResultChannel, kill_group
 from suite.probes import SHM_PREFIXES, TreeProbe, cell_processes, is_cleanup_helper, shm_snapshot, sweep_shm
 from suite.store import SCHEMA, Store
 
@@ -112,41 +111,6 @@ def _pidfd_wait(pid: int, timeout: float, pidfd: int | None) -> bool:
     return os.waitpid(pid, os.WNOHANG)[0] != 0
 
 
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-# --- the result channel: an anonymous in-memory file, so a killed runner leaves no temp file behind ----------
-
-def _result_channel() -> tuple[int, str, bool]:
-    """(fd the runner reads, path the cell writes, whether the path is a real temp file to unlink)."""
-    try:
-        fd = os.memfd_create("loaderbench-result")
-        return fd, f"/proc/self/fd/{fd}", False
-    except (AttributeError, OSError):
-        fd, path = tempfile.mkstemp(prefix="loaderbench-cell-", suffix=".json")
-        return fd, path, True
-
-
-def _read_channel(fd: int) -> dict | None:
-    try:
-        os.lseek(fd, 0, os.SEEK_SET)
-        chunks = []
-        while True:
-            b = os.read(fd, 1 << 20)
-            if not b:
-                break
-            chunks.append(b)
-        text = b"".join(chunks).decode("utf-8", "replace")
-        result = json.loads(text) if text.strip() else None
-        return result if isinstance(result, dict) else None
-    except (OSError, ValueError):
-        return None
-
-
 # --- the cell side of the fork ---------------------------------------------------------------------------
 
 def _cell_start(runner_pid: int, cgroup) -> None:
@@ -165,26 +129,21 @@ def _cell_start(runner_pid: int, cgroup) -> None:
             pass
 
 
-def _record_escaped(exc: BaseException, fd: int, config: dict) -> int:
+def _record_escaped(exc: BaseException, channel: ResultChannel, config: dict) -> int:
     """An exception escaped cell_main: typically torch's SIGCHLD handler, which raises again (anywhere, even
     while the result is being written) for a worker that died, or no file descriptor left to open the result
     with. Silence the handler and write the classified error straight to the inherited result channel, unless
     cell_main's own result is already complete there."""
     try:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        if _read_channel(fd) is not None:
+        if channel.read() is not None:
             return 0
         import traceback
 
         from suite.errors import classify_exception
 
-        result = {"status": "failed", "error": classify_exception(exc, config.get("sharing_strategy")),
-                  "traceback": "".join(traceback.format_exception(exc))[-4000:]}
-        data = json.dumps(result, default=str).encode()
-        os.ftruncate(fd, 0)
-        os.lseek(fd, 0, os.SEEK_SET)
-        while data:
-            data = data[os.write(fd, data):]
+        channel.overwrite({"status": "failed", "error": classify_exception(exc, config.get("sharing_strategy")),
+                           "traceback": "".join(traceback.format_exception(exc))[-4000:]})
         return 0
     except BaseException:  # noqa: BLE001 - the runner records a crashed cell
         return 70
@@ -232,7 +191,7 @@ def _sentinel(r: int, pgid: int, cgroup, shm_before: set[str]) -> None:
         data += chunk
     if SENTINEL_DONE in data:
         return  # the runner tore the cell down itself
-    _kill_group(pgid)
+    kill_group(pgid)
     pids: set[int] = set()
     for _ in range(200):  # until the group is gone (a forkserver may still be forking): at most ~10 s
         extra = cgroup.pids() if cgroup is not None else []
@@ -357,7 +316,7 @@ def run_task(task: Task, store: Store, host_env: dict, prepared=None, timeout_s:
     _become_subreaper()
     mem_limit = config.get("memory_limit_mb")
     cgroup = MemoryCgroup.create(int(mem_limit)) if mem_limit else None
-    result_fd, result_path, result_is_file = _result_channel()
+    channel = ResultChannel()
     shm_before = shm_snapshot()
     before_children = _children()
     runner_pid = os.getpid()
@@ -369,9 +328,9 @@ def run_task(task: Task, store: Store, host_env: dict, prepared=None, timeout_s:
         code = 70
         try:
             _cell_start(runner_pid, cgroup)
-            code = cell_main(config, task.repetition, prepared, result_path)
+            code = cell_main(config, task.repetition, prepared, channel.path)
         except BaseException as exc:  # noqa: BLE001 - what cell_main could not record itself
-            code = _record_escaped(exc, result_fd, config)
+            code = _record_escaped(exc, channel, config)
         finally:
             os._exit(code)
     try:
@@ -400,24 +359,24 @@ def run_task(task: Task, store: Store, host_env: dict, prepared=None, timeout_s:
                 alive_at_timeout = len(cell_processes(pid, cgroup.pids() if cgroup else []))
                 break
         if timed_out:
-            _kill_group(pid)
+            kill_group(pid)
         _, raw_status = os.waitpid(pid, 0)
         status = os.waitstatus_to_exitcode(raw_status)
     except BaseException:
-        _kill_group(pid)
+        kill_group(pid)
         try:
             os.waitpid(pid, 0)
         except ChildProcessError:
             pass
         _finish(pid, cgroup, exclude, seen | set(probe.seen), shm_before, sentinel_pid, sentinel_w)
-        _close_channel(result_fd, result_path, result_is_file, pidfd)
+        _close(channel, pidfd)
         raise
-    result = _read_channel(result_fd)
+    result = channel.read()
     oom_kills = cgroup.oom_kills() if cgroup is not None else 0
     mem_peak = cgroup.peak_bytes() if cgroup is not None else None
     seen |= set(probe.seen)  # the teardown adds what it finds
     cleanup = _finish(pid, cgroup, exclude, seen, shm_before, sentinel_pid, sentinel_w)
-    _close_channel(result_fd, result_path, result_is_file, pidfd)
+    _close(channel, pidfd)
 
     record: dict[str, Any] = {
         "schema": SCHEMA,
@@ -479,13 +438,8 @@ def _finish(pid: int, cgroup, exclude: set[int], seen: set[int], shm_before: set
             "shm_removed": shm_removed, "shm_new_left": shm_left}
 
 
-def _close_channel(fd: int, path: str, is_file: bool, pidfd: int | None) -> None:
-    os.close(fd)
-    if is_file:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
+def _close(channel: ResultChannel, pidfd: int | None) -> None:
+    channel.close()
     if pidfd is not None:
         os.close(pidfd)
 
