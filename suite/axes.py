@@ -12,7 +12,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter, ValidationError
 
-WORKLOADS = ("sleep", "cpu", "jpeg", "tutorial", "rng", "fault")
+from suite.workloads import WORKLOADS as _REGISTRY
+
+WORKLOADS = tuple(_REGISTRY)
 SHARING_STRATEGIES = ("file_descriptor", "file_system") if sys.platform.startswith("linux") else ("file_system",)
 START_METHODS = tuple(multiprocessing.get_all_start_methods())
 ALL_START_METHODS = ("fork", "spawn", "forkserver")

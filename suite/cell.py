@@ -1,4 +1,5 @@
-"""A cell: one point of a study's matrix, with the measuring settings it runs under."""
+"""A cell: one point of a study's matrix, with the measuring settings it runs under; a task: one repetition
+of a cell to measure."""
 
 from __future__ import annotations
 
@@ -44,3 +45,16 @@ def cell_id_of(axes: dict[str, Any], measure: dict[str, Any]) -> str:
     significant = {k: v for k, v in axes.items() if k not in AXES or (v is not None and v != AXES[k].default)}
     digest = hashlib.sha256(_canonical({"axes": significant, "measure": measure}).encode()).hexdigest()
     return "c" + digest[:15]
+
+
+@dataclass(frozen=True)
+class Task:
+    """One cell repetition to measure."""
+
+    study: str
+    cell: Cell
+    repetition: int
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (self.study, self.cell.cell_id, self.repetition)

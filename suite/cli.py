@@ -18,7 +18,7 @@ def _load(path: str, max_cores: int | None = None):
 
 
 def cmd_validate(args) -> int:
-    from suite.study import StudyError
+    from suite.exceptions import StudyError
 
     bad = 0
     for path in args.studies:
@@ -126,7 +126,7 @@ def cmd_axes(args) -> int:
 
 
 def cmd_dataset(args) -> int:
-    from suite.dataset import DatasetSpec, ensure_dataset
+    from suite.datasets import DatasetSpec, ensure_dataset
 
     prepared = ensure_dataset(DatasetSpec(kind="synthetic-jpeg", images=args.images))
     print(f"{prepared.root}: {prepared.summary}")
@@ -188,17 +188,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from suite.study import StudyError
+    from suite.datasets import DatasetError
+    from suite.exceptions import LoaderbenchError
 
     try:
         return args.func(args)
-    except StudyError as exc:
+    except (LoaderbenchError, DatasetError) as exc:  # bad input: one line, no traceback
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except Exception as exc:  # dataset problems and the like: one line, no traceback
-        from suite.dataset import DatasetError
-
-        if isinstance(exc, DatasetError):
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        raise

@@ -6,7 +6,6 @@ process (what that process really had: its CPUs, threads, limits).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import platform
 import resource
@@ -47,15 +46,15 @@ def _git_commit() -> str | None:
 
 
 @lru_cache(maxsize=4)
-def _sha256_file(path: str) -> str | None:
-    h = hashlib.sha256()
+def _image_sha256(path: str) -> str | None:
+    """sha256 of a container image file, hashed once per process; None if it cannot be read."""
+    # Imported here: suite.datasets brings numpy and Pillow, which only an Apptainer run needs.
+    from suite.datasets.manifest import sha256_file
+
     try:
-        with open(path, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
+        return sha256_file(path)
     except OSError:
         return None
-    return h.hexdigest()
 
 
 def container_info() -> dict:
@@ -66,7 +65,7 @@ def container_info() -> dict:
         lock = LOCK_SHA_FILE.read_text().split()[0] if LOCK_SHA_FILE.read_text().strip() else None
     if sif:
         return {"container_runtime": "apptainer", "container_image": sif,
-                "container_digest": ("sha256:" + d) if (d := _sha256_file(sif)) else None, "lock_sha256": lock}
+                "container_digest": ("sha256:" + d) if (d := _image_sha256(sif)) else None, "lock_sha256": lock}
     if os.environ.get("LOADERBENCH_IMAGE") or Path("/.dockerenv").exists():
         return {"container_runtime": "docker", "container_image": os.environ.get("LOADERBENCH_IMAGE"),
                 "container_digest": os.environ.get("LOADERBENCH_IMAGE_DIGEST"), "lock_sha256": lock}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 
-from suite.runner import Task
+from suite.cell import Task
 from suite.store import OK, Store
 from suite.study import Study
 

@@ -10,11 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from suite.study import StudyError
-
-
-class ProfileError(StudyError):
-    """A cluster profile that cannot be used; the message says where and why."""
+from suite.exceptions import ProfileError
 
 
 class SlurmSettings(BaseModel):

@@ -23,19 +23,20 @@ leaves nothing behind:
 from __future__ import annotations
 
 import ctypes
-import datetime as dt
 import os
 import select
 import signal
 import sys
 import time
-from dataclasses import dataclass
+from contextlib import ExitStack
 from typing import Any
 
+from suite.cell import Task
 from suite.errors import classify_exit, out_of_memory
 from suite.processes import ResultChannel, kill_group
 from suite.probes import SHM_PREFIXES, TreeProbe, cell_processes, is_cleanup_helper, shm_snapshot, sweep_shm
-from suite.store import SCHEMA, Store
+from suite.record import Record, now
+from suite.store import Store
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -46,40 +47,19 @@ SENTINEL_DONE = b"d"
 def warm_imports() -> None:
     """What every cell would import: done once here so forked cells inherit it."""
     import numpy  # noqa: F401
+    import scipy.stats  # noqa: F401  (the adaptive stopping rule; 1-3 s to import)
     import torch  # noqa: F401
     import torch.utils.data  # noqa: F401
     import torchvision.transforms.v2  # noqa: F401
 
     import suite.cellproc  # noqa: F401
-    import suite.harness  # noqa: F401
-    import suite.workloads.cpu  # noqa: F401
-    import suite.workloads.jpeg  # noqa: F401
-    import suite.workloads.sleep  # noqa: F401
-    import suite.limits  # noqa: F401
-    import suite.workloads.faulty  # noqa: F401
-    import scipy.stats  # noqa: F401  (the adaptive stopping rule; 1-3 s to import)
-
     import suite.consumers  # noqa: F401
+    import suite.harness  # noqa: F401
+    import suite.limits  # noqa: F401
     import suite.workloads.extras  # noqa: F401
-    import suite.workloads.rng  # noqa: F401
-    import suite.workloads.tutorial  # noqa: F401
+    from suite.workloads import import_all
 
-
-@dataclass(frozen=True)
-class Task:
-    """One cell repetition to measure."""
-
-    study: str
-    cell: Any  # suite.cell.Cell
-    repetition: int
-
-    @property
-    def key(self) -> tuple[str, str, int]:
-        return (self.study, self.cell.cell_id, self.repetition)
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+    import_all()
 
 
 def _prctl(option: int, arg: int) -> bool:
@@ -303,123 +283,139 @@ def _children() -> set[int]:
         return set()
 
 
+class _CellProcess:
+    """One forked cell repetition, from fork to teardown. `finish()` tears it down once, whatever happened
+    (the runner's ExitStack calls it on the way out of an interrupted run too)."""
+
+    def __init__(self, task: Task, prepared, channel: ResultChannel, cgroup, memory_interval_s: float):
+        from suite.cellproc import cell_main
+
+        config = task.cell.config
+        self.cgroup = cgroup
+        self.shm_before = shm_snapshot()
+        before_children = _children()
+        runner_pid = os.getpid()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # the cell process
+            code = 70
+            try:
+                _cell_start(runner_pid, cgroup)
+                code = cell_main(config, task.repetition, prepared, channel.path)
+            except BaseException as exc:  # noqa: BLE001 - what cell_main could not record itself
+                code = _record_escaped(exc, channel, config)
+            finally:
+                os._exit(code)
+        self.pid = pid
+        try:
+            os.setpgid(pid, pid)  # also done by the child; whichever runs first wins the race harmlessly
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.sentinel_pid, self.sentinel_w = _start_sentinel(pid, cgroup, self.shm_before)
+        self.exclude = before_children | {self.sentinel_pid}
+        try:
+            self.pidfd = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            self.pidfd = None
+        self.probe = TreeProbe(pid, memory_interval_s=memory_interval_s)
+        self.status: int | None = None  # exit status, once reaped
+        self.timed_out = False
+        self.alive_at_timeout = 0
+        self._cleanup: dict | None = None
+
+    def watch(self, timeout_s: float, probe_interval_s: float) -> None:
+        """Probe the cell's process tree until it exits or its time is up (then kill its group); reap it."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self.probe.sample()
+            if _pidfd_wait(self.pid, probe_interval_s, self.pidfd):
+                break
+            if time.monotonic() > deadline:
+                self.timed_out = True
+                self.alive_at_timeout = len(cell_processes(self.pid, self.cgroup.pids() if self.cgroup else []))
+                kill_group(self.pid)
+                break
+        _, raw_status = os.waitpid(self.pid, 0)
+        self.status = os.waitstatus_to_exitcode(raw_status)
+
+    def finish(self) -> dict:
+        """Kill and reap what is left of the cell, sweep /dev/shm, drop the cgroup; what was cleaned up."""
+        if self._cleanup is not None:
+            return self._cleanup
+        if self.status is None:  # interrupted while it ran
+            kill_group(self.pid)
+            try:
+                os.waitpid(self.pid, 0)
+            except ChildProcessError:
+                pass
+        seen = {self.pid} | set(self.probe.seen)  # the teardown adds what it finds
+        cleanup = _finish(self.pid, self.cgroup, self.exclude, seen, self.shm_before, self.sentinel_pid,
+                          self.sentinel_w)
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+        self._cleanup = {"processes_seen": sorted(seen), **cleanup}
+        return self._cleanup
+
+
 def run_task(task: Task, store: Store, host_env: dict, prepared=None, timeout_s: float = 300.0,
              probe_interval_s: float = 0.2, launcher: dict | None = None, memory_interval_s: float = 2.0) -> dict:
     """Measure one cell repetition and write its record; returns the record.
 
     KeyboardInterrupt/SystemExit while measuring kill the cell and write nothing (the cell is not done).
     """
-    from suite.cellproc import cell_main
     from suite.limits import MemoryCgroup
 
     config = task.cell.config
     _become_subreaper()
+    started_at = now()
     mem_limit = config.get("memory_limit_mb")
-    cgroup = MemoryCgroup.create(int(mem_limit)) if mem_limit else None
-    channel = ResultChannel()
-    shm_before = shm_snapshot()
-    before_children = _children()
-    runner_pid = os.getpid()
-    started_at = _now()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:  # the cell process
-        code = 70
-        try:
-            _cell_start(runner_pid, cgroup)
-            code = cell_main(config, task.repetition, prepared, channel.path)
-        except BaseException as exc:  # noqa: BLE001 - what cell_main could not record itself
-            code = _record_escaped(exc, channel, config)
-        finally:
-            os._exit(code)
-    try:
-        os.setpgid(pid, pid)  # also done by the child; whichever runs first wins the race harmlessly
-    except (ProcessLookupError, PermissionError):
-        pass
-    sentinel_pid, sentinel_w = _start_sentinel(pid, cgroup, shm_before)
-    exclude = before_children | {sentinel_pid}
-    try:
-        pidfd = os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        pidfd = None
-    probe = TreeProbe(pid, memory_interval_s=memory_interval_s)
-    deadline = time.monotonic() + timeout_s
-    timed_out = False
-    status = None
-    alive_at_timeout = 0
-    seen: set[int] = {pid}
-    try:
-        while True:
-            probe.sample()
-            if _pidfd_wait(pid, probe_interval_s, pidfd):
-                break
-            if time.monotonic() > deadline:
-                timed_out = True
-                alive_at_timeout = len(cell_processes(pid, cgroup.pids() if cgroup else []))
-                break
-        if timed_out:
-            kill_group(pid)
-        _, raw_status = os.waitpid(pid, 0)
-        status = os.waitstatus_to_exitcode(raw_status)
-    except BaseException:
-        kill_group(pid)
-        try:
-            os.waitpid(pid, 0)
-        except ChildProcessError:
-            pass
-        _finish(pid, cgroup, exclude, seen | set(probe.seen), shm_before, sentinel_pid, sentinel_w)
-        _close(channel, pidfd)
-        raise
-    result = channel.read()
-    oom_kills = cgroup.oom_kills() if cgroup is not None else 0
-    mem_peak = cgroup.peak_bytes() if cgroup is not None else None
-    seen |= set(probe.seen)  # the teardown adds what it finds
-    cleanup = _finish(pid, cgroup, exclude, seen, shm_before, sentinel_pid, sentinel_w)
-    _close(channel, pidfd)
-
-    record: dict[str, Any] = {
-        "schema": SCHEMA,
-        "study": task.study,
-        "cell_id": task.cell.cell_id,
-        "repetition": task.repetition,
-        "config": config,
-        "launcher": launcher or {"kind": "local"},
-        "started_at": started_at,
-        "finished_at": _now(),
-    }
-    if result is None or timed_out:
-        record["status"] = "timeout" if timed_out else "failed"
-        detail = None
-        if timed_out:
-            detail = f"{alive_at_timeout} process{'es' if alive_at_timeout != 1 else ''} of the cell were still alive"
-        record["error"] = classify_exit(status if status is not None else -9, timed_out, timeout_s,
-                                        oom_suspect=oom_kills > 0, detail=detail)
-        record["metrics"] = _probe_only(probe)
-    else:
-        record["status"] = result.get("status", "failed")
-        if record["status"] != "ok":
-            record["error"] = result.get("error") or {"kind": "error", "message": "the cell failed without saying why"}
-            record["traceback"] = result.get("traceback")
-            record["metrics"] = _probe_only(probe)
-        else:
-            metrics = result["metrics"]
-            pm = probe.metrics()
-            metrics["cpu_s"]["workers"] = max(metrics["cpu_s"]["workers"], pm["probe"]["workers_cpu_s_sampled"])
-            metrics.update({k: v for k, v in pm.items()})
-            record["metrics"] = metrics
-            record["raw"] = _relative(result["raw"])
-    if oom_kills > 0 and record["status"] != "ok":
-        victims = _oom_victims(record.get("error"), status)
-        record["error"] = out_of_memory(mem_limit, f"cgroup-{cgroup.version}", victims, record.get("error"))
-        record["status"] = "failed"
-    record["env"] = {**host_env, **(result or {}).get("cell_env", {})}
+    with ExitStack() as stack:
+        cgroup = MemoryCgroup.create(int(mem_limit)) if mem_limit else None
+        channel = stack.enter_context(ResultChannel())
+        cell = _CellProcess(task, prepared, channel, cgroup, memory_interval_s)
+        stack.callback(cell.finish)
+        cell.watch(timeout_s, probe_interval_s)
+        result = channel.read()
+        oom_kills = cgroup.oom_kills() if cgroup is not None else 0
+        mem_peak = cgroup.peak_bytes() if cgroup is not None else None
+        cleanup = cell.finish()
+    record = _record(task, cell, result, timeout_s, launcher, started_at, oom_suspect=oom_kills > 0)
+    if oom_kills > 0 and record.status != "ok":
+        victims = _oom_victims(record.error, cell.status)
+        record.error = out_of_memory(mem_limit, f"cgroup-{cgroup.version}", victims, record.error)
+        record.status = "failed"
+    record.env = {**host_env, **(result or {}).get("cell_env", {})}
     limits = _limits(config, cgroup, mem_peak, oom_kills)
     if limits:
-        record["env"]["limits"] = limits
-    record["cleanup"] = {"processes_seen": sorted(seen), **cleanup}
-    store.write(record)
-    return record
+        record.env["limits"] = limits
+    record.cleanup = cleanup
+    out = record.to_json()
+    store.write(out)
+    return out
+
+
+def _record(task: Task, cell: _CellProcess, result: dict | None, timeout_s: float, launcher: dict | None,
+            started_at: str, oom_suspect: bool) -> Record:
+    """What the cell's result (or its absence) says, as a record: ok with metrics, or a classified error."""
+    if result is None or cell.timed_out:
+        detail = None
+        if cell.timed_out:
+            n = cell.alive_at_timeout
+            detail = f"{n} process{'es' if n != 1 else ''} of the cell were still alive"
+        error = classify_exit(cell.status if cell.status is not None else -9, cell.timed_out, timeout_s,
+                              oom_suspect=oom_suspect, detail=detail)
+        return Record.for_task(task, "timeout" if cell.timed_out else "failed", launcher, started_at, error=error,
+                               metrics=_probe_only(cell.probe))
+    if result.get("status") != "ok":
+        error = result.get("error") or {"kind": "error", "message": "the cell failed without saying why"}
+        return Record.for_task(task, "failed", launcher, started_at, error=error, traceback=result.get("traceback"),
+                               metrics=_probe_only(cell.probe))
+    metrics = result["metrics"]
+    pm = cell.probe.metrics()
+    metrics["cpu_s"]["workers"] = max(metrics["cpu_s"]["workers"], pm["probe"]["workers_cpu_s_sampled"])
+    metrics.update(pm)
+    return Record.for_task(task, "ok", launcher, started_at, metrics=metrics, raw=_relative(result["raw"]))
 
 
 def _finish(pid: int, cgroup, exclude: set[int], seen: set[int], shm_before: set[str], sentinel_pid, sentinel_w):
@@ -436,12 +432,6 @@ def _finish(pid: int, cgroup, exclude: set[int], seen: set[int], shm_before: set
     shm_left = sorted(n for n in shm_snapshot() - shm_before if n.startswith(SHM_PREFIXES))
     return {"processes_killed": killed, "shm_managers_stopped": stopped, "processes_left": left,
             "shm_removed": shm_removed, "shm_new_left": shm_left}
-
-
-def _close(channel: ResultChannel, pidfd: int | None) -> None:
-    channel.close()
-    if pidfd is not None:
-        os.close(pidfd)
 
 
 def _oom_victims(error: dict | None, status: int | None) -> str:

@@ -13,14 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
-# The record format's versions:
-#   record/1  first format.
-#   record/2  pipeline-neutral measuring window (suite/window.py): config gains `pipeline_batches` (or
-#             `window = "epoch"`), metrics gain `window` and, with several ranks, `ranks_common_window`;
-#             `drain_prefetch` is gone. record/1 steady throughput read high with many workers and short
-#             windows, so the two are never mixed.
-SCHEMA = "loaderbench.record/2"
-OK, FAILED, TIMEOUT = "ok", "failed", "timeout"
+from suite.record import FAILED, OK, SCHEMA, TIMEOUT  # noqa: F401 - the store speaks the record's statuses
 
 
 class Store:

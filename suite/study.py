@@ -18,18 +18,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from suite.axes import AXES, START_METHODS, Axis, validation_message
 from suite.cell import Cell
+from suite.exceptions import StudyError
 from suite.precision import MIN_WINDOWS
 from suite.window import study_pipeline
+from suite.workloads import WORKLOADS
 
 
-IMAGE_WORKLOADS = ("jpeg", "tutorial")
 
 
 MAX_COMBINATIONS = 1_000_000  # of [matrix] values, before [[exclude]]
-
-
-class StudyError(Exception):
-    """A study file that cannot run; the message says where and why."""
 
 
 class StudySettings(BaseModel):
@@ -85,7 +82,7 @@ class Study:
         return self.settings.name
 
     def needs_dataset(self) -> bool:
-        return any(c["workload"] == "jpeg" for c in self.cells)
+        return any(WORKLOADS[c["workload"]].reads_images for c in self.cells)
 
 
 def allowed_cores() -> int:
@@ -170,10 +167,11 @@ def parse_study(raw: dict[str, Any], where: str, path: Path | None = None, max_c
         raise StudyError(f"{where}: [matrix] has {combinations:.3g} combinations of axis values; at most "
                          f"{MAX_COMBINATIONS}: split it into several studies")
     cells = expand(axes_values, exclude_rules, settings, dataset)
-    bad = sorted({c["workload"] for c in cells if c["model"] != "none" and c["workload"] not in IMAGE_WORKLOADS})
+    images = tuple(w.name for w in WORKLOADS.values() if w.image_batches)
+    bad = sorted({c["workload"] for c in cells if c["model"] != "none" and c["workload"] not in images})
     if bad:
         raise StudyError(f"{where}: [matrix] model = {axes_values['model']!r} with workload {bad!r}: a real model step "
-                         f"needs image batches; allowed: workload in {IMAGE_WORKLOADS} when model is not \"none\" "
+                         f"needs image batches; allowed: workload in {images} when model is not \"none\" "
                          f"(add an [[exclude]] for the other workloads)")
     if not cells:
         raise StudyError(f"{where}: [[exclude]] removes every cell of [matrix]; nothing would run")
@@ -303,7 +301,7 @@ def expand(axes_values: dict[str, list[Any]], excludes: list[dict[str, list[Any]
     )
     seen: dict[str, Cell] = {}
     for norm in kept.values():
-        extra = (("dataset", dataset.model_dump()),) if norm["workload"] == "jpeg" else ()
+        extra = (("dataset", dataset.model_dump()),) if WORKLOADS[norm["workload"]].reads_images else ()
         cell = Cell(axes=tuple(norm.items()), measure=measure + extra)
         seen.setdefault(cell.cell_id, cell)
     return list(seen.values())

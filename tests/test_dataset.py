@@ -1,13 +1,16 @@
-"""suite.dataset: the synthetic JPEG generator, its cache, verification, and ImageFolder scanning."""
+"""suite.datasets: the synthetic JPEG generator, its cache, verification, and ImageFolder scanning."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import logging
 import os
 import shutil
 import socket
+import subprocess
+import sys
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
@@ -15,8 +18,9 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from suite import dataset as ds
-from suite.dataset import DatasetError, DatasetSpec, PreparedDataset, ensure_dataset, verify_dataset
+from suite import datasets as ds
+from suite.datasets import cli, manifest, recipes, synthesis
+from suite.datasets import DatasetError, DatasetSpec, PreparedDataset, ensure_dataset, verify_dataset
 
 TINY = {"scale": 0.1}  # ~50x38 px images: the whole pipeline, in milliseconds
 
@@ -86,7 +90,7 @@ def test_second_ensure_reuses_the_cache(tmp_path, monkeypatch):
     def boom(*a, **k):
         raise AssertionError("regenerated a valid cache entry")
 
-    monkeypatch.setattr(ds, "_generate_into", boom)
+    monkeypatch.setattr("suite.datasets.cache._generate_into", boom)
     again = make_tiny(tmp_path)
     assert again == first and again.summary == first.summary
 
@@ -147,7 +151,7 @@ def test_truncated_file_is_detected_and_regenerated(tmp_path, caplog):
     victim.write_bytes(before[good.files[3]][:100])
     with pytest.raises(DatasetError, match="truncated"):
         verify_dataset(good.root)
-    with caplog.at_level(logging.WARNING, logger="suite.dataset"):
+    with caplog.at_level(logging.WARNING, logger="suite.datasets"):
         again = make_tiny(tmp_path)
     assert "generating it again" in caplog.text and str(victim) in caplog.text
     assert again.digest == good.digest and file_bytes(again) == before
@@ -163,7 +167,7 @@ def test_incomplete_entry_is_regenerated(tmp_path, damage, caplog):
         (good.root / "class_000" / "stray.jpg").write_bytes(b"x")
     else:
         (good.root / good.files[0]).unlink()
-    with caplog.at_level(logging.WARNING, logger="suite.dataset"):
+    with caplog.at_level(logging.WARNING, logger="suite.datasets"):
         again = make_tiny(tmp_path)
     assert "generating it again" in caplog.text
     assert again.digest == good.digest
@@ -318,7 +322,7 @@ def test_bad_recipe_and_overrides(tmp_path):
 
 def test_recipe_file_path_works(tmp_path):
     copy = tmp_path / "mine.toml"
-    copy.write_text((ds.RECIPE_DIR / "synthetic-jpeg.toml").read_text())
+    copy.write_text((recipes.RECIPE_DIR / "synthetic-jpeg.toml").read_text())
     d = ensure_dataset(synth(8, recipe=str(copy)), cache_dir=tmp_path / "c", workers=1, overrides=TINY)
     assert d.root.name.startswith("mine-n8-")
     assert d.digest == make_tiny(tmp_path / "d").digest  # same parameters, same bytes
@@ -335,14 +339,28 @@ def test_smooth_fft_lengths():
         return n == 1
 
     for n in range(1, 3000):
-        m = ds._smooth_len(n)
+        m = synthesis._smooth_len(n)
         assert m >= n and smooth(m) and not any(smooth(k) for k in range(n, m)), n
 
 
 def test_cli_prints_summary(tmp_path, capsys):
     _jpeg(tmp_path / "tree" / "a" / "x.jpg")
-    assert ds.main(["--path", str(tmp_path / "tree")]) == 0
+    assert cli.main(["--path", str(tmp_path / "tree")]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["summary"]["n"] == 1 and len(out["digest"]) == 64
-    assert ds.main(["--path", str(tmp_path / "nowhere")]) == 2
+    assert cli.main(["--path", str(tmp_path / "nowhere")]) == 2
     assert "nowhere" in capsys.readouterr().err
+
+
+def test_sha256_file_matches_hashlib(tmp_path):
+    f = tmp_path / "blob"
+    data = os.urandom(3 * (1 << 20) + 5)  # more than one read block
+    f.write_bytes(data)
+    assert manifest.sha256_file(f) == manifest.sha256_file(str(f)) == hashlib.sha256(data).hexdigest()
+    with pytest.raises(OSError):
+        manifest.sha256_file(tmp_path / "missing")
+
+
+def test_cli_runs_as_a_module():
+    out = subprocess.run([sys.executable, "-m", "suite.datasets", "--help"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "--images" in out.stdout

@@ -477,7 +477,8 @@ def test_every_kind_is_documented():
 ESCAPE = r"""
 import json, sys, tempfile
 import suite.cellproc as C
-from suite.runner import Task, run_task
+from suite.cell import Task
+from suite.runner import run_task
 from suite.store import Store
 from suite.study import parse_study
 

@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from suite.axes import AXES
-from suite.study import StudyError, load_study
+from suite.exceptions import StudyError
+from suite.study import load_study
 
 # CI: a fixed, repeatable sample. Fuzz harder with LOADERBENCH_FUZZ_EXAMPLES=5000 (then random, not repeatable).
 _N = int(os.environ.get("LOADERBENCH_FUZZ_EXAMPLES", "0"))

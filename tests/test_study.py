@@ -2,7 +2,8 @@
 
 import pytest
 
-from suite.study import StudyError, load_study
+from suite.exceptions import StudyError
+from suite.study import load_study
 
 BASE = """
 [study]

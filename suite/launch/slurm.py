@@ -21,10 +21,13 @@ from pathlib import Path
 import submitit
 from submitit.core.utils import UncompletedJobError
 
-from suite.plan import pending_tasks
+from suite.cell import Task
+from suite.exceptions import StudyError
+from suite.launch.base import Launcher, TaskRunner, dataset_spec, prepare_dataset
 from suite.profile import LoadedProfile
+from suite.record import Record
 from suite.store import Store
-from suite.study import Study, StudyError
+from suite.study import Study
 
 LEDGER = ".slurm-ledger.jsonl"
 ACTIVE_STATES = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED",
@@ -35,50 +38,31 @@ class CellJob(submitit.helpers.Checkpointable):
     """One cell repetition as a Slurm array task. Preempted or timed out, it is requeued (checkpoint()
     resubmits it unchanged: a cell is measured whole or not at all); out of requeues, it records a timeout."""
 
-    def __init__(self, study: str, cell, repetition: int, results: str, dataset: dict | None, timeout_s: float,
-                 probe_interval_s: float, max_requeues: int, memory_interval_s: float = 2.0):
-        self.study, self.cell, self.repetition, self.results = study, cell, repetition, results
-        self.dataset, self.timeout_s, self.probe_interval_s = dataset, timeout_s, probe_interval_s
-        self.max_requeues = max_requeues
-        self.memory_interval_s = memory_interval_s
+    def __init__(self, task: Task, results: str, dataset: dict | None, settings):
+        self.task, self.results, self.dataset, self.settings = task, results, dataset, settings
 
     def __call__(self) -> str:
-        from suite.fingerprint import host_fingerprint
-        from suite.runner import Task, run_task, warm_imports
-
         store = Store(self.results)
-        if store.is_done(self.study, self.cell.cell_id, self.repetition):
+        t = self.task
+        if store.is_done(t.study, t.cell.cell_id, t.repetition):
             return "ok (already measured)"
-        env = submitit.JobEnvironment()
-        launcher = {"kind": "slurm", "job_id": env.job_id, "array_job_id": os.environ.get("SLURM_ARRAY_JOB_ID"),
-                    "array_task_id": os.environ.get("SLURM_ARRAY_TASK_ID"), "node": env.hostname,
-                    "restarts": int(os.environ.get("SLURM_RESTART_COUNT", "0"))}
-        prepared = None
-        if self.dataset is not None:
-            from suite.dataset import DatasetSpec, ensure_dataset
-
-            prepared = ensure_dataset(DatasetSpec(**self.dataset))
-        warm_imports()
-        task = Task(self.study, self.cell, self.repetition)
+        launcher = _launcher_info()
+        runner = TaskRunner(self.dataset)
         try:
-            record = run_task(task, store, host_fingerprint(), prepared, timeout_s=self.timeout_s,
-                              probe_interval_s=self.probe_interval_s, launcher=launcher,
-                              memory_interval_s=self.memory_interval_s)
+            record = runner.run(t, store, self.settings, launcher)
         except UncompletedJobError as exc:  # Slurm's time limit, out of requeues: record it, never lose it
-            _record_slurm_timeout(store, task, launcher, str(exc))
+            error = {"kind": "timeout", "message": f"Slurm time limit reached: {exc}"}
+            store.write(Record.for_task(t, "timeout", launcher, error=error, env=runner.host_env).to_json())
             raise
         return record["status"]
 
 
-def _record_slurm_timeout(store: Store, task, launcher: dict, why: str) -> None:
-    from suite.fingerprint import host_fingerprint
-    from suite.store import SCHEMA
-
-    now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
-    store.write({"schema": SCHEMA, "study": task.study, "cell_id": task.cell.cell_id,
-                 "repetition": task.repetition, "config": task.cell.config, "launcher": launcher,
-                 "status": "timeout", "error": {"kind": "timeout", "message": f"Slurm time limit reached: {why}"},
-                 "env": host_fingerprint(), "started_at": now, "finished_at": now})
+def _launcher_info() -> dict:
+    """Where this array task ran, for the record's `launcher` block."""
+    env = submitit.JobEnvironment()
+    return {"kind": "slurm", "job_id": env.job_id, "array_job_id": os.environ.get("SLURM_ARRAY_JOB_ID"),
+            "array_task_id": os.environ.get("SLURM_ARRAY_TASK_ID"), "node": env.hostname,
+            "restarts": int(os.environ.get("SLURM_RESTART_COUNT", "0"))}
 
 
 @dataclass
@@ -205,61 +189,70 @@ def sacct_states(job_ids: list[str]) -> dict[str, str]:
     return states
 
 
+class SlurmLauncher(Launcher):
+    """Submits tasks as Slurm job arrays, one array per allocation shape (cores, GPUs), through submitit."""
+
+    def __init__(self, study: Study, store: Store, profile: LoadedProfile, retry_failed: bool = True,
+                 dry_run: bool = False):
+        super().__init__(study, store, retry_failed)
+        self.profile, self.dry_run = profile, dry_run
+        self.ledger = Ledger(store.root, study.name)
+
+    def active(self) -> set[tuple[str, str, int]]:
+        """Task keys submitted earlier whose jobs are still pending or running."""
+        latest = self.ledger.latest()
+        states = squeue_states([e["job_id"] for e in latest.values()])
+        if states is None and latest:
+            raise StudyError("squeue is not available: cannot tell which submitted cells are still pending or "
+                             "running; run `make submit` where Slurm's client commands work")
+        return {(self.study.name, cid, rep) for (cid, rep), e in latest.items()
+                if (states or {}).get(e["job_id"]) in ACTIVE_STATES}
+
+    def launch(self, tasks: list[Task]) -> list[tuple[str, int, int, int]]:
+        """Submit `tasks`; returns (array job id, tasks, cores, GPUs) per array. Every executor is set up
+        before the first sbatch, so bad input submits nothing."""
+        s = self.profile.settings.slurm
+        groups: dict[tuple[int, int], list[Task]] = defaultdict(list)
+        for task in tasks:
+            groups[(task.cell["cores"], s.gpus_per_cell)].append(task)
+        root = Path(self.store.root)
+        folder = Path(s.logs) if Path(s.logs).is_absolute() else root / s.logs
+        executors = {key: make_executor(self.profile, folder, key[0], key[1], self.study.name, s.time_limit_min)
+                     for key in groups}
+        if self.dry_run:
+            return [("(dry run)", len(ts), c, g) for (c, g), ts in groups.items()]
+        dataset = dataset_spec(self.study)
+        prepare_dataset(dataset)  # generate once here (shared cache), not in every array task
+        submitted = []
+        for key, group in sorted(groups.items()):
+            jobs_tasks = []
+            with executors[key].batch():
+                for task in group:
+                    job = executors[key].submit(CellJob(task, str(root), dataset, self.settings))
+                    jobs_tasks.append((job, task))
+            now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+            self.ledger.append([{"cell_id": t.cell.cell_id, "repetition": t.repetition, "job_id": j.job_id,
+                                 "submitted_at": now, "cores": key[0], "gpus": key[1], "logs": str(folder)}
+                                for j, t in jobs_tasks])
+            submitted.append((jobs_tasks[0][0].job_id.split("_")[0], len(group), key[0], key[1]))
+        return submitted
+
+
 def submit(study: Study, profile: LoadedProfile, results: str | Path, dry_run: bool = False,
            retry_failed: bool = True) -> SubmitResult:
-    """Submit every cell repetition with no ok record and none pending or running. Validation and executor
-    set-up for every group happen before the first sbatch, so bad input submits nothing."""
-    results = Path(results).resolve()
+    """Submit every cell repetition with no ok record and none pending or running."""
     s = profile.settings.slurm
-    limit_s = s.time_limit_min * 60
-    if study.settings.timeout_s + 60 > limit_s:
+    if study.settings.timeout_s + 60 > s.time_limit_min * 60:
         raise StudyError(f"{study.path}: [study] timeout_s = {study.settings.timeout_s:g} does not fit the profile "
                          f"{profile.path}: slurm.time_limit_min = {s.time_limit_min} (allow at least 60 s more than "
                          f"timeout_s, so the suite records the timeout before Slurm kills the job)")
-    store = Store(results)
-    ledger = Ledger(results, study.name)
-    latest = ledger.latest()
-    states = squeue_states([e["job_id"] for e in latest.values()])
-    if states is None and latest:
-        raise StudyError("squeue is not available: cannot tell which submitted cells are still pending or running; "
-                         "run `make submit` where Slurm's client commands work")
-    active = {(study.name, cid, rep) for (cid, rep), e in latest.items() if (states or {}).get(e["job_id"]) in ACTIVE_STATES}
-    all_pending = pending_tasks(study, store, retry_failed=retry_failed)
-    tasks = [t for t in all_pending if t.key not in active]
-    total = study.settings.repetitions * len(study.cells)
-    result = SubmitResult([], skipped_active=len(all_pending) - len(tasks), skipped_done=total - len(all_pending))
-    if not tasks:
-        return result
-    groups: dict[tuple[int, int], list] = defaultdict(list)
-    gpus = s.gpus_per_cell
-    for task in tasks:
-        groups[(task.cell["cores"], gpus)].append(task)
-    folder = Path(s.logs) if Path(s.logs).is_absolute() else results / s.logs
-    executors = {key: make_executor(profile, folder, key[0], key[1], study.name, s.time_limit_min) for key in groups}
-    if dry_run:
-        result.submitted = [("(dry run)", len(ts), c, g) for (c, g), ts in groups.items()]
-        return result
-    dataset = None
-    if study.needs_dataset():
-        from suite.launch.local import prepare_dataset
-
-        prepare_dataset(study)  # generate once here (shared cache), not in every array task
-        dataset = study.dataset.model_dump()
-    for key, group in sorted(groups.items()):
-        executor = executors[key]
-        jobs_cells = []
-        with executor.batch():
-            for task in group:
-                job = executor.submit(CellJob(study.name, task.cell, task.repetition, str(results), dataset,
-                                              study.settings.timeout_s, study.settings.probe_interval_s,
-                                              s.max_requeues, study.settings.memory_interval_s))
-                jobs_cells.append((job, task))
-        now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-        ledger.append([{"cell_id": t.cell.cell_id, "repetition": t.repetition, "job_id": j.job_id,
-                        "submitted_at": now, "cores": key[0], "gpus": key[1], "logs": str(folder)}
-                       for j, t in jobs_cells])
-        array_id = jobs_cells[0][0].job_id.split("_")[0]
-        result.submitted.append((array_id, len(group), key[0], key[1]))
+    launcher = SlurmLauncher(study, Store(Path(results).resolve()), profile, retry_failed, dry_run)
+    active = launcher.active()
+    pending = launcher.pending()
+    tasks = [t for t in pending if t.key not in active]
+    result = SubmitResult([], skipped_active=len(pending) - len(tasks), skipped_done=launcher.total - len(pending))
+    if tasks:
+        result.submitted = launcher.launch(tasks)
     return result
 
 

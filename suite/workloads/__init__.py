@@ -1,52 +1,56 @@
-"""Workloads: what each sample costs. Each comes per-sample (`__getitem__`) and batched (`__getitems__`)."""
+"""Workloads: what each sample costs. Each comes per-sample (`__getitem__`) and batched (`__getitems__`).
+
+`WORKLOADS` is the one list of them: the study vocabulary (suite.axes), validation, the runner's warm
+imports and the benchmarks all read it. Each workload module has `build(config, length, prepared)`, which
+returns the dataset a cell's DataLoader reads. Importing this package imports no torch.
+"""
 
 from __future__ import annotations
 
+import importlib
+from dataclasses import dataclass
 from typing import Any
 
-from torch.utils.data import Dataset
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    module: str  # under suite.workloads
+    summary: str  # what each sample costs
+    reads_images: bool = False  # reads the study's [dataset]: the JPEG files
+    image_batches: bool = False  # batches of (images, labels): a real model step can consume them
+    self_test: bool = False  # tests the harness, measures nothing about loading
+
+    def load(self):
+        return importlib.import_module(f"suite.workloads.{self.module}")
 
 
-def build_dataset(config: dict[str, Any], length: int, prepared=None) -> Dataset:
+WORKLOADS: dict[str, Workload] = {w.name: w for w in [
+    Workload("sleep", "sleep", "sleep_ms of blocking wait per sample (I/O-bound)"),
+    Workload("cpu", "cpu", "cpu_work thousand pure-Python loop iterations per sample (CPU-bound)"),
+    Workload("jpeg", "jpeg", "decode (and augment) one JPEG of the [dataset] per sample", reads_images=True,
+             image_batches=True),
+    Workload("tutorial", "tutorial", "the PyTorch data-loading tutorial's 3x224x224 samples, sleep_ms each",
+             image_batches=True),
+    Workload("rng", "rng", "draws from torch, NumPy and random, to count repeats across workers and epochs"),
+    Workload("fault", "faulty", "a fault at sample fault_at (worker crash, hang, OOM...): a self-test",
+             self_test=True),
+]}
+
+
+def build_dataset(config: dict[str, Any], length: int, prepared=None):
     """The dataset object a cell's DataLoader reads, from the cell's config, with its index, payload and
     straggler (suite.workloads.extras). `length` is the number of samples per epoch; `prepared` is the
-    PreparedDataset (jpeg only)."""
+    PreparedDataset (workloads that read images only)."""
     from suite.workloads.extras import with_extras
 
-    return with_extras(_base_dataset(config, length, prepared), config)
+    workload = WORKLOADS.get(config["workload"])
+    if workload is None:
+        raise ValueError(f"unknown workload {config['workload']!r}")
+    return with_extras(workload.load().build(config, length, prepared), config)
 
 
-def _base_dataset(config: dict[str, Any], length: int, prepared) -> Dataset:
-    workload, batched = config["workload"], config["batched"]
-    if workload == "sleep":
-        from suite.workloads.sleep import BatchedSleepDataset, SleepDataset
-
-        cls = BatchedSleepDataset if batched else SleepDataset
-        return cls(length, config["sleep_ms"], config["sample_kb"], config["tensors_per_sample"])
-    if workload == "cpu":
-        from suite.workloads.cpu import BatchedCpuDataset, CpuDataset
-
-        cls = BatchedCpuDataset if batched else CpuDataset
-        return cls(length, config["cpu_work"], config["sample_kb"], config["tensors_per_sample"])
-    if workload == "jpeg":
-        from suite.workloads.jpeg import BatchedJpegDataset, JpegDataset
-
-        if prepared is None:
-            raise ValueError("the jpeg workload needs a prepared dataset")
-        cls = BatchedJpegDataset if batched else JpegDataset
-        return cls(length, prepared.root, prepared.files, prepared.labels, config["decoder"],
-                   config.get("jpeg_stage") or "full")
-    if workload == "tutorial":
-        from suite.workloads.tutorial import BatchedTutorialDataset, TutorialDataset
-
-        return (BatchedTutorialDataset if batched else TutorialDataset)(length, config["sleep_ms"])
-    if workload == "rng":
-        from suite.workloads.rng import BatchedRngDataset, RngDataset
-
-        return (BatchedRngDataset if batched else RngDataset)(length)
-    if workload == "fault":  # a self-test of the harness (suite/workloads/faulty.py), not a benchmark
-        from suite.workloads.faulty import BatchedFaultDataset, FaultDataset
-
-        return (BatchedFaultDataset if batched else FaultDataset)(length, config["fault"], config["fault_at"],
-                                                                  config.get("memory_limit_mb"))
-    raise ValueError(f"unknown workload {workload!r}")
+def import_all() -> None:
+    """Import every workload module (done once in the runner, so forked cells inherit it)."""
+    for w in WORKLOADS.values():
+        w.load()

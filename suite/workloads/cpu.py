@@ -38,3 +38,8 @@ class BatchedCpuDataset(CpuDataset):
         self.extras_batch(indices)
         burn(self.cpu_work * len(indices), indices[0] if indices else 0)
         return [make_sample(i, self.sample_kb, self.tensors) for i in indices]
+
+
+def build(config: dict, length: int, prepared=None) -> CpuDataset:
+    cls = BatchedCpuDataset if config["batched"] else CpuDataset
+    return cls(length, config["cpu_work"], config["sample_kb"], config["tensors_per_sample"])

@@ -108,3 +108,8 @@ class FaultDataset(Dataset):
 class BatchedFaultDataset(FaultDataset):
     def __getitems__(self, indices: list[int]):
         return [self._sample(i) for i in indices]
+
+
+def build(config: dict, length: int, prepared=None) -> FaultDataset:
+    cls = BatchedFaultDataset if config["batched"] else FaultDataset
+    return cls(length, config["fault"], config["fault_at"], config.get("memory_limit_mb"))

@@ -63,3 +63,11 @@ class JpegDataset(Extras, Dataset):
 class BatchedJpegDataset(JpegDataset):
     def __getitems__(self, indices: list[int]):
         return [self[i] for i in indices]
+
+
+def build(config: dict, length: int, prepared=None) -> JpegDataset:
+    if prepared is None:
+        raise ValueError("the jpeg workload needs a prepared dataset")
+    cls = BatchedJpegDataset if config["batched"] else JpegDataset
+    return cls(length, prepared.root, prepared.files, prepared.labels, config["decoder"],
+               config.get("jpeg_stage") or "full")

@@ -56,3 +56,7 @@ def duplicate_fractions(draws: list) -> dict:
             prev = col
         out[name] = {"within_epoch": float(np.mean(within)), "across_epochs": float(np.mean(across)) if across else None}
     return out
+
+
+def build(config: dict, length: int, prepared=None) -> RngDataset:
+    return (BatchedRngDataset if config["batched"] else RngDataset)(length)

@@ -34,3 +34,8 @@ class BatchedSleepDataset(SleepDataset):
         if self.sleep_s:
             time.sleep(self.sleep_s)
         return [make_sample(i, self.sample_kb, self.tensors) for i in indices]
+
+
+def build(config: dict, length: int, prepared=None) -> SleepDataset:
+    cls = BatchedSleepDataset if config["batched"] else SleepDataset
+    return cls(length, config["sleep_ms"], config["sample_kb"], config["tensors_per_sample"])

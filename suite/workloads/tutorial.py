@@ -36,3 +36,7 @@ class BatchedTutorialDataset(TutorialDataset):
         if self.sleep_s:
             time.sleep(self.sleep_s)
         return [(data[i], labels[i].item()) for i in range(n)]
+
+
+def build(config: dict, length: int, prepared=None) -> TutorialDataset:
+    return (BatchedTutorialDataset if config["batched"] else TutorialDataset)(length, config["sleep_ms"])
