@@ -26,7 +26,9 @@ import pandas as pd
 from analysis.environment import environment_table, provenance
 from analysis.recommend import RULE_LABELS, evaluate_rules, knee, medians_by_n
 from analysis.records import AXIS_COLUMNS, WORKER_ONLY_AXES
+from analysis.intervals import pct
 from analysis.stats import compare, summarize
+from analysis.verdicts import NOT_MEASURED
 from analysis.usl import fit_usl_groups
 
 WORKLOAD_ORDER = ["sleep", "cpu", "jpeg"]
@@ -42,7 +44,7 @@ class StudyAnalysis:
 
     study: str
     rows: pd.DataFrame  # the study's tidy rows, every status, plus `panel` (N=0 rows repeated per panel)
-    cells: pd.DataFrame  # one row per (panel, cell): axes, n, n_not_ok, median, 95% CI, IQR/median, unstable
+    cells: pd.DataFrame  # one row per (panel, cell): axes, n, n_not_ok, median, interval + its coverage, unstable
     curves: pd.DataFrame  # one row per (panel, cores): best, knee, USL fit, ceilings, comparison with N=0
     rules: pd.DataFrame  # one row per (panel, cores, rule): evaluate_rules + comparison rule vs knee
     references: pd.DataFrame  # decode-only reference cells (summary rows), empty if none
@@ -174,14 +176,6 @@ def _value_index(rows: pd.DataFrame, col: str = "samples_per_s") -> dict[tuple, 
     return out
 
 
-def verdict(c) -> str:
-    """`compare`'s verdict, saying when too few repetitions made a test impossible rather than negative."""
-    if c.verdict == "no difference" and min(c.n_a, c.n_b) < 4:
-        # two-sided Mann-Whitney with 3 values per side cannot go below p = 0.1
-        return "inconclusive, n < 4"
-    return c.verdict
-
-
 def _problems(rows: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
     c = cells.drop_duplicates("cell_id")
     bad = c[(c["n_not_ok"] > 0) | c["unstable"] | ((c["n"] == 0) & (c["n_not_ok"] == 0))]
@@ -284,12 +278,13 @@ def analyze_study(df: pd.DataFrame, study: str, *, within: float = 0.05) -> Stud
                 rec["decode_rate_per_core"] = rate
                 rec["decode_ceiling"] = rate * float(cores)
         # does using workers help at all? the knee against main-process loading, with a test
-        rec.update(vs_main_ratio=np.nan, vs_main_ci_low=np.nan, vs_main_ci_high=np.nan, vs_main_p=np.nan,
-                   vs_main_verdict="not measured")
+        rec.update(vs_main_ratio=np.nan, vs_main_ci_low=np.nan, vs_main_ci_high=np.nan, vs_main_ci_coverage=np.nan,
+                   vs_main_n="", vs_main_p=np.nan, vs_main_verdict=NOT_MEASURED, vs_main_reason="")
         if not med.empty and 0 in set(med.index) and rec["knee_n"] != 0:
             c = compare(vals(panel, cores, 0), vals(panel, cores, rec["knee_n"]))
             rec.update(vs_main_ratio=c.ratio, vs_main_ci_low=c.ci_low, vs_main_ci_high=c.ci_high,
-                       vs_main_p=c.p_value, vs_main_verdict=verdict(c))
+                       vs_main_ci_coverage=c.ci_coverage, vs_main_n=f"{c.n_a} v {c.n_b}", vs_main_p=c.p_value,
+                       vs_main_verdict=c.verdict, vs_main_reason=c.reason)
         curve_rows.append(rec)
     curves = pd.DataFrame(curve_rows)
     if curves.empty:
@@ -313,13 +308,15 @@ def analyze_study(df: pd.DataFrame, study: str, *, within: float = 0.05) -> Stud
     verdicts = []
     for _, r in rules.iterrows():
         if r["match"] != "exact" or r["rule_n"] == r["knee_n"]:
-            verdicts.append((np.nan, np.nan, np.nan, np.nan, "same as knee" if r["rule_n"] == r["knee_n"] else
-                             f"not measured ({r['match']})"))
+            verdicts.append((np.nan, np.nan, np.nan, np.nan, "", np.nan, "same as knee" if r["rule_n"] == r["knee_n"]
+                             else f"{NOT_MEASURED} ({r['match']})", ""))
             continue
         c = compare(vals(r["panel"], r["cores"], r["knee_n"]), vals(r["panel"], r["cores"], r["rule_n"]))
-        verdicts.append((c.ratio, c.ci_low, c.ci_high, c.p_value, verdict(c)))
-    rules[["vs_knee_ratio", "vs_knee_ci_low", "vs_knee_ci_high", "vs_knee_p", "vs_knee_verdict"]] = (
-        pd.DataFrame(verdicts, index=rules.index) if verdicts else pd.DataFrame(columns=range(5)))
+        verdicts.append((c.ratio, c.ci_low, c.ci_high, c.ci_coverage, f"{c.n_a} v {c.n_b}", c.p_value, c.verdict,
+                         c.reason))
+    cols = ["vs_knee_ratio", "vs_knee_ci_low", "vs_knee_ci_high", "vs_knee_ci_coverage", "vs_knee_n", "vs_knee_p",
+            "vs_knee_verdict", "vs_knee_reason"]
+    rules[cols] = (pd.DataFrame(verdicts, index=rules.index) if verdicts else pd.DataFrame(columns=range(len(cols))))
     if not rules.empty:
         rules = rules.assign(_o=rules["panel"].map(order), _r=rules["rule"].map(list(RULE_LABELS).index))
         rules = rules.sort_values(["_o", "cores", "_r"]).drop(columns=["_o", "_r"]).reset_index(drop=True)
@@ -357,8 +354,10 @@ def reading(curve: pd.Series) -> str:
     if np.isfinite(ratio):
         verdict = curve["vs_main_verdict"]
         text += f"; {ratio:.2f}x the main-process rate ({verdict}"
-        if np.isfinite(curve.get("vs_main_p", np.nan)):
-            text += f", p = {curve['vs_main_p']:.2g}"
+        lo, hi = curve.get("vs_main_ci_low", np.nan), curve.get("vs_main_ci_high", np.nan)
+        if np.isfinite(lo) and np.isfinite(hi):
+            text += (f": interval {lo:.2f}-{hi:.2f}x, {pct(curve.get('vs_main_ci_coverage', np.nan))} coverage, "
+                     f"{curve.get('vs_main_n', '')} repetitions")
         text += ")"
     if curve.get("usl_good", False):
         pn = curve["usl_peak_n"]

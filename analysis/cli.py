@@ -224,11 +224,12 @@ def run(results: Path, out: Path, use_cache: bool = True, jobs: int | None = Non
             shown = [p for p in figures[a.study] if p.suffix == ".png"]
             again = " (unchanged: figures kept)" if a.study in reused else ""
             print(f"{a.study}: {a.n_records} records -> {len(shown)} figures in {out / a.study}{again}")
-    sections = build_report(analyses, figures, df, load, results, out)
-    report = write_report(sections, out)
-    from analysis.claims import write_claims
+    from analysis.claims import claims_table, write_claims
 
-    claims = write_claims(df, out)
+    table = claims_table(df)  # once, for the report and for claims.csv / claims.md
+    sections = build_report(analyses, figures, df, load, results, out, claims_table=table)
+    report = write_report(sections, out)
+    claims = write_claims(df, out, table=table)
     if not quiet:
         print(f"report: {report[0]} (self-contained) and {report[1]}; claims: {claims[0]}")
     return 0, analyses, report

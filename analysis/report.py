@@ -18,6 +18,14 @@ import numpy as np
 import pandas as pd
 
 from analysis.aggregate import StudyAnalysis, reading
+from analysis.intervals import (
+    n_for_median,
+    n_for_shift,
+    order_coverage,
+    order_k,
+    pct,
+    widest_shift_coverage,
+)
 from analysis.records import LoadReport
 from analysis.render import (  # noqa: F401  (re-exported: the report's public API)
     Bullets,
@@ -30,9 +38,13 @@ from analysis.render import (  # noqa: F401  (re-exported: the report's public A
     render_html,
     render_markdown,
 )
+from analysis.stats import coverage_text
 from analysis.usl import MIN_DISTINCT_N, MIN_R2
+from analysis.verdicts import CLAIM_CONFIDENCE, MIN_EFFECT
 
 REPO = Path(__file__).resolve().parent.parent
+#: The confidence every per-cell interval and comparison is asked for (its real coverage is printed beside it).
+NOMINAL = 0.95
 MAX_TABLE_ROWS = 300  # longer tables are cut (the CSV next to the figures has every row)
 MAX_READINGS = 80
 
@@ -91,6 +103,18 @@ def _ci(lo, hi, fmt: Callable = _num) -> str:
     return f"{fmt(lo)} – {fmt(hi)}"
 
 
+def _cov(c) -> str:
+    try:
+        return pct(float(c)) if np.isfinite(float(c)) else "–"
+    except (TypeError, ValueError):
+        return "–"
+
+
+def _test(verdict, reason) -> str:
+    verdict = verdict or "–"
+    return f"{verdict}: {reason}" if isinstance(reason, str) and reason else verdict
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
@@ -109,7 +133,7 @@ def _cut(frame: pd.DataFrame, csv_name: str) -> tuple[pd.DataFrame, str]:
 FIGURE_CAPTIONS = {
     "throughput_vs_workers": (
         "Throughput against num_workers, one panel per workload variant, one colour per core count: "
-        "median over repetitions with its 95% bootstrap interval; hollow markers are unstable cells "
+        "median over repetitions with its order-statistic interval ({interval}); hollow markers are unstable cells "
         "(IQR over 10% of the median); squares at 0 are main-process loading; the dashed line is ideal "
         "linear scaling from the one-worker rate, the dotted vertical the core count, the dash-dot "
         "horizontal the decode-only ceiling (jpeg, where measured); the triangle marks the knee."),
@@ -125,6 +149,12 @@ FIGURE_CAPTIONS = {
         "picks and the share of the best measured throughput it gives up (darker is worse)."),
 }
 FIGURE_ORDER = ["throughput_vs_workers", "usl_fit", "rules_of_thumb", "oversubscription"]
+
+
+def caption(name: str, a: StudyAnalysis) -> str:
+    """The caption of one of this study's figures, with the real coverage and n of its intervals."""
+    text = FIGURE_CAPTIONS.get(name) or _caption_of(name)
+    return text.replace("{interval}", coverage_text(a.cells["n"]) if "n" in a.cells else "no interval")
 
 
 def _caption_of(name: str) -> str:
@@ -230,9 +260,11 @@ def _curve_table(a: StudyAnalysis) -> pd.DataFrame:
             "best: num_workers": _int(r.get("best_n")), "best samples/s": _num(r.get("best_x")),
             "knee: num_workers": _int(r.get("knee_n")), "knee samples/s": _num(r.get("knee_x")),
             "main process (0) samples/s": _num(r.get("x_main_process")),
-            "knee / main process (95% CI)": (f"{_num(r.get('vs_main_ratio'))} ({_ci(r.get('vs_main_ci_low'), r.get('vs_main_ci_high'))})"
-                                             if np.isfinite(r.get("vs_main_ratio", np.nan)) else "–"),
-            "test": r.get("vs_main_verdict", "") or "–",
+            "knee / main process [interval] (coverage, n)": (
+                f"{_num(r.get('vs_main_ratio'))} [{_ci(r.get('vs_main_ci_low'), r.get('vs_main_ci_high'))}] "
+                f"({_cov(r.get('vs_main_ci_coverage'))}, {r.get('vs_main_n', '')})"
+                if np.isfinite(r.get("vs_main_ratio", np.nan)) else "–"),
+            "test": _test(r.get("vs_main_verdict", ""), r.get("vs_main_reason", "")),
         })
     return pd.DataFrame(rows)
 
@@ -241,10 +273,12 @@ def _rules_table(a: StudyAnalysis) -> pd.DataFrame:
     rows = []
     for _, r in a.rules.iterrows():
         approx = {"exact": "", "interpolated": " (interpolated)", "nearest": " (nearest measured)"}.get(r["match"], "")
-        test = r.get("vs_knee_verdict", "")
+        test = _test(r.get("vs_knee_verdict", ""), r.get("vs_knee_reason", ""))
         if np.isfinite(r.get("vs_knee_ratio", np.nan)):
-            test = (f"{test}: {_num(r['vs_knee_ratio'])}x the knee "
-                    f"(95% CI {_ci(r['vs_knee_ci_low'], r['vs_knee_ci_high'])}, p = {_num(r['vs_knee_p'], 2)})")
+            test += (f" ({_num(r['vs_knee_ratio'])}x the knee, interval "
+                     f"{_ci(r['vs_knee_ci_low'], r['vs_knee_ci_high'])}, {_cov(r.get('vs_knee_ci_coverage'))} "
+                     f"coverage, {r.get('vs_knee_n', '')}; "
+                     f"p = {_num(r['vs_knee_p'], 2)})")
         rows.append({
             "curve": r["panel"], "cores": _int(r["cores"]), "rule": r["rule_label"], "num_workers": _int(r["rule_n"]),
             "samples/s": _num(r["x_at_rule"]) + approx, "lost vs best": _pct(r["loss_vs_best"]),
@@ -298,7 +332,8 @@ def _cells_table(a: StudyAnalysis) -> pd.DataFrame:
     return pd.DataFrame({
         "curve": c["panel"], "cores": c["cores"].map(_int), "num_workers": c["num_workers"].map(_int),
         "n": c["n"].map(_int), "failed": c["n_not_ok"].map(_int), "median samples/s": c["median"].map(_num),
-        "95% CI": [_ci(lo, hi) for lo, hi in zip(c["ci_low"], c["ci_high"])],
+        "interval of the median": [_ci(lo, hi) for lo, hi in zip(c["ci_low"], c["ci_high"])],
+        "its coverage": c.get("ci_coverage", pd.Series(np.nan, index=c.index)).map(_cov),
         "IQR/median": c["iqr_rel"].map(_pct), "unstable": np.where(c["unstable"], "UNSTABLE", ""),
         "first batch (s)": c.get("time_to_first_batch_s_median", pd.Series(np.nan, index=c.index)).map(_num),
         "USS peak (MiB)": (c.get("uss_peak_bytes_median", pd.Series(np.nan, index=c.index)) / 2**20).map(
@@ -306,43 +341,75 @@ def _cells_table(a: StudyAnalysis) -> pd.DataFrame:
     })
 
 
-def _claims(df: pd.DataFrame) -> list:
+def _claims(df: pd.DataFrame, table: pd.DataFrame | None = None) -> list:
     try:
         claims_module = importlib.import_module("analysis.claims")
     except ModuleNotFoundError as exc:
         if exc.name == "analysis.claims" or exc.name is None:
             return [Paragraph("Not available: this version of loaderbench has no claims module "
-                              "(analysis/claims.py with claims_table(df)). Nothing is claimed beyond the tables above.")]
+                              "(analysis/claims/ with claims_table(df)). Nothing is claimed beyond the tables above.")]
         return [Paragraph(f"The claims module could not be imported ({type(exc).__name__}: {exc}).")]
     except Exception as exc:  # noqa: BLE001 - another engineer's module must not take the report down
         return [Paragraph(f"The claims module could not be imported ({type(exc).__name__}: {exc}).")]
     fn = getattr(claims_module, "claims_table", None)
     if fn is None:
-        return [Paragraph("Not available: analysis/claims.py has no claims_table(df).")]
+        return [Paragraph("Not available: analysis.claims has no claims_table(df).")]
     try:
-        table = fn(df)
+        table = fn(df) if table is None else table
     except Exception as exc:  # noqa: BLE001
         return [Paragraph(f"claims_table(df) failed: {type(exc).__name__}: {exc}")]
     if table is None or len(table) == 0:
         return [Paragraph("claims_table(df) returned no claims for these records.")]
     table = pd.DataFrame(table)
+    blocks: list = []
+    vocabulary = getattr(claims_module, "vocabulary_lines", None)
+    if callable(vocabulary):
+        blocks.append(Bullets([line.replace("**", "") for line in vocabulary()]))
     shown, note = _cut(table.astype(object).map(lambda v: _num(v) if isinstance(v, float) else str(v)), "claims.csv")
-    return [Table(shown, "Claims checked against these records (analysis/claims.py).", note)]
+    return blocks + [Table(shown, "Claims checked against these records (analysis/claims/): each decided once, on "
+                                  "the study named in its row.", note)]
+
+
+def what_n_buys(ns) -> str:
+    """What the repetitions of these cells buy: the interval of one median and of a comparison, with coverage."""
+    ns = sorted({int(n) for n in ns if n == n and n >= 3})
+    if not ns:
+        return "Fewer than 3 repetitions per cell: no interval is computed and nothing is decided."
+    n = ns[0]
+    text = (f"With {n} repetitions per cell{' (the fewest here)' if len(ns) > 1 else ''} each median has an "
+            f"{coverage_text([n])}; a comparison of two such cells has a ratio interval of "
+            f"{pct(widest_shift_coverage(n, n))} coverage at best.")
+    need = n_for_median(NOMINAL)
+    if order_coverage(n, order_k(n, NOMINAL)) < NOMINAL:
+        text += (f" 5 repetitions give {pct(order_coverage(5))}, {need} give {pct(order_coverage(need))} (the "
+                 f"first to reach the nominal {pct(NOMINAL)}); a comparison reaches it from {n_for_shift(NOMINAL)} "
+                 "per side.")
+    return text
 
 
 def _methods() -> list:
     return [Bullets([
         "Throughput: samples over wall time of the steady-state window of one repetition (one fresh process); "
         "warm-up batches and the batches prefetched while workers start are excluded.",
-        "Per cell: the median over repetitions and a 95% percentile bootstrap interval of the median. The "
-        "bootstrap distribution of the median is computed exactly (no resampling noise) up to 40 repetitions. "
-        "Fewer than 3 repetitions: no interval.",
+        "Per cell: the median over repetitions and its distribution-free order-statistic interval "
+        "[x(k), x(n−k+1)], whose coverage 1 − 2·P(Binom(n, ½) ≤ k−1) is exact for its n: the narrowest one "
+        f"reaching the nominal {pct(NOMINAL)} where n allows, else [min, max] with its real coverage: "
+        + ", ".join(f"n = {n}: {pct(order_coverage(n, order_k(n)))}" for n in (3, 4, 5, 6, 10))
+        + ". Every interval is printed with that coverage and n. Fewer than 3 repetitions: no interval.",
         "Unstable: the interquartile range is more than 10% of the median (the threshold pyperf and asv use). "
         "Unstable cells are kept, flagged in every table and drawn hollow.",
-        "Comparisons (knee vs main process, rule vs knee): two-sided Mann-Whitney U test plus a 95% bootstrap "
-        "interval of the ratio of medians; a difference is called only when p < 0.05, the interval excludes 1 "
-        "and the effect is at least 5%. With 3 repetitions per side the test cannot reach p < 0.05: such "
-        "comparisons read 'inconclusive, n < 4'. A ratio of two single runs is never reported as a result.",
+        "Comparisons (knee vs main process, rule vs knee): the distribution-free interval of the ratio b/a that "
+        "inverts the Mann-Whitney test (Moses; exact coverage for its n: "
+        + ", ".join(f"{n} v {n}: {pct(widest_shift_coverage(n, n))}" for n in (3, 4, 5))
+        + f" at most), asked for at a nominal {pct(NOMINAL)}. 'faster'/'slower' when the interval lies beyond a "
+        f"{MIN_EFFECT:.0%} "
+        "effect, 'equivalent' when it lies within it, 'inconclusive' when it reaches both or when n cannot "
+        f"reach the nominal {pct(NOMINAL)} (3 v 3: 90% at most), with the reason. The Mann-Whitney p-value is "
+        "printed for reference. "
+        "A ratio of two single runs is never reported as a result.",
+        f"Claims: decided on the same kind of interval at {pct(CLAIM_CONFIDENCE)} (each end errs at most "
+        f"{pct((1 - CLAIM_CONFIDENCE) / 2)}), against the threshold each rule names; see the Claims section for "
+        "the verdicts.",
         "Knee: the smallest num_workers whose median is within 5% of the best median of its curve "
         "(num_workers = 0, main-process loading, is a candidate).",
         f"USL: X(N) = λN / (1 + σ(N−1) + κN(N−1)) fitted by bounded least squares on relative residuals over "
@@ -357,8 +424,15 @@ def _methods() -> list:
     ])]
 
 
+def cells_n(a: StudyAnalysis) -> pd.Series:
+    cells = pd.concat([a.cells, a.references]).drop_duplicates("cell_id") if len(a.references) else a.cells
+    return cells["n"] if "n" in cells else pd.Series(dtype=float)
+
+
 def build_report(analyses: list[StudyAnalysis], figures: dict[str, list[Path]], df: pd.DataFrame,
-                 load: LoadReport, results: Path, out: Path) -> list[Section]:
+                 load: LoadReport, results: Path, out: Path, claims_table: pd.DataFrame | None = None
+                 ) -> list[Section]:
+    """The report's sections; `claims_table` (analysis.claims.claims_table(df)) is computed here when not given."""
     sections: list[Section] = []
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     head = Section("loaderbench report", level=1)
@@ -379,10 +453,11 @@ def build_report(analyses: list[StudyAnalysis], figures: dict[str, list[Path]], 
         sc = ", ".join(f"{v} {k}" for k, v in sorted(a.status_counts.items()))
         ncell = a.cells["cell_id"].nunique() + len(a.references)
         reps = full.groupby("cell_id")["repetition"].nunique()
+        lo, hi = (int(reps.min()), int(reps.max())) if len(reps) else (0, 0)
         sec.blocks.append(Paragraph(
-            f"{a.n_records} records ({sc}) in {ncell} cells, {int(reps.min()) if len(reps) else 0} to "
-            f"{int(reps.max()) if len(reps) else 0} repetitions per cell; {len(a.curves)} curves "
-            f"(workload variant x cores)."))
+            f"{a.n_records} records ({sc}) in {ncell} cells, " + (f"n = {lo}" if lo == hi else f"n = {lo} to {hi}")
+            + f" repetitions per cell; {len(a.curves)} curves (workload variant x cores). "
+            + what_n_buys(cells_n(a))))
         cells_u = pd.concat([a.cells, a.references]).drop_duplicates("cell_id")
         n_unstable, n_cells = int(cells_u["unstable"].sum()), len(cells_u)
         if n_cells and n_unstable / n_cells > 0.25:
@@ -409,7 +484,7 @@ def build_report(analyses: list[StudyAnalysis], figures: dict[str, list[Path]], 
         pngs = {p.stem: p for p in figures.get(a.study, []) if p.suffix == ".png"}
         for name in FIGURE_ORDER + sorted(set(pngs) - set(FIGURE_ORDER)):
             if name in pngs:
-                rd.blocks.append(Figure(pngs[name], FIGURE_CAPTIONS.get(name) or _caption_of(name)))
+                rd.blocks.append(Figure(pngs[name], caption(name, a)))
         if not pngs:
             rd.blocks.append(Paragraph("No figure: no repetition of this study has a throughput value."))
         sections.append(rd)
@@ -465,7 +540,9 @@ def build_report(analyses: list[StudyAnalysis], figures: dict[str, list[Path]], 
 
         cells = Section("Every cell", level=3, anchor=f"cells-{slug(a.study)}")
         t, note = _cut(_cells_table(a), "summary.csv")
-        cells.blocks.append(Table(t, "Median and 95% interval of the steady-state throughput per cell.", note))
+        cells.blocks.append(Table(t, "Median of the steady-state throughput per cell with its order-statistic interval "
+                                     f"({coverage_text(cells_n(a))}); n and each interval's coverage are columns.",
+                                  note))
         sections.append(cells)
 
         rep = Section("How to reproduce", level=3, anchor=f"repro-{slug(a.study)}")
@@ -473,7 +550,7 @@ def build_report(analyses: list[StudyAnalysis], figures: dict[str, list[Path]], 
         sections.append(rep)
 
     claims = Section("Claims", level=2, anchor="claims")
-    claims.blocks += _claims(df)
+    claims.blocks += _claims(df, claims_table)
     sections.append(claims)
 
     if load.skipped:

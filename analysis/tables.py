@@ -1,4 +1,5 @@
-"""The summary table: median and 95% interval per cell, as CSV and Markdown."""
+"""The summary table: median and its interval (with the interval's real coverage and n) per cell, as CSV and
+Markdown."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.records import AXIS_COLUMNS
-from analysis.stats import summarize
+from analysis.intervals import pct
+from analysis.stats import coverage_text, summarize
 
 
 def varying_axes(df: pd.DataFrame) -> list[str]:
@@ -16,7 +18,7 @@ def varying_axes(df: pd.DataFrame) -> list[str]:
 
 
 def cell_summary(df: pd.DataFrame, value: str = "samples_per_s") -> pd.DataFrame:
-    """One row per (study, cell): axis values, n, median and 95% interval of `value`, spread flag."""
+    """One row per (study, cell): axis values, n, median and its interval with `ci_coverage`, spread flag."""
     axes = [c for c in AXIS_COLUMNS if c in df]
     keys = ["study", "cell_id"]
     s = summarize(df, by=keys, value=value)
@@ -32,7 +34,7 @@ def cell_summary(df: pd.DataFrame, value: str = "samples_per_s") -> pd.DataFrame
 def write_summary(summary: pd.DataFrame, folder: Path, study: str) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     axes = varying_axes(summary) or ["workload", "num_workers", "cores"]
-    cols = axes + ["n", "n_not_ok", "median", "ci_low", "ci_high", "iqr_rel", "unstable",
+    cols = axes + ["n", "n_not_ok", "median", "ci_low", "ci_high", "ci_coverage", "iqr_rel", "unstable",
                    "time_to_first_batch_s_median", "uss_peak_bytes_median"]
     cols = [c for c in cols if c in summary]
     table = summary.sort_values(axes)[["cell_id"] + cols]
@@ -40,12 +42,16 @@ def write_summary(summary: pd.DataFrame, folder: Path, study: str) -> list[Path]
     table.to_csv(csv, index=False)
     md = folder / "summary.md"
     pretty = table.drop(columns=["cell_id"]).rename(columns={
-        "median": "samples/s (median)", "ci_low": "95% CI low", "ci_high": "95% CI high", "iqr_rel": "IQR/median",
+        "median": "samples/s (median)", "ci_low": "interval low", "ci_high": "interval high",
+        "ci_coverage": "interval coverage", "iqr_rel": "IQR/median",
         "n_not_ok": "failed", "time_to_first_batch_s_median": "first batch (s)",
         "uss_peak_bytes_median": "USS peak (MiB)"})
     if "USS peak (MiB)" in pretty:
         pretty["USS peak (MiB)"] = pretty["USS peak (MiB)"] / 2**20
-    md.write_text(f"# {study}: throughput per cell\n\nMedian over repetitions with a 95% bootstrap interval; "
+    if "interval coverage" in pretty:
+        pretty["interval coverage"] = pretty["interval coverage"].map(lambda c: pct(c) if c == c else "–")
+    md.write_text(f"# {study}: throughput per cell\n\nMedian over repetitions with its order-statistic interval "
+                  f"({coverage_text(summary['n'])}; the coverage of each row is in its own column); "
                   f"'unstable' marks cells whose IQR exceeds 10% of the median.\n\n"
                   + pretty.to_markdown(index=False, floatfmt=".3g") + "\n")
     return [csv, md]

@@ -94,7 +94,7 @@ AXES: dict[str, Axis] = {
              "a number of KiB from 0.001 to 1048576", applies_to=("sleep", "cpu")),
         Axis("tensors_per_sample", _int(1, 100_000), 1, "tensors each sample returns",
              "an integer from 1 to 100000", applies_to=("sleep", "cpu")),
-        # --- the seeds' questions (studies in suite/studies/) ---
+        # --- the claim studies' questions (suite/studies/) ---
         Axis("jpeg_stage", _choice(("full", "decode")), "full",
              "the full pipeline, or decode only (the decode ceiling)", "full or decode", applies_to=("jpeg",)),
         Axis("forkserver_preload", bool, False, "forkserver: preload torch and the workload in the fork server",
@@ -121,7 +121,7 @@ AXES: dict[str, Axis] = {
              "auto, cpu or cuda"),
         Axis("non_blocking", bool, True, "host-to-device copies with non_blocking=True", "true or false"),
         Axis("prefetcher", bool, False, "copy batch N+1 on a side CUDA stream while N computes", "true or false"),
-        # --- faults and limits (issue 5; the fault workload is a self-test of the harness: suite/workloads/faulty.py) ---
+        # --- faults and limits (the fault workload is a self-test of the harness: suite/workloads/faulty.py) ---
         Axis("fault", _choice(FAULTS), "none", "fault workload: what goes wrong at sample fault_at (harness self-test)",
              f"one of {', '.join(FAULTS)}", applies_to=("fault",)),
         Axis("fault_at", _int(0, 100_000_000), 0, "fault workload: the sample index where the fault happens",

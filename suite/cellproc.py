@@ -27,14 +27,14 @@ def pin_cores(cores: int) -> list[int]:
     return chosen
 
 
-def cell_main(config: dict[str, Any], repetition: int, prepared, result_path: str) -> int:
+def cell_main(config: dict[str, Any], repetition: int, prepared, result_path: str, in_cgroup: bool = False) -> int:
     """Returns the process exit code. The result file holds either metrics or a classified error."""
     os.setpgid(0, 0)  # the runner kills the whole group (workers, forkserver) on timeout or interrupt
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD):
         signal.signal(sig, signal.SIG_DFL)
     result: dict[str, Any]
     try:
-        result = {"status": "ok", **measure_cell(config, repetition, prepared)}
+        result = {"status": "ok", **measure_cell(config, repetition, prepared, in_cgroup=in_cgroup)}
     except BaseException as exc:  # noqa: BLE001 - every failure becomes a record
         from suite.errors import classify_exception
 
@@ -45,14 +45,15 @@ def cell_main(config: dict[str, Any], repetition: int, prepared, result_path: st
     return 0
 
 
-def measure_cell(config: dict[str, Any], repetition: int, prepared, loop: Callable | None = None) -> dict[str, Any]:
+def measure_cell(config: dict[str, Any], repetition: int, prepared, loop: Callable | None = None,
+                 in_cgroup: bool = False) -> dict[str, Any]:
     """Set the cell's process-global state, then measure its rank(s). `loop` replaces the measuring loop
     (suite.harness.run_loop's signature): the suite's own benchmarks drive the same cell with their own."""
     cores = config["cores"]
     pin_cores(cores)
     from suite.limits import apply_cell_limits
 
-    apply_cell_limits(config)  # ulimit_nofile, memory_limit_mb (RLIMIT_AS where the runner made no cgroup)
+    apply_cell_limits(config, in_cgroup)  # ulimit_nofile, memory_limit_mb (RLIMIT_AS where no cgroup)
     os.environ["OMP_NUM_THREADS"] = str(cores)  # spawned workers read it at start-up
     import torch
     import torch.multiprocessing as tmp

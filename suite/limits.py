@@ -20,7 +20,6 @@ from typing import Any
 from suite.processes import pid_alive
 
 PREFIX = "loaderbench-"
-CELL_CGROUP_JOINED = False  # set in the cell process once it is inside its cgroup
 
 
 def apply_nofile(n: int) -> None:
@@ -53,15 +52,16 @@ def apply_rlimit_as(limit_mb: int) -> int:
     return limit
 
 
-def apply_cell_limits(config: dict[str, Any]) -> dict[str, Any]:
-    """Called in the cell process before it builds its DataLoader. Returns what is in effect."""
+def apply_cell_limits(config: dict[str, Any], in_cgroup: bool = False) -> dict[str, Any]:
+    """Called in the cell process before it builds its DataLoader; `in_cgroup`: the runner's memory cgroup
+    already limits the cell, so no RLIMIT_AS. Returns what is in effect."""
     out: dict[str, Any] = {}
     nofile = config.get("ulimit_nofile")
     if nofile:
         apply_nofile(int(nofile))
         out["nofile"] = int(nofile)
     mem = config.get("memory_limit_mb")
-    if mem and not CELL_CGROUP_JOINED:
+    if mem and not in_cgroup:
         out["rlimit_as"] = apply_rlimit_as(int(mem))
     return out
 

@@ -93,20 +93,20 @@ def _pidfd_wait(pid: int, timeout: float, pidfd: int | None) -> bool:
 
 # --- the cell side of the fork ---------------------------------------------------------------------------
 
-def _cell_start(runner_pid: int, cgroup) -> None:
-    """First thing in the forked cell: die with the runner, own process group, join the memory cgroup."""
+def _cell_start(runner_pid: int, cgroup) -> bool:
+    """First thing in the forked cell: die with the runner, own process group, join the memory cgroup.
+    Returns whether it is inside the cgroup."""
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != runner_pid:  # the runner died before the line above
         os._exit(75)
     os.setpgid(0, 0)
-    if cgroup is not None:
-        import suite.limits
-
-        try:
-            cgroup.join(os.getpid())
-            suite.limits.CELL_CGROUP_JOINED = True
-        except OSError:  # the cell falls back to RLIMIT_AS (suite.limits.apply_cell_limits)
-            pass
+    if cgroup is None:
+        return False
+    try:
+        cgroup.join(os.getpid())
+        return True
+    except OSError:  # the cell falls back to RLIMIT_AS (suite.limits.apply_cell_limits)
+        return False
 
 
 def _record_escaped(exc: BaseException, channel: ResultChannel, config: dict) -> int:
@@ -301,8 +301,8 @@ class _CellProcess:
         if pid == 0:  # the cell process
             code = 70
             try:
-                _cell_start(runner_pid, cgroup)
-                code = cell_main(config, task.repetition, prepared, channel.path)
+                in_cgroup = _cell_start(runner_pid, cgroup)
+                code = cell_main(config, task.repetition, prepared, channel.path, in_cgroup)
             except BaseException as exc:  # noqa: BLE001 - what cell_main could not record itself
                 code = _record_escaped(exc, channel, config)
             finally:
@@ -386,7 +386,7 @@ def run_task(task: Task, store: Store, host_env: dict, prepared=None, timeout_s:
         record.error = out_of_memory(mem_limit, f"cgroup-{cgroup.version}", victims, record.error)
         record.status = "failed"
     record.env = {**host_env, **(result or {}).get("cell_env", {})}
-    limits = _limits(config, cgroup, mem_peak, oom_kills)
+    limits = _limits_in_force(config, cgroup, mem_peak, oom_kills)
     if limits:
         record.env["limits"] = limits
     record.cleanup = cleanup
@@ -443,7 +443,7 @@ def _oom_victims(error: dict | None, status: int | None) -> str:
     return "a process of the cell"
 
 
-def _limits(config: dict, cgroup, peak: int | None, oom_kills: int) -> dict:
+def _limits_in_force(config: dict, cgroup, peak: int | None, oom_kills: int) -> dict:
     out: dict[str, Any] = {}
     if config.get("ulimit_nofile"):
         out["nofile"] = config["ulimit_nofile"]

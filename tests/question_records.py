@@ -12,7 +12,8 @@ import pandas as pd
 from analysis import claims as C
 from analysis.records import flatten
 
-H, F, N = C.HOLDS, C.FAILS, C.NOT_MEASURABLE
+H, F, I = C.HOLDS, C.FAILS, C.INCONCLUSIVE
+N, X = C.NOT_MEASURED, C.NOT_MEASURABLE  # records missing; not like for like on this machine
 MIB = 2**20
 
 
@@ -32,8 +33,11 @@ def table(records) -> pd.DataFrame:
     return pd.DataFrame([flatten(r, f"/r/{i}.json") for i, r in enumerate(records)])
 
 
-def jitter(rep: int) -> float:
-    return 1 + 0.01 * (rep - 1)  # 0.99, 1.00, 1.01: small, separated spreads
+SPREAD = 0.01
+
+
+def jitter(rep: int, spread: float = SPREAD) -> float:
+    return 1 + spread * (rep - 1)  # 0.99, 1.00, 1.01: small, separated spreads (wide ones: inconclusive)
 
 
 def decide(rule, df) -> str:
@@ -43,21 +47,23 @@ def decide(rule, df) -> str:
 SM_BASE = {"fork": 0.3, "forkserver": 3.0, "forkserver+preload": 2.0, "spawn": 5.0}
 
 
-def sm_table(ttfb=SM_BASE, gap=None, uss=None, reps=3, nws=(1, 4), payloads=(0.0, 64.0), uss_copies=True):
-    gap = gap or {"fork": 0.2, "forkserver": 3.0, "forkserver+preload": 0.3, "spawn": 5.0}
+def sm_table(ttfb=SM_BASE, gap=None, uss=None, reps=3, nws=(1, 4), payloads=(0.0, 64.0), uss_copies=True,
+             spread=SPREAD):
+    gap = gap or {"fork": 0.2, "forkserver": 3.0, "forkserver+preload": 0.25, "spawn": 5.0}
     uss = uss or (lambda m, nw, p: nw * (300 + (1.6 * p if m != "fork" else 0)) * MIB)
     out = []
     for m, nw, p, r in itertools.product(ttfb, nws, payloads, range(reps)):
         sm, pre = ("forkserver", m.endswith("preload")) if m.startswith("forkserver") else (m, None)
         cfg = {"start_method": sm, "forkserver_preload": pre, "num_workers": nw, "parent_payload_mb": p, "epochs": 2}
         grow = 1 + 0.2 * (nw - 1) if m == "spawn" else 1
-        cpu = nw * (2.5 if m in ("spawn", "forkserver") else 0.1) * jitter(r)
-        out.append(rec("start-method", cfg, {"time_to_first_batch_s": ttfb[m] * grow * jitter(r),
+        cpu = nw * (2.5 if m in ("spawn", "forkserver") else 0.1) * jitter(r, spread)
+        out.append(rec("start-method", cfg, {"time_to_first_batch_s": ttfb[m] * grow * jitter(r, spread),
                                              "cpu_s": {"main": (0.05 + (0.2 * nw * p / 64 if m != "fork" and
-                                                                        uss_copies else 0)) * jitter(r),
+                                                                        uss_copies else 0)) * jitter(r, spread),
                                                        "workers": cpu},
-                                             "epoch_gap_s": gap[m] * jitter(r), "samples_per_s": 100.0,
-                                             "memory_bytes": {"workers_uss_peak": uss(m, nw, p) * jitter(r)}}, r))
+                                             "epoch_gap_s": gap[m] * jitter(r, spread), "samples_per_s": 100.0,
+                                             "memory_bytes": {"workers_uss_peak": uss(m, nw, p) * jitter(r, spread)}},
+                       r))
     return table(out)
 
 
@@ -66,25 +72,25 @@ def timeline(nw, start_mib, growth_mib, samples=10):
             for i in range(samples)] + [[0.2 * samples, 1, 50 * MIB, 0, 40 * MIB, 0]]
 
 
-def cow_table(growth, reps=3, nws=(1, 4)):
+def cow_table(growth, reps=3, nws=(1, 4), spread=SPREAD):
     out = []
     for b, nw, r in itertools.product(growth, nws, range(reps)):
         g = growth[b](nw) if callable(growth[b]) else growth[b]
         out.append(rec("cow-memory", {"index_backing": b, "index_items": 2_000_000, "num_workers": nw},
-                       {"samples_per_s": 1e5, "memory_timeline": timeline(nw, 20, g * jitter(r))}, r))
+                       {"samples_per_s": 1e5, "memory_timeline": timeline(nw, 20, g * jitter(r, spread))}, r))
     return table(out)
 
 
 COW_OK = {"list_str": 30.0, "numpy_object": 28.0, "numpy_bytes": 0.5, "arrow": 1.0}
 
 
-def pers_table(gap, total, reps=3, epochs=(1, 5)):
+def pers_table(gap, total, reps=3, epochs=(1, 5), spread=SPREAD):
     out = []
     for sm, p, e, r in itertools.product(("fork", "spawn"), (False, True), epochs, range(reps)):
         g = gap[(sm, p)] if e > 1 else None
         out.append(rec("persistence", {"start_method": sm, "persistent_workers": p, "epochs": e},
-                       {"epoch_gap_s": None if g is None else g * jitter(r),
-                        "total_s": total[(sm, p)] * e * jitter(r), "epoch_s": [1.0] * e}, r))
+                       {"epoch_gap_s": None if g is None else g * jitter(r, spread),
+                        "total_s": total[(sm, p)] * e * jitter(r, spread), "epoch_s": [1.0] * e}, r))
     return table(out)
 
 
@@ -93,7 +99,7 @@ TOTAL_OK = {("fork", False): 1.5, ("fork", True): 1.3, ("spawn", False): 6.0, ("
 
 
 def sharing_table(fail_fd=True, fail_fs=False, fds_fd_many=4000, thr=(1000.0, 400.0, 1000.0, 800.0), reps=3,
-                  limits=(256, 8192)):
+                  limits=(256, 8192), spread=SPREAD):
     """thr: samples/s for (fd 1 tensor, fd many, fs 1 tensor, fs many)."""
     out = []
     for s, nw, t, lim, r in itertools.product(("file_descriptor", "file_system"), (2, 8), (1, 256), limits,
@@ -107,12 +113,13 @@ def sharing_table(fail_fd=True, fail_fs=False, fds_fd_many=4000, thr=(1000.0, 40
                            error={"kind": "too_many_open_files", "message": "too many open files"}))
             continue
         k = (0 if fd else 2) + (1 if t > 1 else 0)
-        out.append(rec("sharing", cfg, {"samples_per_s": thr[k] * jitter(r), "open_fds_peak": fds * jitter(r),
+        out.append(rec("sharing", cfg, {"samples_per_s": thr[k] * jitter(r, spread),
+                                        "open_fds_peak": fds * jitter(r, spread),
                                         "shm_peak_bytes": 0}, r, env={"ulimit_nofile_cell": lim}))
     return table(out)
 
 
-def ladder_table(speed, consumer="cpu", reps=3, pin_effective=False):
+def ladder_table(speed, consumer="cpu", reps=3, pin_effective=False, spread=SPREAD):
     steps = {"baseline": {"num_workers": 0}, "+workers": {"num_workers": 4},
              "+pin_memory": {"num_workers": 4, "pin_memory": True},
              "+persistent": {"num_workers": 4, "pin_memory": True, "persistent_workers": True},
@@ -124,7 +131,7 @@ def ladder_table(speed, consumer="cpu", reps=3, pin_effective=False):
         full = {"pin_memory": False, "persistent_workers": False if cfg["num_workers"] else None, "prefetcher": False,
                 "batched": False, "workload": "tutorial", "model": "tutorial", **cfg}
         for r in range(reps):
-            out.append(rec("ladder", full, {"end_to_end_samples_per_s": 100 * speed[name] * jitter(r),
+            out.append(rec("ladder", full, {"end_to_end_samples_per_s": 100 * speed[name] * jitter(r, spread),
                                             "consumer": consumer, "device": "cuda:0" if consumer == "gpu" else "cpu",
                                             "pin_memory_effective": pin_effective and full["pin_memory"]}, r))
     return table(out)
@@ -133,17 +140,17 @@ def ladder_table(speed, consumer="cpu", reps=3, pin_effective=False):
 TUTORIAL = {"baseline": 1.0, **C.PUBLISHED}
 
 
-def over_table(curve, ranks2=None, reps=3):
+def over_table(curve, ranks2=None, reps=3, spread=SPREAD):
     out = []
     for w in ("cpu", "jpeg"):
         for nw, v in curve.items():
             for r in range(reps):
                 out.append(rec("oversubscription", {"workload": w, "num_workers": nw, "ranks": 1},
-                               {"samples_per_s": v * jitter(r)}, r))
+                               {"samples_per_s": v * jitter(r, spread)}, r))
     for nw, v in (ranks2 or {}).items():
         for r in range(reps):
             out.append(rec("oversubscription", {"workload": "cpu", "num_workers": nw, "ranks": 2},
-                           {"samples_per_s": v * jitter(r)}, r))
+                           {"samples_per_s": v * jitter(r, spread)}, r))
     return table(out)
 
 
@@ -166,11 +173,12 @@ def rng_table(numpy_within=0.0, python_within=0.0, torch_within=0.0, across=0.0,
     return table(out)
 
 
-def in_order_table(p99, thr, reps=3):
+def in_order_table(p99, thr, reps=3, spread=SPREAD):
     out = []
     for io, slow, r in itertools.product((True, False), (0.0, 10.0), range(reps)):
         k = (io, slow > 0)
         out.append(rec("in-order", {"in_order": io, "slow_worker_ms": slow, "num_workers": 4},
-                       {"batch_wait_s": {"p99": p99[k] * jitter(r), "p50": 0.001}, "samples_per_s": thr[k] * jitter(r)},
+                       {"batch_wait_s": {"p99": p99[k] * jitter(r, spread), "p50": 0.001},
+                        "samples_per_s": thr[k] * jitter(r, spread)},
                        r))
     return table(out)

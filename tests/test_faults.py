@@ -484,15 +484,15 @@ from suite.study import parse_study
 
 cell = parse_study({"study": {"name": "d"}, "matrix": {"workload": "fault"}}, where="x").cells[0]
 
-def killed(config, rep, prepared, path):  # torch's SIGCHLD handler raising after cell_main's own except block
+def killed(config, rep, prepared, path, *_):  # torch's SIGCHLD handler raising after cell_main's own except block
     raise RuntimeError("DataLoader worker (pid 5) is killed by signal: Killed. ")
 
-def written_then_raised(config, rep, prepared, path):
+def written_then_raised(config, rep, prepared, path, *_):
     with open(path, "w") as fh:
         json.dump({"status": "failed", "error": {"kind": "worker_error", "message": "the original"}}, fh)
     raise RuntimeError("DataLoader worker (pid 5) is killed by signal: Killed. ")
 
-def torn(config, rep, prepared, path):
+def torn(config, rep, prepared, path, *_):
     with open(path, "w") as fh:
         fh.write('{"status": "ok", "metr')
     raise OSError(24, "Too many open files")

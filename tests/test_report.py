@@ -78,6 +78,31 @@ def test_markdown_links_figures_by_relative_path(report_dir):
         assert not link.startswith("/") and (out / link).exists()
 
 
+def test_no_interval_is_called_95_percent_unless_it_is(report_dir):
+    # 3 repetitions per cell: every interval of a median is [min, max] (75%), every comparison at most 90%;
+    # "95%" may appear only as the nominal target ("nominal 95%"), never as what an interval is
+    _, out, _ = report_dir
+    texts = {name: (out / name).read_text() for name in ("report.md", "report.html")}
+    texts["summary.md"] = (out / "small" / "summary.md").read_text()
+    texts["claims.md"] = (out / "claims.md").read_text()
+    for name, text in texts.items():
+        assert "95%" not in text.replace("nominal 95%", ""), name
+    md = texts["report.md"]
+    assert "n = 3 repetitions per cell" in md
+    assert "interval [min, max] of 3 repetitions, 75% coverage" in md  # the study, the cells table, the caption
+    caption = md.split("![throughput_vs_workers]")[1].split("\n\n")[1]
+    assert "75% coverage" in caption and "bootstrap" not in caption
+    assert "(90%, 3 v 3)" in md  # comparisons print their real coverage and n
+
+
+def test_claims_are_decided_from_quick_shaped_records(report_dir):
+    _, out, _ = report_dir
+    claims = (out / "claims.md").read_text()
+    row = next(line for line in claims.splitlines() if "CPU-bound throughput peaks near the core count" in line)
+    assert "**holds**" in row and "| small |" in row and "study small:" in row
+    assert "make local STUDY=suite/studies/start-method.toml" in claims  # what is missing says how to measure it
+
+
 def test_unstable_and_failed_cells_are_listed(report_dir):
     _, out, analyses = report_dir
     md = (out / "report.md").read_text()

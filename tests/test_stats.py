@@ -6,7 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.stats import Comparison, compare, median_ci, summarize
+from analysis.intervals import (
+    n_for_median, n_for_shift, order_coverage, order_k, shift_ci, shift_coverage, widest_shift_coverage,
+)
+from analysis.stats import VERDICTS, Comparison, compare, coverage_text, median_ci, summarize
 
 
 def _table():
@@ -40,7 +43,7 @@ def _table():
 def test_summarize_columns_and_counts():
     s = summarize(_table(), by=["cell_id", "workload", "num_workers"], value="samples_per_s")
     assert list(s["cell_id"]) == ["a", "b", "c", "d"]
-    for col in ["n", "median", "ci_low", "ci_high", "ci_method", "mean", "iqr", "iqr_rel", "unstable"]:
+    for col in ["n", "median", "ci_low", "ci_high", "ci_method", "ci_coverage", "mean", "iqr", "iqr_rel", "unstable"]:
         assert col in s.columns
     s = s.set_index("cell_id")
     assert s.loc["a", "n"] == 21 and s.loc["b", "n"] == 5
@@ -53,7 +56,8 @@ def test_summarize_columns_and_counts():
 def test_summarize_ci_contains_true_median_and_flags_unstable():
     s = summarize(_table(), by=["cell_id"], value="samples_per_s").set_index("cell_id")
     a = s.loc["a"]
-    assert a["ci_method"] == "percentile"
+    assert a["ci_method"] == "order statistic"
+    assert a["ci_coverage"] >= 0.95  # 21 repetitions reach the nominal 95%
     assert a["ci_low"] <= 100.0 <= a["ci_high"]
     assert a["ci_low"] <= a["median"] <= a["ci_high"]
     assert a["ci_high"] - a["ci_low"] < 2.0  # sd 1, n 21: a tight interval
@@ -68,6 +72,7 @@ def test_summarize_small_n_has_no_interval():
     for cell in ["c", "d"]:
         assert s.loc[cell, "ci_method"] == "n<3"
         assert np.isnan(s.loc[cell, "ci_low"]) and np.isnan(s.loc[cell, "ci_high"])
+        assert np.isnan(s.loc[cell, "ci_coverage"])
 
 
 def test_summarize_is_deterministic():
@@ -84,25 +89,26 @@ def test_summarize_unstable_threshold_is_a_parameter():
 
 
 def test_median_ci_degenerate():
-    assert median_ci([5.0, 5.0, 5.0]) == (5.0, 5.0, "degenerate")
+    assert median_ci([5.0, 5.0, 5.0])[:3] == (5.0, 5.0, "degenerate")
+    assert median_ci([5.0, 5.0, 5.0]).coverage == 0.75
 
 
 def test_compare_not_enough_data():
     c = compare([100.0, 101.0], [150.0, 151.0, 152.0])
-    assert c.verdict == "not enough data" and not c.significant
+    assert c.verdict == "not measured yet" and not c.significant and "has 2 v 3" in c.reason
     assert np.isnan(c.p_value) and np.isnan(c.ci_low)
     # NaN repetitions do not count
-    assert compare([1.0, 2.0, np.nan], [1.0, 2.0, 3.0]).verdict == "not enough data"
+    assert compare([1.0, 2.0, np.nan], [1.0, 2.0, 3.0]).verdict == "not measured yet"
 
 
-def test_compare_same_distribution_is_no_difference():
+def test_compare_same_distribution_is_equivalent():
     rng = np.random.default_rng(11)
     a = 100 * (1 + 0.02 * rng.standard_normal(10))
     b = 100 * (1 + 0.02 * rng.standard_normal(10))
     c = compare(a, b)
     assert isinstance(c, Comparison)
-    assert c.verdict == "no difference" and not c.significant
-    assert c.ci_low <= 1.0 <= c.ci_high
+    assert c.verdict == "equivalent" and not c.significant  # the interval lies within +-5%
+    assert c.ci_low <= 1.0 <= c.ci_high and c.ci_coverage >= 0.95
 
 
 def test_compare_detects_a_20_percent_shift():
@@ -125,7 +131,7 @@ def test_compare_small_effect_is_not_significant():
     b = 102 * (1 + 0.001 * rng.standard_normal(10))  # clear, but 2 % < min_effect 5 %
     c = compare(a, b)
     assert c.p_value < 0.05 and c.ci_low > 1.0
-    assert not c.significant and c.verdict == "no difference"
+    assert not c.significant and c.verdict == "equivalent"
     assert compare(a, b, min_effect=0.01).verdict == "faster"
 
 
@@ -133,50 +139,91 @@ def test_comparison_is_frozen():
     c = compare([1.0, 2.0, 3.0], [1.0, 2.0, 3.0])
     with pytest.raises(dataclasses.FrozenInstanceError):
         c.verdict = "faster"  # type: ignore[misc]
+    assert c.verdict in VERDICTS
 
 
-# --- the exact bootstrap distribution of the median (what scipy's resampling converges to) ---
-
-from analysis.stats import EXACT_MAX_N, _median_atoms  # noqa: E402
+# --- intervals that state their real coverage
 
 
-@pytest.mark.parametrize("n", [3, 4, 5, 6, 7, 10])
-def test_exact_median_distribution_matches_resampling(n):
-    a, b, p = _median_atoms(n)
-    assert p.sum() == pytest.approx(1.0, abs=1e-12) and (p >= 0).all()
-    rng = np.random.default_rng(n)
-    x = np.sort(rng.normal(100, 5, n))
-    draws = np.median(x[rng.integers(0, n, (100_000, n))], axis=1)
-    for ai, bi, pi in zip(a, b, p):
-        freq = np.mean(np.isclose(draws, (x[ai] + x[bi]) / 2))
-        assert freq == pytest.approx(pi, abs=0.006)
+@pytest.mark.parametrize("n,coverage", [(3, 0.75), (4, 0.875), (5, 0.9375), (6, 0.96875), (10, 1 - 2 * 11 / 1024)])
+def test_median_interval_coverage_is_exact(n, coverage):
+    # [x(k), x(n-k+1)] covers the median with 1 - 2 P(Binom(n, 1/2) <= k - 1); the narrowest reaching 95%,
+    # else [min, max]: k = 1 up to n = 9, k = 2 at n = 10 (97.85%)
+    assert order_k(n) == (2 if n == 10 else 1)
+    assert order_coverage(n, order_k(n)) == pytest.approx(coverage, abs=1e-12)
+    x = np.arange(1.0, n + 1)
+    iv = median_ci(x)
+    assert iv.coverage == pytest.approx(coverage, abs=1e-12) and iv.n == n and iv.method == "order statistic"
+    assert (iv.low, iv.high) == (x[order_k(n) - 1], x[n - order_k(n)])
 
 
-def test_exact_interval_agrees_with_scipy_bootstrap():
-    from scipy import stats as st
+def test_median_interval_coverage_holds_by_simulation():
+    rng = np.random.default_rng(3)
+    for n in (3, 5):
+        draws = rng.lognormal(0.0, 0.5, (20_000, n))  # population median 1
+        lo, hi = draws.min(axis=1), draws.max(axis=1)
+        assert np.mean((lo <= 1.0) & (1.0 <= hi)) == pytest.approx(order_coverage(n), abs=0.01)
 
-    rng = np.random.default_rng(5)
-    for n in (5, 8, 12):
-        x = rng.normal(100, 5, n)
-        lo, hi, method = median_ci(x)
-        res = st.bootstrap((x,), np.median, n_resamples=40_000, method="percentile",
-                           rng=np.random.default_rng(1)).confidence_interval
-        xs = np.sort(x)
-        step = np.diff(xs).max()  # the intervals are order statistics: they may differ by one atom at most
-        assert method == "percentile"
-        assert abs(lo - res.low) <= step and abs(hi - res.high) <= step
+
+def test_shift_interval_coverage_is_exact():
+    # the widest interval: every value of one side below every value of the other, 1 - 2 / C(m + n, m)
+    assert widest_shift_coverage(3, 3) == pytest.approx(0.9)
+    assert widest_shift_coverage(2, 2) == pytest.approx(2 / 3)
+    assert widest_shift_coverage(4, 4) == pytest.approx(1 - 2 / 70)
+    assert widest_shift_coverage(5, 5) == pytest.approx(1 - 2 / 252)
+    # 5 v 5 at 95%: U <= 2 has probability 4/252, U <= 3 has 7/252: k = 3
+    assert shift_coverage(5, 5, 3) == pytest.approx(1 - 8 / 252)
+    iv = shift_ci(np.arange(1.0, 6), np.arange(1.0, 6) * 2, 0.95)
+    assert iv.k == 3 and iv.coverage == pytest.approx(1 - 8 / 252)
+    assert n_for_shift(0.95) == 4 and n_for_median(0.95) == 6
+
+
+def test_shift_interval_coverage_holds_by_simulation():
+    rng = np.random.default_rng(4)
+    hits = 0
+    for _ in range(3000):
+        a, b = rng.lognormal(0.0, 0.2, 3), 1.5 * rng.lognormal(0.0, 0.2, 3)
+        iv = shift_ci(a, b, 0.95)
+        hits += iv.low <= 1.5 <= iv.high
+    assert hits / 3000 == pytest.approx(0.9, abs=0.02)  # asked for 95%, 3 v 3 gives exactly 90%
+
+
+def test_summarize_reports_real_coverage():
+    rows = [dict(cell_id=f"c{n}", repetition=r, status="ok", samples_per_s=100.0 + r)
+            for n in (3, 4, 5, 6, 10) for r in range(n)]
+    s = summarize(pd.DataFrame(rows), by=["cell_id"], value="samples_per_s").set_index("cell_id")
+    for n in (3, 4, 5, 6, 10):
+        assert s.loc[f"c{n}", "ci_coverage"] == pytest.approx(order_coverage(n, order_k(n)))
+        assert s.loc[f"c{n}", "confidence"] == 0.95
+    assert s.loc["c3", "ci_low"] == 100.0 and s.loc["c3", "ci_high"] == 102.0
+
+
+def test_compare_at_three_repetitions_is_inconclusive_and_says_why():
+    c = compare([100.0, 101.0, 102.0], [150.0, 151.0, 152.0])
+    assert c.verdict == "inconclusive" and c.ci_coverage == pytest.approx(0.9)
+    assert "reach at most 90%" in c.reason and "4 per side" in c.reason
+    # at 90% the same data are decided
+    assert compare([100.0, 101.0, 102.0], [150.0, 151.0, 152.0], confidence=0.9).verdict == "faster"
+
+
+def test_coverage_text_never_says_95_below_it():
+    assert coverage_text([3, 3]) == "interval [min, max] of 3 repetitions, 75% coverage"
+    assert coverage_text([5]) == "interval [min, max] of 5 repetitions, 93.8% coverage"
+    assert coverage_text([3, 6]) == "intervals of 3 to 6 repetitions, 75% to 96.9% coverage"
+    assert "95%" not in coverage_text([3, 4, 5])
 
 
 def test_summarize_equals_median_ci_per_group():
     rng = np.random.default_rng(9)
     rows = [dict(cell_id=f"c{i}", repetition=r, status="ok", samples_per_s=v)
-            for i, n in enumerate([3, 4, 5, 7, 10, EXACT_MAX_N + 1])
+            for i, n in enumerate([3, 4, 5, 7, 10, 41])
             for r, v in enumerate(rng.normal(100, 10, n))]
     s = summarize(pd.DataFrame(rows), by=["cell_id"], value="samples_per_s").set_index("cell_id")
     df = pd.DataFrame(rows)
     for cell, g in df.groupby("cell_id"):
-        lo, hi, _ = median_ci(g["samples_per_s"])
-        assert s.loc[cell, "ci_low"] == pytest.approx(lo) and s.loc[cell, "ci_high"] == pytest.approx(hi)
+        iv = median_ci(g["samples_per_s"])
+        assert s.loc[cell, "ci_low"] == pytest.approx(iv.low) and s.loc[cell, "ci_high"] == pytest.approx(iv.high)
+        assert s.loc[cell, "ci_coverage"] == pytest.approx(iv.coverage)
         assert s.loc[cell, "median"] == pytest.approx(g["samples_per_s"].median())
         q1, q3 = g["samples_per_s"].quantile([0.25, 0.75])
         assert s.loc[cell, "iqr"] == pytest.approx(q3 - q1)

@@ -1,112 +1,37 @@
-"""One figure per question of issue 4, each named after the question it answers, drawn from a study's tidy
+"""One figure per question of the seeds, each named after the question it answers, drawn from a study's tidy
 rows; `draw_question_figures` picks the figure matching a study (by its name, else by the axes it varies).
 
-Every figure: bars are medians over repetitions, black dots the repetitions themselves (3 per cell in the
-shipped studies, so the dots are the spread); the header names the verdicts of the question's claims as
-computed by analysis.claims (never written by hand); the footer names study, machine and versions.
+Every figure: bars are medians over repetitions, black dots the repetitions themselves (so the dots are the
+spread); ratio whiskers are distribution-free intervals whose real coverage and n the note prints; the header
+names the verdicts of the question's claims as computed by analysis.claims (never written by hand); the
+footer names study, machine and versions.
 """
 
 from __future__ import annotations
 
 import json
-import textwrap
 import warnings
 from pathlib import Path
 
 import matplotlib.pyplot as plt
-import matplotlib.ticker as mticker
 import numpy as np
 import pandas as pd
 import seaborn as sns
 
 from analysis import claims as C
-from analysis.figures.style import apply_theme, provenance, save
+from analysis.figures.question_parts import bars as _bars
+from analysis.figures.question_parts import empty as _empty
+from analysis.figures.question_parts import header as _header
+from analysis.figures.question_parts import legend_top as _legend_top
+from analysis.figures.question_parts import ok as _ok
+from analysis.figures.question_parts import plain_log as _plain_log
+from analysis.figures.question_parts import ratio_note
+from analysis.figures.question_parts import save_with_note as _save
+from analysis.figures.style import apply_theme
 
 MIB = 2**20
 METHOD_ORDER = ["fork", "forkserver+preload", "forkserver", "spawn"]
 BACKING_ORDER = ["list_str", "numpy_object", "numpy_bytes", "arrow"]
-
-
-# --------------------------------------------------------------------------------------------------------
-# shared pieces
-
-
-def _ok(df: pd.DataFrame) -> pd.DataFrame:
-    return df[df["status"] == "ok"] if "status" in df else df
-
-
-def _bars(ax, data: pd.DataFrame, x: str, y: str, hue: str | None = None, order=None, hue_order=None,
-          palette=None, log: bool = False) -> None:
-    """Median bars with every repetition as a black dot."""
-    data = data[np.isfinite(pd.to_numeric(data[y], errors="coerce"))]
-    if data.empty:
-        ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center", color="0.5")
-        return
-    kw = dict(data=data, x=x, y=y, order=order, ax=ax)
-    if hue is not None:
-        kw.update(hue=hue, hue_order=hue_order)
-    sns.barplot(**kw, estimator=np.median, errorbar=None, palette=palette if hue else None, alpha=0.85,
-                legend=hue is not None, **({} if hue else {"color": sns.color_palette("colorblind")[0]}))
-    sns.stripplot(**kw, dodge=hue is not None, palette=["0.1"] * len(hue_order or data[hue].unique()) if hue else None,
-                  color=None if hue else "0.1", size=3, jitter=0.08, legend=False)
-    if log:
-        _plain_log(ax)
-    sns.despine(ax=ax)
-
-
-def _plain_log(ax, axis: str = "y") -> None:
-    """Log scale with plain numbers (0.2, 1, 5) instead of powers of ten."""
-    fmt = mticker.FuncFormatter(lambda v, _: f"{v:g}")
-    target = ax.yaxis if axis == "y" else ax.xaxis
-    (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
-    target.set_major_formatter(fmt)
-    target.set_minor_formatter(mticker.FuncFormatter(
-        lambda v, _: f"{v:g}" if f"{v:.1e}"[0] in "25" else ""))
-
-
-def _header(fig, title: str, rows: pd.DataFrame, study: str, question: str, width: int = 150,
-            legend=None) -> None:
-    """Stacked above the axes: the legend (if any), one line per claim with its verdict as computed by
-    analysis.claims, then the title. Heights are measured after layout, so nothing overlaps."""
-    table = C.claims_for(rows, study, question)
-    lines = [textwrap.shorten(f"{r['verdict'].upper()}: {r['claim']}", width, placeholder=" ...")
-             for _, r in table.iterrows()]
-    # tight_layout, not constrained layout: style.save then crops with bbox_inches="tight", which keeps
-    # this header (above y = 1) and the footer (below y = 0) on the canvas.
-    fig.tight_layout()
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
-    y = 1.0
-    if legend is not None:
-        y += legend.get_window_extent(renderer).height / fig.bbox.height + 0.005
-    if lines:
-        t = fig.text(0.5, y, "\n".join(lines), ha="center", va="bottom", fontsize=7.5, color="0.15",
-                     linespacing=1.35)
-        y += t.get_window_extent(renderer).height / fig.bbox.height + 0.012
-    fig.text(0.5, y, title, ha="center", va="bottom", fontsize=12, fontweight="bold")
-
-
-def _legend_top(fig, ax, title: str | None = None, ncol: int = 6):
-    """Move `ax`'s legend above the figure (the header goes above it); returns the figure legend."""
-    handles, labels = ax.get_legend_handles_labels()
-    if ax.get_legend() is not None:
-        ax.get_legend().remove()
-    if not handles:
-        return None
-    return fig.legend(handles, labels, title=title, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=ncol,
-                      frameon=False, fontsize=8, title_fontsize=8)
-
-
-def _save(fig, rows, study, out, name, note: str) -> list[Path]:
-    """Save with the note above the provenance footer (style.save puts the footer below the axes)."""
-    return save(fig, Path(out), name, note + "\n" + provenance(rows, study))
-
-
-def _empty(rows: pd.DataFrame, study: str, out: Path, name: str, why: str) -> list[Path]:
-    fig, ax = plt.subplots(figsize=(6, 2))
-    ax.axis("off")
-    ax.text(0.5, 0.5, f"{name}: {why}", ha="center", va="center", fontsize=9)
-    return save(fig, Path(out), name, provenance(rows, study))
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -299,10 +224,11 @@ def epoch_gap_by_persistence(df: pd.DataFrame, study: str, out: Path) -> list[Pa
     axes[1].set_ylabel("epoch time incl. worker start (s, log)")
     axes[1].set_title("per-epoch time (median of repetitions)")
     sns.despine(ax=axes[1])
-    sp = []
+    sp, comps = [], []
     for (sm, e), g in ok.groupby(["start_method", "epochs"]):
         on, off = g[g["workers"] == "persistent"]["total_s"], g[g["workers"] != "persistent"]["total_s"]
         c = C.compare(on, off)
+        comps.append(c)
         if np.isfinite(c.ratio):
             sp.append({"start_method": sm, "epochs": f"{int(e)} epoch{'s' if e > 1 else ''}", "ratio": c.ratio,
                        "lo": c.ci_low, "hi": c.ci_high})
@@ -331,8 +257,8 @@ def epoch_gap_by_persistence(df: pd.DataFrame, study: str, out: Path) -> list[Pa
         sns.move_legend(axes[0], "upper left", fontsize=7, title=None)
     _header(fig, f"Persistent workers: the cost at every epoch boundary ({study})", df, study, "persistence")
     return _save(fig, df, study, out, name,
-                 "Left: bars median, dots repetitions. Right: ratio of median total run time, whisker = exact 95% "
-                 "bootstrap interval; with 1 epoch there is no boundary (control).")
+                 "Left: bars median, dots repetitions. Right: ratio of median total run time, whisker = "
+                 f"{ratio_note(comps)}; with 1 epoch there is no boundary (control).")
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -413,9 +339,11 @@ def ladder_speedups(df: pd.DataFrame, study: str, out: Path) -> list[Path]:
     ok["rung"] = C.ladder_rung(ok)
     rungs = [r for r in C.RUNGS if r in set(ok["rung"])]
     base = ok[ok["rung"] == "baseline"]["end_to_end_samples_per_s"]
-    sp = []
+    sp, comps = [], []
     for r in rungs:
         c = C.compare(base, ok[ok["rung"] == r]["end_to_end_samples_per_s"])
+        if r != "baseline":
+            comps.append(c)
         gpu = C._on_gpu(ok[ok["rung"] == r])
         sp.append({"rung": r, "ratio": c.ratio, "lo": c.ci_low, "hi": c.ci_high, "gpu": gpu,
                    "published": 1.0 if r == "baseline" else C.PUBLISHED.get(r, np.nan)})
@@ -454,9 +382,8 @@ def ladder_speedups(df: pd.DataFrame, study: str, out: Path) -> list[Path]:
     axes[1].tick_params(axis="x", labelrotation=25)
     _header(fig, f"The tutorial's optimization ladder, reproduced ({study})", df, study, "ladder", width=170)
     return _save(fig, df, study, out, name,
-                 "Left: ratio of medians over the baseline, whisker = exact 95% bootstrap interval. Right: bars "
-                 "median, dots repetitions. The tutorial's numbers are from a GPU; on a CPU the model step "
-                 "dominates.")
+                 f"Left: ratio of medians over the baseline, whisker = {ratio_note(comps)}. Right: bars median, dots "
+                 "repetitions. The tutorial's numbers are from a GPU; on a CPU the model step dominates.")
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -611,7 +538,7 @@ FIGURES = {
 
 def draw_question_figures(df: pd.DataFrame, study: str, out: Path) -> list[Path]:
     """The figure(s) answering the question `study` was made for (by its name, else the axes it varies), as
-    PNG + PDF under `out`; [] for a study that answers none of issue 4's questions."""
+    PNG + PDF under `out`; [] for a study that answers none of the seeds' questions."""
     rows = df[df["study"] == study] if "study" in df else df.iloc[0:0]
     question = C.question_of(study, rows)
     if question is None or rows.empty:

@@ -12,6 +12,7 @@ from matplotlib.lines import Line2D
 from matplotlib.transforms import offset_copy
 
 from analysis.aggregate import StudyAnalysis
+from analysis.stats import coverage_text
 from analysis.figures.style import (
     FAILED_MARKER,
     MAIN_PROCESS_MARKER,
@@ -54,7 +55,8 @@ def _handles(a: StudyAnalysis, palette: dict) -> list:
 def throughput_vs_workers(a: StudyAnalysis, folder: Path) -> list[Path]:
     """Median samples/s vs num_workers: one panel per workload variant, one colour per core count.
 
-    Error bars: 95% bootstrap interval of the median; hollow markers: unstable cells (IQR > 10% of
+    Error bars: order-statistic interval of the median, its real coverage for the cells' n in the header
+    (75% for [min, max] of 3 repetitions); hollow markers: unstable cells (IQR > 10% of
     the median); square at 0: main-process loading; X on the axis: cells where every repetition
     failed. Dashed: ideal linear scaling from the one-worker rate; dotted vertical: num_workers =
     cores; dash-dot horizontal: decode-only ceiling (jpeg, when the study measured it); triangle
@@ -64,7 +66,7 @@ def throughput_vs_workers(a: StudyAnalysis, folder: Path) -> list[Path]:
     palette = cores_palette(cells["cores"])
     handles = _handles(a, palette)
     fig, axes = grid(len(a.panels), legend_rows=legend_rows(len(handles), 5))
-    header(fig, f"Throughput vs num_workers · study {a.study} · median with 95% bootstrap interval", handles)
+    header(fig, f"Throughput vs num_workers · study {a.study} · median with {coverage_text(cells['n'])}", handles)
     curve_at = {(p, c): r for p, c, r in zip(curves["panel"], curves["cores"], curves.to_dict("records"))}
     for ax, panel in zip(axes, a.panels):
         sub = cells[cells["panel"] == panel].sort_values(["cores", "num_workers"])
@@ -171,7 +173,7 @@ def oversubscription(a: StudyAnalysis, folder: Path) -> list[Path]:
                               label="unstable (IQR > 10%)"))
     else:
         handles.append(Line2D([], [], color="0.5", lw=0.8, label=f"one line per core count ({len(cores_values)})"))
-    handles.append(Line2D([], [], color="0.6", ls="--", lw=0.8, label="95% of best"))
+    handles.append(Line2D([], [], color="0.6", ls="--", lw=0.8, label="5% below best (the knee's bound)"))
     fig, (ax1, ax2, ax3) = grid(3, ncols=3, width=3.9, height=2.9, legend_rows=legend_rows(len(handles), 6))
     header(fig, f"Oversubscription: workers past the cores · study {a.study} · medians over repetitions", handles,
            ncol=6)

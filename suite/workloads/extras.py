@@ -1,4 +1,4 @@
-"""What every workload can carry besides its per-sample cost, for the seeds' questions:
+"""What every workload can carry besides its per-sample cost, for the questions the claim studies ask:
 
 - an index of per-sample entries held in one of several backings (the copy-on-write question): each
   sample reads its entry, as a dataset reading its file list would;

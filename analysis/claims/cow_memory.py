@@ -1,0 +1,146 @@
+"""Copy-on-write: do forked workers copy the index they read, by how it is stored?
+
+numpy_bytes is the control: the same worker, loop and samples, with an index that is one object. Growth it
+shows too (e.g. a pass of Python's cyclic GC over the parent's objects, which writes to every tracked object's
+header) is not the index's; the index's share is a backing's growth minus the control's.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Callable
+
+import pandas as pd
+
+from analysis.claims.common import MIB, Claim, Question, col, finite, g, missing, ok_only, pick
+from analysis.verdicts import Outcome, all_of, at_least, at_most, both, decide_median, decide_shift, either, within
+
+#: "copies what it reads": at least this much more growth per worker than the control (the run reads ~400k index
+#: entries, about 35 MiB of str objects).
+GROW_MIB = 10.0
+#: "does not grow": at most this per worker (torch's own first allocations fit in it), or within it of the control.
+FLAT_MIB = 4.0
+#: each worker copies for itself: all workers' growth together at the most workers, at least this times that
+#: at the fewest.
+COW_WORKERS_RATIO = 2.0
+
+
+def timeline_growth(timeline, num_workers: int) -> tuple[float, float]:
+    """(growth, peak) of the workers' summed USS in bytes, over the probe samples in which all workers were
+    alive: the highest such sample minus the first, and the highest. (The highest, not the last: the last
+    may catch a worker unmapping its memory on the way out.) NaN with fewer than 3 such samples."""
+    if isinstance(timeline, str):
+        try:
+            timeline = json.loads(timeline)
+        except ValueError:
+            return math.nan, math.nan
+    if not isinstance(timeline, list):
+        return math.nan, math.nan
+    alive = [s for s in timeline if isinstance(s, list) and len(s) >= 6 and s[1] >= 1 + num_workers]
+    if len(alive) < 3:
+        return math.nan, math.nan
+    peak = max(s[5] for s in alive)
+    return float(peak - alive[0][5]), float(peak)
+
+
+def with_growth(rows: pd.DataFrame) -> pd.DataFrame:
+    """ok rows with `growth_mib_per_worker` and `end_mib_per_worker` (workers' USS growth and peak, per worker,
+    from memory_timeline)."""
+    ok = ok_only(rows)
+    ok = ok[ok["num_workers"] > 0].copy()
+    gr = [timeline_growth(t, int(n)) for t, n in zip(col(ok, "memory_timeline"), ok["num_workers"])]
+    ok["growth_mib_per_worker"] = [a / MIB / n for (a, _), n in zip(gr, ok["num_workers"])]
+    ok["end_mib_per_worker"] = [b / MIB / n for (_, b), n in zip(gr, ok["num_workers"])]
+    return ok
+
+
+def _cow(rows, backing, nw, value: str = "growth_mib_per_worker"):
+    ok = rows[(col(rows, "index_backing") == backing) & (rows["num_workers"] == nw) &
+              (col(rows, "start_method") == "fork")]
+    return finite(ok[value])
+
+
+def _diff(a, b, region, label) -> Outcome:
+    return decide_shift(a, b, region, log=False, unit=" MiB", label=label)
+
+
+def cow_grows(backing: str) -> Callable[[pd.DataFrame], Outcome]:
+    def rule(rows: pd.DataFrame) -> Outcome:
+        ok = with_growth(rows)
+        checks = []
+        for nw in sorted(set(ok["num_workers"])):
+            gr, ctl = _cow(ok, backing, nw), _cow(ok, "numpy_bytes", nw)
+            if len(gr) < 3 or len(ctl) < 3:
+                continue
+            checks.append(_diff(ctl, gr, at_least(GROW_MIB),
+                                f"fork, w={nw}: growth per worker {backing} - numpy_bytes (control)"))
+        return all_of(checks, f"needs fork cells of {backing} and numpy_bytes with a memory timeline, 3 ok "
+                              "repetitions")
+    rule.__name__ = f"cow_grows_{backing}"
+    return rule
+
+
+def cow_flat(rows: pd.DataFrame) -> Outcome:
+    ok = with_growth(rows)
+    checks = []
+    for nw in sorted(set(ok["num_workers"])):
+        ref, nb, ar = (_cow(ok, b, nw) for b in ("list_str", "numpy_bytes", "arrow"))
+        if len(nb) < 3 or len(ar) < 3:
+            continue
+        flat = both(decide_median(nb, at_most(FLAT_MIB), label="numpy_bytes growth per worker", unit=" MiB"),
+                    decide_median(ar, at_most(FLAT_MIB), label="arrow growth per worker", unit=" MiB"))
+        common = both(_diff(nb, ar, within(-FLAT_MIB, FLAT_MIB), "arrow - numpy_bytes"),
+                      _diff(nb, ref, at_least(GROW_MIB), "list_str - numpy_bytes"))
+        o = either(flat, common)
+        checks.append(Outcome(o.verdict, f"fork, w={nw}: {o.evidence}"))
+    return all_of(checks, "needs fork cells of numpy_bytes and arrow with a memory timeline, 3 ok repetitions")
+
+
+def cow_grows_with_workers(rows: pd.DataFrame) -> Outcome:
+    ok = with_growth(rows)
+    ns = sorted(set(pick(ok, start_method="fork", index_backing="list_str")["num_workers"]))
+    if len(ns) < 2:
+        return missing("needs fork list_str cells at two or more num_workers")
+    tot = {}
+    for n in (ns[0], ns[-1]):
+        ctl = _cow(ok, "numpy_bytes", n)
+        if len(ctl) < 3:
+            return missing(f"needs the numpy_bytes control at w={n} (3 ok repetitions; has {len(ctl)})")
+        tot[n] = (pd.Series(_cow(ok, "list_str", n)) - pd.Series(ctl).median()) * n
+    if min(len(t) for t in tot.values()) < 3:
+        return missing(f"fewer than 3 ok repetitions (w={ns[0]}: {len(tot[ns[0]])}, w={ns[-1]}: {len(tot[ns[-1]])})")
+    o = both(decide_shift(tot[ns[0]], tot[ns[-1]], at_least(COW_WORKERS_RATIO),
+                          label=f"all workers' growth beyond the control w={ns[-1]} / w={ns[0]}"),
+             _diff(_cow(ok, "numpy_bytes", ns[-1]), _cow(ok, "list_str", ns[-1]), at_least(GROW_MIB),
+                   f"w={ns[-1]}: growth per worker list_str - numpy_bytes"))
+    return Outcome(o.verdict, f"fork list_str (totals w={ns[0]} +{g(tot[ns[0]].median())} MiB, w={ns[-1]} "
+                              f"+{g(tot[ns[-1]].median())} MiB): {o.evidence}")
+
+
+def _needs(rows: pd.DataFrame) -> bool:
+    return "index_backing" in rows and (rows["index_backing"].dropna() != "none").any()
+
+
+QUESTION = Question("cow-memory", ("index_backing", "num_workers", "start_method"), _needs)
+QUESTION.claims.extend([
+    Claim("cow-memory", "forked workers reading a Python list of str copy the index pages they touch: their memory "
+          "grows",
+          f"fork, workers' USS growth per worker over the run (memory_timeline: highest minus first probe sample "
+          f"with all workers alive): holds if at every num_workers list_str grows at least {GROW_MIB:g} MiB per "
+          f"worker more than the numpy_bytes control (same loop, an index that is one object)",
+          cow_grows("list_str")),
+    Claim("cow-memory", "a NumPy object array behaves like a list (its elements carry refcounts)",
+          f"as above for numpy_object: at least {GROW_MIB:g} MiB per worker more than numpy_bytes",
+          cow_grows("numpy_object")),
+    Claim("cow-memory", "NumPy fixed-width bytes and Arrow indexes add no copy-on-write growth",
+          f"holds if at every num_workers (fork) numpy_bytes and arrow both grow by at most {FLAT_MIB:g} MiB per "
+          f"worker (each cell's median), or grow alike (arrow within +-{FLAT_MIB:g} MiB of numpy_bytes) while "
+          f"list_str grows at least {GROW_MIB:g} MiB more: growth common to every backing is not the index's",
+          cow_flat),
+    Claim("cow-memory", "the copies grow with the number of workers (each copies for itself)",
+          f"fork list_str, all workers' USS growth together beyond the numpy_bytes control (its median "
+          f"subtracted): holds if at the most workers it is at least {COW_WORKERS_RATIO:g}x that at the fewest, "
+          f"and list_str grows at least {GROW_MIB:g} MiB per worker more than the control there",
+          cow_grows_with_workers),
+])

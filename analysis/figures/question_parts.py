@@ -1,0 +1,107 @@
+"""Pieces every question figure shares: median bars with the repetitions as dots, a plain log axis, the
+header naming the verdicts of the question's claims (computed by analysis.claims, never written by hand), and
+saving with a note above the provenance footer."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import matplotlib.ticker as mticker
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from analysis import claims as C
+from analysis.figures.style import provenance
+from analysis.figures.style import save as save_figure
+from analysis.intervals import pct
+
+
+def ok(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df["status"] == "ok"] if "status" in df else df
+
+
+def bars(ax, data: pd.DataFrame, x: str, y: str, hue: str | None = None, order=None, hue_order=None,
+          palette=None, log: bool = False) -> None:
+    """Median bars with every repetition as a black dot."""
+    data = data[np.isfinite(pd.to_numeric(data[y], errors="coerce"))]
+    if data.empty:
+        ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center", color="0.5")
+        return
+    kw = dict(data=data, x=x, y=y, order=order, ax=ax)
+    if hue is not None:
+        kw.update(hue=hue, hue_order=hue_order)
+    sns.barplot(**kw, estimator=np.median, errorbar=None, palette=palette if hue else None, alpha=0.85,
+                legend=hue is not None, **({} if hue else {"color": sns.color_palette("colorblind")[0]}))
+    sns.stripplot(**kw, dodge=hue is not None, palette=["0.1"] * len(hue_order or data[hue].unique()) if hue else None,
+                  color=None if hue else "0.1", size=3, jitter=0.08, legend=False)
+    if log:
+        plain_log(ax)
+    sns.despine(ax=ax)
+
+
+def plain_log(ax, axis: str = "y") -> None:
+    """Log scale with plain numbers (0.2, 1, 5) instead of powers of ten."""
+    fmt = mticker.FuncFormatter(lambda v, _: f"{v:g}")
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
+    target.set_major_formatter(fmt)
+    target.set_minor_formatter(mticker.FuncFormatter(
+        lambda v, _: f"{v:g}" if f"{v:.1e}"[0] in "25" else ""))
+
+
+def header(fig, title: str, rows: pd.DataFrame, study: str, question: str, width: int = 150,
+            legend=None) -> None:
+    """Stacked above the axes: the legend (if any), one line per claim with its verdict as computed by
+    analysis.claims, then the title. Heights are measured after layout, so nothing overlaps."""
+    table = C.claims_for(rows, study, question)
+    lines = [textwrap.shorten(f"{r['verdict'].upper()}: {r['claim']}", width, placeholder=" ...")
+             for _, r in table.iterrows()]
+    # tight_layout, not constrained layout: style.save then crops with bbox_inches="tight", which keeps
+    # this header (above y = 1) and the footer (below y = 0) on the canvas.
+    fig.tight_layout()
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    y = 1.0
+    if legend is not None:
+        y += legend.get_window_extent(renderer).height / fig.bbox.height + 0.005
+    if lines:
+        t = fig.text(0.5, y, "\n".join(lines), ha="center", va="bottom", fontsize=7.5, color="0.15",
+                     linespacing=1.35)
+        y += t.get_window_extent(renderer).height / fig.bbox.height + 0.012
+    fig.text(0.5, y, title, ha="center", va="bottom", fontsize=12, fontweight="bold")
+
+
+def legend_top(fig, ax, title: str | None = None, ncol: int = 6):
+    """Move `ax`'s legend above the figure (the header goes above it); returns the figure legend."""
+    handles, labels = ax.get_legend_handles_labels()
+    if ax.get_legend() is not None:
+        ax.get_legend().remove()
+    if not handles:
+        return None
+    return fig.legend(handles, labels, title=title, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=ncol,
+                      frameon=False, fontsize=8, title_fontsize=8)
+
+
+def save_with_note(fig, rows, study, out, name, note: str) -> list[Path]:
+    """Save with the note above the provenance footer (style.save puts the footer below the axes)."""
+    return save_figure(fig, Path(out), name, note + "\n" + provenance(rows, study))
+
+
+def empty(rows: pd.DataFrame, study: str, out: Path, name: str, why: str) -> list[Path]:
+    fig, ax = plt.subplots(figsize=(6, 2))
+    ax.axis("off")
+    ax.text(0.5, 0.5, f"{name}: {why}", ha="center", va="center", fontsize=9)
+    return save_figure(fig, Path(out), name, provenance(rows, study))
+
+
+def ratio_note(comparisons) -> str:
+    """How the whiskers of ratio intervals read: their method, real coverage and n (from analysis.stats.compare)."""
+    seen = sorted({(c.n_a, c.n_b, round(c.ci_coverage, 4)) for c in comparisons
+                   if np.isfinite(c.ci_low) and np.isfinite(c.ci_high)})
+    if not seen:
+        return "no ratio interval (fewer than 3 repetitions on a side)"
+    parts = ", ".join(f"{pct(cov)} at {a} v {b}" for a, b, cov in seen[:4]) + (" ..." if len(seen) > 4 else "")
+    return f"distribution-free interval of the ratio (Mann-Whitney), real coverage {parts} repetitions"
