@@ -7,6 +7,7 @@ started a DataLoader), so every process-global setting starts clean.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -109,29 +110,55 @@ class RngRecorder:
         return {"rng_duplicates": duplicate_fractions([np.concatenate(e) for e in self.epochs if e])}
 
 
-def _loader(config: dict[str, Any], dataset, rank: int, repetition: int):
+def _loader(config: dict[str, Any], parts, samples: int, rank: int, repetition: int):
+    """The cell's DataLoader over `parts` (suite.workloads.LoaderParts). A map-style dataset is read in a
+    seeded random order, sized to `samples` per epoch (with replacement when it is smaller); an iterable one
+    is read as it yields."""
     import torch
     import torch.multiprocessing as tmp
-    from torch.utils.data import DataLoader
+    from torch.utils.data import DataLoader, RandomSampler
 
     workers = config["num_workers"]
+    dataset = parts.dataset
     generator = torch.Generator().manual_seed(config["seed"] * 1000 + repetition * 64 + rank)
     kwargs: dict[str, Any] = {}
+    if not parts.iterable:
+        if len(dataset) == samples:
+            kwargs.update(shuffle=True, generator=generator)
+        else:
+            kwargs["sampler"] = RandomSampler(dataset, replacement=len(dataset) < samples, num_samples=samples,
+                                              generator=generator)
+    if parts.collate_fn is not None:
+        kwargs["collate_fn"] = parts.collate_fn
     if workers > 0:
         ctx = tmp.get_context(config["start_method"])
         if config.get("forkserver_preload"):
             # Python <= 3.13's forkserver imports nothing of the parent unless told to
             ctx.set_forkserver_preload(["torch", "torchvision", type(dataset).__module__])
-        kwargs = {"multiprocessing_context": ctx, "prefetch_factor": config["prefetch_factor"],
-                  "persistent_workers": config["persistent_workers"], "in_order": config["in_order"]}
+        kwargs.update(multiprocessing_context=ctx, prefetch_factor=config["prefetch_factor"],
+                      persistent_workers=config["persistent_workers"], in_order=config["in_order"])
+        init = parts.worker_init_fn
         if config.get("worker_init") == "seed_all":
             from suite.workloads.rng import seed_all_worker_init
 
-            kwargs["worker_init_fn"] = seed_all_worker_init
+            init = _chain_inits(seed_all_worker_init, init)
+        if init is not None:
+            kwargs["worker_init_fn"] = init
     pin = bool(config["pin_memory"]) and torch.cuda.is_available()
-    loader = DataLoader(dataset, batch_size=config["batch_size"], shuffle=True, drop_last=True,
-                        num_workers=workers, pin_memory=pin, generator=generator, **kwargs)
+    loader = DataLoader(dataset, batch_size=config["batch_size"], drop_last=True, num_workers=workers,
+                        pin_memory=pin, **kwargs)
     return loader, pin
+
+
+def _chain_inits(first, second):
+    if second is None:
+        return first
+    return functools.partial(_run_inits, first, second)
+
+
+def _run_inits(first, second, worker_id: int) -> None:
+    first(worker_id)
+    second(worker_id)
 
 
 def measure_rank(config: dict[str, Any], repetition: int, prepared, rank: int,
@@ -145,8 +172,8 @@ def measure_rank(config: dict[str, Any], repetition: int, prepared, rank: int,
 
     plan = plan_window(config)
     bs = config["batch_size"]
-    dataset = build_dataset(config, plan.epoch_batches * bs, prepared)
-    loader, pin = _loader(config, dataset, rank, repetition)
+    parts = build_dataset(config, plan.epoch_batches * bs, prepared)
+    loader, pin = _loader(config, parts, plan.epoch_batches * bs, rank, repetition)
     consumer = make_consumer(config)
     rng = RngRecorder(consumer) if config["workload"] == "rng" else None
     stop = None

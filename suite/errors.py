@@ -217,6 +217,8 @@ def classify_exception(exc: BaseException, sharing_strategy: str | None = None) 
                 "message": f"/dev/shm exhausted {where} (no space left for the batches in flight): {SHM_HINT} "
                            f"({_original_error(full)})"}
 
+    if any(type(e).__name__ == "EpochEndedEarly" for e in chain):  # suite.harness
+        return {"kind": "dataset_error", "message": _first_line(texts[0])}
     reported = _reported_death(full)
     if reported is not None:
         return _classify_reported_death(exc, reported)

@@ -29,6 +29,16 @@ def make_step(step_ms: float, kind: str | None) -> Callable[[Any], None]:
     return lambda batch: time.sleep(seconds)
 
 
+class EpochEndedEarly(RuntimeError):
+    """The dataset stopped yielding before the epoch had the batches its window needs."""
+
+    def __init__(self, got: int, needed: int):
+        super().__init__(f"the dataset's epoch ended after {got} batches; each epoch needs {needed} (warm-up, "
+                         f"measured window and tail): make it yield at least {needed} full batches per epoch "
+                         f"(an iterable dataset: all its workers together)")
+        self.got, self.needed = got, needed
+
+
 @dataclass
 class LoopTimes:
     """Raw per-batch times, one row per epoch: t_iter (iter() called), got[b] (batch b received), done[b] (step done)."""
@@ -53,7 +63,10 @@ def run_loop(loader: Iterable, epochs: int, batches_per_epoch: int, step: Callab
         it = iter(loader)
         b = 0
         while b < batches_per_epoch:
-            batch = next(it)
+            try:
+                batch = next(it)
+            except StopIteration:
+                raise EpochEndedEarly(b, batches_per_epoch) from None
             g[b] = clock()
             step(batch)
             d[b] = clock()

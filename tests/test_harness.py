@@ -87,3 +87,14 @@ def test_step_lasts_at_least_step_ms(kind):
     assert time.perf_counter() - t0 >= 0.02
 
 
+
+
+def test_an_epoch_that_ends_early_names_both_counts():
+    from suite.errors import classify_exception
+    from suite.harness import EpochEndedEarly
+
+    with pytest.raises(EpochEndedEarly) as info:
+        run_loop([[1], [2], [3]], epochs=1, batches_per_epoch=5, step=lambda b: None)
+    assert (info.value.got, info.value.needed) == (3, 5)
+    c = classify_exception(info.value)
+    assert c["kind"] == "dataset_error" and "after 3 batches" in c["message"] and "needs 5" in c["message"]

@@ -13,6 +13,21 @@ from typing import Any
 
 
 @dataclass(frozen=True)
+class LoaderParts:
+    """What a workload hands the DataLoader: the dataset and, optionally, its collate_fn and worker_init_fn."""
+
+    dataset: Any
+    collate_fn: Any = None
+    worker_init_fn: Any = None
+
+    @property
+    def iterable(self) -> bool:
+        from torch.utils.data import IterableDataset
+
+        return isinstance(self.dataset, IterableDataset)
+
+
+@dataclass(frozen=True)
 class Workload:
     name: str
     module: str  # under suite.workloads
@@ -38,16 +53,19 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
 ]}
 
 
-def build_dataset(config: dict[str, Any], length: int, prepared=None):
-    """The dataset object a cell's DataLoader reads, from the cell's config, with its index, payload and
-    straggler (suite.workloads.extras). `length` is the number of samples per epoch; `prepared` is the
-    PreparedDataset (workloads that read images only)."""
+def build_dataset(config: dict[str, Any], length: int, prepared=None) -> LoaderParts:
+    """What a cell's DataLoader reads, from the cell's config: a workload module's `build` returns a dataset
+    (or LoaderParts), given the index, payload and straggler of suite.workloads.extras. `length` is the
+    number of samples per epoch; `prepared` is the PreparedDataset (workloads that read images only)."""
     from suite.workloads.extras import with_extras
 
     workload = WORKLOADS.get(config["workload"])
     if workload is None:
         raise ValueError(f"unknown workload {config['workload']!r}")
-    return with_extras(workload.load().build(config, length, prepared), config)
+    built = workload.load().build(config, length, prepared)
+    parts = built if isinstance(built, LoaderParts) else LoaderParts(built)
+    with_extras(parts.dataset, config)
+    return parts
 
 
 def import_all() -> None:
