@@ -10,6 +10,8 @@ RESULTS ?= results
 FIGURES ?= figures
 CLUSTER ?= slurm
 PYTEST_ARGS ?=
+RUN_ARGS ?=
+BENCH_ARGS ?=
 
 .PHONY: setup local run figures test bench submit status clean
 .DEFAULT_GOAL := local
@@ -23,21 +25,21 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed  ## create .venv and install torch, the project and its dev tools
 
-local: setup  ## run STUDY here, then draw the figures of everything under RESULTS
-	$(PY) -m suite run "$(STUDY)" --results "$(RESULTS)"
-	$(PY) -m analysis "$(RESULTS)" --figures "$(FIGURES)"
+local: setup  ## run STUDY here, then draw the figures of everything under RESULTS (fails if a cell failed)
+	$(PY) -m suite run "$(STUDY)" --results "$(RESULTS)" $(RUN_ARGS); rc=$$?; \
+	$(PY) -m analysis "$(RESULTS)" --figures "$(FIGURES)" && exit $$rc
 
-run: setup  ## run STUDY here without drawing
-	$(PY) -m suite run "$(STUDY)" --results "$(RESULTS)"
+run: setup  ## run STUDY here without drawing (RUN_ARGS="-k PATTERN --no-retry-failed")
+	$(PY) -m suite run "$(STUDY)" --results "$(RESULTS)" $(RUN_ARGS)
 
-figures: setup  ## figures, tables and the report from every record under RESULTS
-	$(PY) -m analysis "$(RESULTS)" --figures "$(FIGURES)"
+figures: setup  ## figures, tables and the report from every record under RESULTS (CLUSTER=x: that profile's)
+	$(PY) -m suite figures $(if $(filter command line environment,$(origin RESULTS)),"$(RESULTS)",$(if $(filter command line,$(origin CLUSTER)),--cluster "slurm/$(CLUSTER).toml","$(RESULTS)")) --figures "$(FIGURES)"
 
 test: setup  ## the test suite, in parallel
 	$(PY) -m pytest -n auto $(PYTEST_ARGS)
 
-bench: setup  ## benchmarks of the suite itself
-	$(PY) -m suite.bench --out $(RESULTS)/bench.json
+bench: setup  ## benchmarks of the suite itself (BENCH_ARGS=--quick shortens them)
+	$(PY) -m suite.bench --out $(RESULTS)/bench.json $(BENCH_ARGS)
 
 clean:
 	rm -rf $(RESULTS) $(FIGURES) .cache .pytest_cache

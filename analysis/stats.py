@@ -23,12 +23,20 @@ Conventions
 * A comparison (:func:`compare`) decides "b differs from a by at least ``min_effect``" on the
   distribution-free interval of the ratio b / a (:func:`analysis.intervals.shift_ci`), with the verdicts
   of :data:`analysis.verdicts.COMPARISON_VERDICTS`.
+* Paired measurements (rounds that ran arm A next to arm B, runs of one cell by two approaches) whose
+  estimate is a ratio of sums (throughput: total units over total seconds, never a mean of per-window
+  rates) get a seeded percentile bootstrap over the pairs (:func:`rate_ratio_ci`, :func:`sum_ratio_ci`,
+  both on :func:`paired_bootstrap_ci`): resampling whole pairs keeps what the two arms of a pair shared
+  (the machine's load at that moment), so it cancels. Its ``confidence`` is the nominal one asked for:
+  a percentile bootstrap has no exact coverage (tests/test_stats.py simulates it near nominal at 30 pairs).
+  Each returns an :class:`EstimateInterval` (estimate, low, high, method, confidence, n).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -44,6 +52,7 @@ from analysis.intervals import (
     widest_shift_coverage,
 )
 from analysis.intervals import median_ci as median_ci  # noqa: PLC0414  (re-exported)
+from analysis.records import keep_dtypes, ok_mask
 from analysis.verdicts import (
     COMPARISON_VERDICTS,
     EQUIVALENT,
@@ -60,11 +69,14 @@ __all__ = [
     "MIN_N",
     "VERDICTS",
     "Comparison",
-    "ok_rows",
     "median_ci",
     "summarize",
     "compare",
     "coverage_text",
+    "EstimateInterval",
+    "paired_bootstrap_ci",
+    "rate_ratio_ci",
+    "sum_ratio_ci",
 ]
 
 #: The verdicts :func:`compare` gives (defined once, in analysis.verdicts).
@@ -74,13 +86,6 @@ VERDICTS = COMPARISON_VERDICTS
 def _finite(values) -> np.ndarray:
     arr = np.asarray(values, dtype=float).ravel()
     return arr[np.isfinite(arr)]
-
-
-def ok_rows(df: pd.DataFrame, status_col: str = "status", ok_value: str = "ok") -> pd.DataFrame:
-    """Rows of ``df`` that carry metrics (all rows if there is no status column)."""
-    if status_col in df.columns:
-        return df[df[status_col] == ok_value]
-    return df
 
 
 def coverage_text(ns, confidence: float = 0.95) -> str:
@@ -104,9 +109,6 @@ def summarize(
     value: str,
     confidence: float = 0.95,
     unstable_iqr: float = 0.10,
-    *,
-    status_col: str = "status",
-    ok_value: str = "ok",
 ) -> pd.DataFrame:
     """Per-group robust summary of the metric column ``value``.
 
@@ -138,10 +140,7 @@ def summarize(
     if missing:
         raise KeyError(f"summarize: columns not in table: {missing}")
 
-    if status_col in df.columns:
-        is_ok = (df[status_col] == ok_value).to_numpy()
-    else:
-        is_ok = np.ones(len(df), dtype=bool)
+    is_ok = ok_mask(df)
     vals = pd.to_numeric(df[value], errors="coerce").to_numpy(dtype=float)
 
     grouped = df.groupby(by, dropna=False, sort=True, observed=True)
@@ -154,12 +153,31 @@ def summarize(
     n_ok = np.bincount(gid[is_ok], minlength=ng)
     n_not_ok = np.bincount(gid[~is_ok], minlength=ng)
 
+    out, ci_method = _group_statistics(gid[fin], vals[fin], n, confidence)
+    iqr = out["q3"] - out["q1"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        iqr_rel = np.where((n > 0) & (out["median"] != 0), iqr / np.abs(out["median"]), np.nan)
+    res = keys.assign(
+        n=n, n_not_ok=n_not_ok, n_missing=n_ok - n,
+        median=out["median"], ci_low=out["ci_low"], ci_high=out["ci_high"], ci_method=ci_method,
+        ci_coverage=out["ci_coverage"], confidence=float(confidence), mean=out["mean"], std=out["std"],
+        min=out["min"], max=out["max"], q1=out["q1"], q3=out["q3"], iqr=iqr, iqr_rel=iqr_rel,
+        unstable=np.isfinite(iqr_rel) & (iqr_rel > unstable_iqr),
+    )
+    res["ci_method"] = res["ci_method"].astype(str)
+    return keep_dtypes(res, df, by).reset_index(drop=True)
+
+
+def _group_statistics(g_f: np.ndarray, v_f: np.ndarray, n: np.ndarray,
+                      confidence: float) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Per group (group ids `g_f` of the finite values `v_f`; `n[i]` values in group i): median, quartiles, mean,
+    std, min, max and the order-statistic interval of the median with its coverage, and each group's
+    `ci_method`. Groups of the same size are computed together, as one sorted matrix."""
+    ng = len(n)
     nan = np.full(ng, np.nan)
     out = {name: nan.copy() for name in
            ("median", "ci_low", "ci_high", "ci_coverage", "mean", "std", "min", "max", "q1", "q3")}
     ci_method = np.where(n < MIN_N, "n<3", "order statistic").astype(object)
-
-    g_f, v_f = gid[fin], vals[fin]
     order = np.lexsort((v_f, g_f))
     g_s, v_s = g_f[order], v_f[order]
     starts = np.zeros(ng, dtype=np.int64)
@@ -180,24 +198,7 @@ def summarize(
         out["ci_low"][groups], out["ci_high"][groups] = m[:, k - 1], m[:, size - k]
         out["ci_coverage"][groups] = order_coverage(size, k)
         ci_method[groups[m[:, 0] == m[:, -1]]] = "degenerate"
-
-    iqr = out["q3"] - out["q1"]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        iqr_rel = np.where((n > 0) & (out["median"] != 0), iqr / np.abs(out["median"]), np.nan)
-    res = keys.assign(
-        n=n, n_not_ok=n_not_ok, n_missing=n_ok - n,
-        median=out["median"], ci_low=out["ci_low"], ci_high=out["ci_high"], ci_method=ci_method,
-        ci_coverage=out["ci_coverage"], confidence=float(confidence), mean=out["mean"], std=out["std"],
-        min=out["min"], max=out["max"], q1=out["q1"], q3=out["q3"], iqr=iqr, iqr_rel=iqr_rel,
-        unstable=np.isfinite(iqr_rel) & (iqr_rel > unstable_iqr),
-    )
-    res["ci_method"] = res["ci_method"].astype(str)
-    for c in by:
-        try:
-            res[c] = res[c].astype(df[c].dtype)
-        except (TypeError, ValueError):
-            pass
-    return res.reset_index(drop=True)
+    return out, ci_method
 
 
 @dataclass(frozen=True)
@@ -295,3 +296,66 @@ def compare(
             reason = f"the interval reaches both sides of a {min_effect:.0%} effect"
     return Comparison(ci_low=iv.low, ci_high=iv.high, p_value=p, significant=verdict in (FASTER, SLOWER),
                       verdict=verdict, ci_coverage=iv.coverage, ci_method=iv.method, reason=reason, **common)
+
+
+class EstimateInterval(NamedTuple):
+    """An estimate with its interval. ``method`` says how the interval was made, or why there is none (NaN);
+    ``confidence`` is the confidence it was made for; ``n`` the pairs it rests on."""
+
+    estimate: float
+    low: float
+    high: float
+    method: str
+    confidence: float
+    n: int
+
+
+BOOTSTRAP = "paired percentile bootstrap"
+N_BOOT = 4000
+
+
+def paired_bootstrap_ci(statistic: Callable[..., np.ndarray], *columns, confidence: float = 0.95,
+                        n_boot: int = N_BOOT, seed: int = 0) -> EstimateInterval:
+    """Percentile bootstrap over pairs: row i of every column belongs to pair i, and each resample draws
+    whole pairs. ``statistic(*arrays)`` maps arrays of shape (k, n) to k values; the estimate is it on the
+    data as measured. With one pair the interval is the estimate itself."""
+    cols = [np.asarray(c, dtype=float).ravel() for c in columns]
+    n = len(cols[0]) if cols else 0
+    if any(len(c) != n for c in cols):
+        raise ValueError("paired samples must have the same length")
+    nan = float("nan")
+    if n == 0:
+        return EstimateInterval(nan, nan, nan, "no pairs", confidence, 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        est = float(statistic(*(c[None, :] for c in cols))[0])
+        if not np.isfinite(est):
+            return EstimateInterval(nan, nan, nan, "estimate not finite", confidence, n)
+        if n == 1:
+            return EstimateInterval(est, est, est, "one pair", confidence, n)
+        idx = np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
+        boot = np.asarray(statistic(*(c[idx] for c in cols)), dtype=float)
+    boot = boot[np.isfinite(boot)]
+    if not boot.size:
+        return EstimateInterval(est, nan, nan, "no finite resample", confidence, n)
+    alpha = 1.0 - confidence
+    lo, hi = np.quantile(boot, [alpha / 2, 1 - alpha / 2])
+    return EstimateInterval(est, float(lo), float(hi), BOOTSTRAP, confidence, n)
+
+
+def rate_ratio_ci(num_units, num_seconds, den_units, den_seconds, confidence: float = 0.95,
+                  n_boot: int = N_BOOT, seed: int = 0) -> EstimateInterval:
+    """Ratio of two throughputs measured in paired rounds, each total units over total seconds:
+    (sum num_units / sum num_seconds) / (sum den_units / sum den_seconds), bootstrapped over rounds."""
+    def ratio(nu, ns, du, ds):
+        return (nu.sum(1) / ns.sum(1)) / (du.sum(1) / ds.sum(1))
+
+    return paired_bootstrap_ci(ratio, num_units, num_seconds, den_units, den_seconds, confidence=confidence,
+                               n_boot=n_boot, seed=seed)
+
+
+def sum_ratio_ci(num, den, den_offset: float = 0.0, confidence: float = 0.95, n_boot: int = N_BOOT,
+                 seed: int = 0) -> EstimateInterval:
+    """sum(num) / (den_offset + sum(den)) over paired units (e.g. the wall times of the same runs by two
+    approaches), bootstrapped over units; ``den_offset`` is a cost the denominator pays once, not per unit."""
+    return paired_bootstrap_ci(lambda a, b: a.sum(1) / (den_offset + b.sum(1)), num, den,
+                               confidence=confidence, n_boot=n_boot, seed=seed)

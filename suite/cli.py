@@ -1,87 +1,179 @@
-"""The `loaderbench` command (also `python -m suite`): thin; the work is in the modules it calls."""
+"""loaderbench: measure how PyTorch's DataLoader parallelism behaves on this machine or a Slurm cluster.
+
+Write a study (a TOML matrix of DataLoader settings), run it here or submit it to Slurm, then draw the
+figures and the report. Every command is also a make target (see the README).
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from rich.console import Console
 
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+EXIT = """exit status:
+  0    every cell of the run is ok (or there was nothing to do)
+  1    the run went through, but some cells failed or timed out (their records say why)
+  2    bad input: a study, profile or argument that cannot be used (nothing ran)
+  130  interrupted (the cell in progress left no record; run again to resume)"""
+
+EXAMPLES = """examples:
+  loaderbench run suite/studies/quick.toml                 # the default study, here
+  loaderbench run suite/studies/quick.toml -k "workload=cpu cores=2"
+  loaderbench cell --set workload=jpeg --set num_workers=4 --set cores=2
+  loaderbench plan suite/studies/scaling.toml --cluster slurm/slurm.toml
+  loaderbench submit suite/studies/scaling.toml --cluster slurm/slurm.toml --dry-run
+  loaderbench compare results-before results-after
+  loaderbench figures results --figures figures"""
 
 
-def _load(path: str, max_cores: int | None = None):
+def _version() -> str:
+    try:
+        return version("loaderbench")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def _print_json(obj) -> None:
+    print(json.dumps(obj, indent=2, default=str))
+
+
+def _profile(path: str | None):
+    if not path:
+        return None
+    from suite.profile import load_profile
+
+    return load_profile(path)
+
+
+def _load(path: str, profile=None):
+    """A study validated against this machine, or against the profile's node when one is given."""
     from suite.study import load_study
 
-    return load_study(path, max_cores=max_cores)
+    return load_study(path, max_cores=profile.settings.slurm.node_cores if profile else None)
 
 
-def cmd_validate(args) -> int:
-    from suite.exceptions import StudyError
-
-    bad = 0
-    for path in args.studies:
-        try:
-            study = _load(path)
-        except StudyError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            bad += 1
-            continue
-        err.print(f"{path}: ok, study {study.name!r}: {len(study.cells)} cells x {study.settings.repetitions} "
-                  "repetitions")
-    return 2 if bad else 0
-
-
-def cmd_plan(args) -> int:
-    from suite.plan import counts
-    from suite.progress import describe
-    from suite.store import Store
-
-    study = _load(args.study)
-    store = Store(args.results)
-    c = counts(study, store)
-    print(f"study {study.name!r} ({args.study}): {len(study.cells)} cells x {study.settings.repetitions} repetitions")
-    print("  " + ", ".join(f"{k}: {v}" for k, v in c.items()))
-    if args.verbose:
-        for cell in study.cells:
-            print(f"  {cell.cell_id}  {describe(cell.config)}")
-    return 0
-
+# --- commands -------------------------------------------------------------------------------------------------
 
 def cmd_run(args) -> int:
     from suite.launch.local import run_local
     from suite.store import Store
 
     study = _load(args.study)
-    store = Store(args.results)
     err.print(f"study {study.name!r}: {len(study.cells)} cells x {study.settings.repetitions} repetitions -> "
               f"{Path(args.results) / study.name}")
     try:
-        summary = run_local(study, store, retry_failed=not args.no_retry_failed)
+        summary = run_local(study, Store(args.results), retry_failed=not args.no_retry_failed, pattern=args.k)
     except KeyboardInterrupt:
         err.print("[yellow]interrupted[/yellow]: the cell in progress left no record; run the same command again "
                   "to resume where it stopped")
         return 130
     if summary.measured == 0:
-        err.print(f"nothing to do: all {summary.skipped_done} cell repetitions already have an ok record")
+        err.print(f"nothing to do: {summary.skipped_done} cell repetitions already have an ok record")
+        return 0
+    err.print(f"measured {summary.measured} cell repetitions ({summary.skipped_done} were already done), "
+              f"{len(summary.failed)} failed")
+    for rec in summary.failed:
+        err.print(f"  [red]{rec['status']}[/red] {rec['cell_id']} rep {rec['repetition']}: "
+                  f"{rec['error']['kind']}: {rec['error']['message'][:200]}")
+    return 1 if summary.failed else 0
+
+
+def cmd_cell(args) -> int:
+    from suite.launch.local import run_local
+    from suite.progress import describe
+    from suite.single import one_cell_study
+    from suite.store import Store
+
+    study = one_cell_study(args.set)
+    (cell,) = study.cells
+    store = Store(args.results)
+    err.print(f"cell {cell.cell_id}: {describe(cell.config)} -> {Path(args.results) / study.name}")
+    summary = run_local(study, store, retry_failed=True)
+    recs = [store.read(study.name, cell.cell_id, rep) for rep in range(study.settings.repetitions)]
+    if args.json:
+        _print_json([{k: r.get(k) for k in ("cell_id", "repetition", "status", "error", "metrics")} for r in recs])
+    for r in recs:
+        m = r.get("metrics") or {}
+        if r["status"] == "ok":
+            print(f"rep {r['repetition']}: {m['samples_per_s']:.1f} samples/s steady, "
+                  f"{m['end_to_end_samples_per_s']:.1f} end to end, first batch {m['time_to_first_batch_s']:.2f} s, "
+                  f"USS {m['memory_bytes']['uss_peak'] / 2**20:.0f} MiB")
+        else:
+            print(f"rep {r['repetition']}: {r['status']}: {r['error']['kind']}: {r['error']['message']}")
+    return 1 if summary.failed or any(r["status"] != "ok" for r in recs) else 0
+
+
+def cmd_validate(args) -> int:
+    from suite.exceptions import StudyError
+
+    profile = _profile(args.cluster)
+    out = []
+    for path in args.studies:
+        try:
+            study = _load(path, profile)
+        except StudyError as exc:
+            out.append({"study_file": path, "ok": False, "error": str(exc)})
+            continue
+        out.append({"study_file": path, "ok": True, "name": study.name, "cells": len(study.cells),
+                    "repetitions": study.settings.repetitions})
+    if args.json:
+        _print_json(out)
     else:
-        err.print(f"measured {summary.measured} cell repetitions ({summary.skipped_done} were already done), "
-                  f"{len(summary.failed)} failed")
-        for rec in summary.failed:
-            err.print(f"  [red]{rec['status']}[/red] {rec['cell_id']} rep {rec['repetition']}: "
-                      f"{rec['error']['kind']}: {rec['error']['message'][:200]}")
+        for o in out:
+            if o["ok"]:
+                print(f"{o['study_file']}: ok, study {o['name']!r}: {o['cells']} cells x {o['repetitions']} "
+                      "repetitions")
+            else:
+                print(f"error: {o['error']}", file=sys.stderr)
+    return 0 if all(o["ok"] for o in out) else 2
+
+
+def cmd_plan(args) -> int:
+    from suite.plan import plan_report
+
+    profile = _profile(args.cluster)
+    study = _load(args.study, profile)
+    report = plan_report(study, args.results, profile, pattern=args.k)
+    if args.json:
+        _print_json(report)
+        return 0
+    e = report["estimate"]
+    print(f"study {study.name!r} ({args.study}): {report['cells']} cells x {report['repetitions']} repetitions"
+          + (f" (matching {args.k!r}: {report['selected']} cells)" if args.k else ""))
+    print("  " + ", ".join(f"{k}: {v}" for k, v in report["counts"].items()))
+    print(f"  estimate for the {e['pending']} pending repetitions: {e['pending_text']} here, one after another; "
+          f"longest repetition {e['longest_text']} ({e['calibrated']} of {e['pending']} calibrated on records)")
+    if profile is not None:
+        s = report["slurm"]
+        print(f"  on {profile.name} ({s['node_cores']} cores per node, {s['array_parallelism']} array tasks at once): "
+              f"{s['node_hours']:.2f} node-hours, about {s['wall_text']} of wall time if the queue runs them "
+              "at once")
+    if args.verbose:
+        for c in report["cell_list"]:
+            print(f"  {c['cell_id']}  {c['label']}  ~{c['seconds']:.0f} s/rep")
     return 0
 
 
 def cmd_submit(args) -> int:
+    from suite.estimate import duration
     from suite.launch.slurm import submit
-    from suite.profile import load_profile
 
-    profile = load_profile(args.cluster)
-    study = _load(args.study, max_cores=profile.settings.slurm.node_cores)
+    profile = _profile(args.cluster)
+    study = _load(args.study, profile)
     results = args.results or profile.settings.slurm.results or "results"
-    result = submit(study, profile, results, dry_run=args.dry_run, retry_failed=not args.no_retry_failed)
+    result = submit(study, profile, results, dry_run=args.dry_run, retry_failed=not args.no_retry_failed,
+                    pattern=args.k)
+    e = result.estimate
+    if e is not None and e.pending:
+        s = e.slurm(profile.settings.slurm.node_cores, profile.settings.slurm.array_parallelism)
+        err.print(f"estimate: {e.pending} repetitions, {s['node_hours']:.2f} node-hours, longest repetition "
+                  f"{duration(e.longest_s)}")
     for job_id, n, cores, gpus in result.submitted:
         verb = "would submit an array" if args.dry_run else f"submitted array {job_id}"
         err.print(f"{verb}: {n} cell repetitions, {cores} cores, {gpus} GPUs each")
@@ -95,25 +187,36 @@ def cmd_submit(args) -> int:
 def cmd_status(args) -> int:
     from suite.launch.slurm import status
 
-    results = args.results
-    if args.cluster and not results:
-        from suite.profile import load_profile
-
-        results = load_profile(args.cluster).settings.slurm.results
-    rows = status(results or "results")
+    profile = _profile(args.cluster)
+    results = args.results or (profile.settings.slurm.results if profile else None) or "results"
+    rows = status(results)
+    if args.json:
+        _print_json(rows)
+        return 0
     if not rows:
-        print(f"no Slurm submissions under {results or 'results'}")
+        print(f"no Slurm submissions under {results}")
         return 0
     for row in rows:
         print(f"{row['study']}: done {row['ok']}, running {row['running']}, pending {row['pending']}, "
               f"failed {row['failed']}, timeout {row['timeout']}, lost {row['lost']}  (jobs: {', '.join(row['jobs'])})")
         for line in row["problems"]:
             print(f"  - {line}")
+    return 1 if any(r["failed"] or r["timeout"] or r["lost"] for r in rows) else 0
+
+
+def cmd_compare(args) -> int:
+    from analysis.compare import compare_results, render
+
+    report = compare_results(args.a, args.b, metric=args.metric, study=args.study, min_effect=args.min_effect)
+    if args.json:
+        _print_json(report)
+    else:
+        print(render(report))
     return 0
 
 
 def cmd_axes(args) -> int:
-    """The study vocabulary as a Markdown table (the README's table is this output)."""
+    """The study vocabulary as a Markdown table."""
     from suite.axes import AXES
 
     print("| axis | default | allowed | what it varies |")
@@ -136,63 +239,107 @@ def cmd_dataset(args) -> int:
 def cmd_figures(args) -> int:
     from analysis.cli import main as analysis_main
 
-    return analysis_main([args.results, "--figures", args.figures])
+    profile = _profile(args.cluster)
+    results = args.results or (profile.settings.slurm.results if profile else None) or "results"
+    return analysis_main([results, "--figures", args.figures])
+
+
+# --- the parser -----------------------------------------------------------------------------------------------
+
+def _run_args(s) -> None:
+    s.add_argument("--results", default="results", help="folder of records, one subfolder per study "
+                   "(default: %(default)s)")
+    s.add_argument("-k", metavar="PATTERN", default=None,
+                   help="only the cells matching PATTERN: space-separated terms, each `axis=value` or a piece of "
+                        "the cell's id or label, e.g. \"workload=cpu num_workers=4\"")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="loaderbench", description=__doc__)
-    sub = p.add_subparsers(dest="command", required=True)
+    p = argparse.ArgumentParser(prog="loaderbench", description=__doc__, epilog=f"{EXAMPLES}\n\n{EXIT}",
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    s = sub.add_parser("run", help="run a study's missing or failed cells here")
-    s.add_argument("study")
-    s.add_argument("--results", default="results")
-    s.add_argument("--no-retry-failed", action="store_true", help="leave cells with a failed/timeout record alone")
-    s.set_defaults(func=cmd_run)
+    def command(name, func, help_, epilog=EXIT):
+        s = sub.add_parser(name, help=help_, description=help_, epilog=epilog,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        s.set_defaults(func=func)
+        return s
 
-    s = sub.add_parser("validate", help="check study files without running anything")
-    s.add_argument("studies", nargs="+")
-    s.set_defaults(func=cmd_validate)
+    s = command("run", cmd_run, "run a study's missing or failed cell repetitions here")
+    s.add_argument("study", help="the study file (TOML), e.g. suite/studies/quick.toml")
+    _run_args(s)
+    s.add_argument("--no-retry-failed", action="store_true",
+                   help="leave cells whose last attempt failed or timed out alone (default: measure them again)")
 
-    s = sub.add_parser("plan", help="show a study's cells and how many are done")
-    s.add_argument("study")
-    s.add_argument("--results", default="results")
-    s.add_argument("-v", "--verbose", action="store_true")
-    s.set_defaults(func=cmd_plan)
+    s = command("cell", cmd_cell, "measure one cell here, in seconds, and write its record")
+    s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="an axis (workload=jpeg, num_workers=4), a [study] setting (repetitions=3) or a dotted "
+                        "table key (dataset.images=256); values as in a study file; unset axes take their defaults")
+    s.add_argument("--results", default="results", help="records go to RESULTS/cell/ (default: %(default)s)")
+    s.add_argument("--json", action="store_true", help="print the records' status and metrics as JSON")
 
-    s = sub.add_parser("submit", help="submit a study's missing cells as Slurm job arrays")
-    s.add_argument("study")
-    s.add_argument("--cluster", required=True, help="cluster profile, e.g. slurm/slurm.toml")
+    s = command("validate", cmd_validate, "check study files without running anything", epilog="")
+    s.add_argument("studies", nargs="+", metavar="STUDY", help="study files to check")
+    s.add_argument("--cluster", metavar="PROFILE", default=None,
+                   help="check cores against this cluster profile's node (e.g. slurm/slurm.toml) instead of here")
+    s.add_argument("--json", action="store_true", help="one JSON object per study file")
+
+    s = command("plan", cmd_plan, "list a study's cells, what is done, and how long the rest will take", epilog="")
+    s.add_argument("study", help="the study file (TOML)")
+    _run_args(s)
+    s.add_argument("--cluster", metavar="PROFILE", default=None,
+                   help="plan for this cluster profile's node (cores, node-hours) instead of this machine")
+    s.add_argument("-v", "--verbose", action="store_true", help="list every cell with its estimate")
+    s.add_argument("--json", action="store_true", help="the plan as JSON")
+
+    s = command("submit", cmd_submit, "submit a study's missing cells as Slurm job arrays (through submitit)",
+                epilog="")
+    s.add_argument("study", help="the study file (TOML)")
+    s.add_argument("--cluster", metavar="PROFILE", required=True, help="cluster profile, e.g. slurm/slurm.toml")
+    s.add_argument("--results", default=None, help="records folder (default: the profile's `results`, else results)")
+    s.add_argument("-k", metavar="PATTERN", default=None, help="only the cells matching PATTERN (see `run --help`)")
+    s.add_argument("--dry-run", action="store_true",
+                   help="validate, check the profile and group the arrays, submit nothing")
+    s.add_argument("--no-retry-failed", action="store_true",
+                   help="leave cells whose last attempt failed or timed out alone")
+
+    s = command("status", cmd_status, "per study on Slurm: done / running / pending / failed / lost cells",
+                epilog="exit status: 0 when no cell failed, timed out or was lost; 1 otherwise")
     s.add_argument("--results", default=None, help="records folder (default: the profile's, else results)")
-    s.add_argument("--dry-run", action="store_true", help="validate and group, submit nothing")
-    s.add_argument("--no-retry-failed", action="store_true", help="leave cells with a failed/timeout record alone")
-    s.set_defaults(func=cmd_submit)
+    s.add_argument("--cluster", metavar="PROFILE", default=None, help="cluster profile whose results to read")
+    s.add_argument("--json", action="store_true", help="the status as JSON")
 
-    s = sub.add_parser("status", help="per study: done / running / pending / failed Slurm cells, with job ids")
-    s.add_argument("--results", default=None)
-    s.add_argument("--cluster", default=None)
-    s.set_defaults(func=cmd_status)
+    s = command("compare", cmd_compare, "what changed between two result folders, cell by cell (B relative to A)",
+                epilog="")
+    s.add_argument("a", metavar="RESULTS_A", help="the baseline results folder")
+    s.add_argument("b", metavar="RESULTS_B", help="the results folder to compare with it")
+    s.add_argument("--metric", default="samples_per_s",
+                   help="the metric compared (default: %(default)s; e.g. end_to_end_samples_per_s)")
+    s.add_argument("--study", default=None, help="only this study (default: every study in both)")
+    s.add_argument("--min-effect", type=float, default=0.05,
+                   help="smallest relative change that counts (default: %(default)s)")
+    s.add_argument("--json", action="store_true", help="the comparison as JSON")
 
-    s = sub.add_parser("axes", help="print every axis a study may vary (Markdown)")
-    s.set_defaults(func=cmd_axes)
+    s = command("axes", cmd_axes, "print every axis a study may vary, as a Markdown table", epilog="")
 
-    s = sub.add_parser("dataset", help="generate (once) and verify the default synthetic JPEG dataset")
-    s.add_argument("--images", type=int, default=1024)
-    s.set_defaults(func=cmd_dataset)
+    s = command("dataset", cmd_dataset, "generate (once) and verify the synthetic JPEG dataset", epilog="")
+    s.add_argument("--images", type=int, default=1024, help="number of images (default: %(default)s)")
 
-    s = sub.add_parser("figures", help="figures, tables and report from every record under RESULTS")
-    s.add_argument("results", nargs="?", default="results")
-    s.add_argument("--figures", default="figures")
-    s.set_defaults(func=cmd_figures)
+    s = command("figures", cmd_figures, "figures, tables and the report from every record under RESULTS",
+                epilog="")
+    s.add_argument("results", nargs="?", default=None, help="records folder (default: the profile's, else results)")
+    s.add_argument("--figures", default="figures", help="output folder (default: %(default)s)")
+    s.add_argument("--cluster", metavar="PROFILE", default=None, help="read the results folder of this profile")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from suite.datasets import DatasetError
     from suite.exceptions import LoaderbenchError
 
     try:
         return args.func(args)
-    except (LoaderbenchError, DatasetError) as exc:  # bad input: one line, no traceback
+    except LoaderbenchError as exc:  # bad input: one line, no traceback
         print(f"error: {exc}", file=sys.stderr)
         return 2

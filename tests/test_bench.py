@@ -6,22 +6,22 @@ import math
 import numpy as np
 import pytest
 
-from suite import bench
-
+from analysis.stats import rate_ratio_ci, sum_ratio_ci
+from suite.bench import common, overhead, precision, scale, time_to_answer
 
 
 # --- overhead: ratios and their paired intervals --------------------------------------------------------------
 
 def test_ratio_of_identical_arms_is_one():
     secs = [1.0, 2.0, 0.5, 1.5]
-    r = bench.ratio_interval([10] * 4, secs, [10] * 4, secs)
-    assert r["ratio"] == pytest.approx(1.0) and r["lo"] == pytest.approx(1.0) and r["hi"] == pytest.approx(1.0)
+    r = rate_ratio_ci([10] * 4, secs, [10] * 4, secs)
+    assert r.estimate == pytest.approx(1.0) and r.low == pytest.approx(1.0) and r.high == pytest.approx(1.0)
 
 
 def test_ratio_is_total_over_total_never_a_mean_of_rates():
     # arm A: 10 units in 1 s and 30 units in 1 s -> 20/s; arm B: 10 in 2 s and 30 in 1 s -> 40/3 per s
-    r = bench.ratio_interval([10, 30], [1.0, 1.0], [10, 30], [2.0, 1.0])
-    assert r["ratio"] == pytest.approx(20.0 / (40.0 / 3.0))
+    r = rate_ratio_ci([10, 30], [1.0, 1.0], [10, 30], [2.0, 1.0])
+    assert r.estimate == pytest.approx(20.0 / (40.0 / 3.0))
 
 
 def paired_rounds(true_ratio, n, load_sd, noise_sd, seed):
@@ -37,18 +37,18 @@ def paired_rounds(true_ratio, n, load_sd, noise_sd, seed):
 def test_paired_interval_recovers_a_1_percent_cost_under_heavy_shared_noise():
     # the machine's load moves each round by +-30%, the arms' own noise is 0.3%: pairing cancels the load
     nu, ns, du, ds = paired_rounds(0.99, 40, load_sd=0.3, noise_sd=0.003, seed=1)
-    r = bench.ratio_interval(nu, ns, du, ds, seed=3)
-    assert r["lo"] <= 0.99 <= r["hi"]
-    assert r["hi"] < 1.0  # the 1% cost is resolved
-    assert r["hi"] - r["lo"] < 0.01
+    r = rate_ratio_ci(nu, ns, du, ds, seed=3)
+    assert r.low <= 0.99 <= r.high
+    assert r.high < 1.0  # the 1% cost is resolved
+    assert r.high - r.low < 0.01
 
 
 def test_paired_interval_coverage_is_near_nominal():
     hits, sims = 0, 300
     for s in range(sims):
         nu, ns, du, ds = paired_rounds(0.97, 30, load_sd=0.2, noise_sd=0.02, seed=100 + s)
-        r = bench.ratio_interval(nu, ns, du, ds, n_boot=1000, seed=s)
-        hits += r["lo"] <= 0.97 <= r["hi"]
+        r = rate_ratio_ci(nu, ns, du, ds, n_boot=1000, seed=s)
+        hits += r.low <= 0.97 <= r.high
     assert 0.88 <= hits / sims <= 0.99  # percentile bootstrap, 30 rounds: a little under 95% is expected
 
 
@@ -56,15 +56,15 @@ def test_interval_narrows_with_more_rounds():
     widths = []
     for n in (10, 40, 160):
         nu, ns, du, ds = paired_rounds(0.99, n, load_sd=0.2, noise_sd=0.02, seed=5)
-        r = bench.ratio_interval(nu, ns, du, ds)
-        widths.append(r["hi"] - r["lo"])
+        r = rate_ratio_ci(nu, ns, du, ds)
+        widths.append(r.high - r.low)
     assert widths[0] > widths[1] > widths[2]
 
 
 def test_ratio_needs_paired_samples_of_equal_length():
     with pytest.raises(ValueError):
-        bench.ratio_interval([1, 2], [1, 2], [1], [1])
-    assert math.isnan(bench.ratio_interval([], [], [], [])["ratio"])
+        rate_ratio_ci([1, 2], [1, 2], [1], [1])
+    assert math.isnan(rate_ratio_ci([], [], [], []).estimate)
 
 
 def abab_windows(harness_factor, probe_factor, rounds=30, seed=0):
@@ -83,45 +83,45 @@ def abab_windows(harness_factor, probe_factor, rounds=30, seed=0):
 
 def test_overhead_ratios_recover_both_main_effects_and_their_product():
     w = abab_windows(harness_factor=0.995, probe_factor=0.95)
-    r = bench.overhead_ratios(w)
-    assert r["harness_over_bare"]["ratio"] == pytest.approx(0.995, abs=0.002)
-    assert r["probe_on_over_off"]["ratio"] == pytest.approx(0.95, abs=0.002)
-    assert r["suite_over_bare"]["ratio"] == pytest.approx(0.995 * 0.95, abs=0.003)
+    r = overhead.overhead_ratios(w)
+    assert r["harness_over_bare"]["estimate"] == pytest.approx(0.995, abs=0.002)
+    assert r["probe_on_over_off"]["estimate"] == pytest.approx(0.95, abs=0.002)
+    assert r["suite_over_bare"]["estimate"] == pytest.approx(0.995 * 0.95, abs=0.003)
     for key, truth in (("harness_over_bare", 0.995), ("probe_on_over_off", 0.95), ("suite_over_bare", 0.94525)):
-        assert r[key]["lo"] <= truth <= r[key]["hi"], key
+        assert r[key]["low"] <= truth <= r[key]["high"], key
         assert r[key]["n"] == 30
 
 
 def test_overhead_ratios_use_only_complete_rounds():
     w = abab_windows(1.0, 1.0, rounds=5)
     w = [x for x in w if not (x["round"] == 4 and x["loop"] == "bare" and x["probe"])]  # round 4 lost a window
-    assert bench.overhead_ratios(w)["suite_over_bare"]["n"] == 4
-    assert bench.overhead_ratios([x for x in w if x["loop"] == "bare"]) == {}
+    assert overhead.overhead_ratios(w)["suite_over_bare"]["n"] == 4
+    assert overhead.overhead_ratios([x for x in w if x["loop"] == "bare"]) == {}
 
 
 def test_arm_throughput_pools_windows():
     w = [{"round": 0, "loop": "bare", "probe": False, "batches": 10, "seconds": 1.0},
          {"round": 1, "loop": "bare", "probe": False, "batches": 30, "seconds": 1.0}]
-    assert bench.arm_throughput(w, ("bare", False)) == pytest.approx(20.0)
-    assert math.isnan(bench.arm_throughput(w, ("harness", True)))
+    assert overhead.arm_throughput(w, ("bare", False)) == pytest.approx(20.0)
+    assert math.isnan(overhead.arm_throughput(w, ("harness", True)))
 
 
 def test_paired_difference_is_the_median_difference_with_an_interval():
     rng = np.random.default_rng(0)
     base = rng.normal(1000.0, 200.0, 41)  # ns per batch, shared by both arms of a round
-    d = bench.paired_difference(base + 300.0 + rng.normal(0, 5, 41), base)
-    assert d["value"] == pytest.approx(300.0, abs=5)
-    assert d["lo"] <= 300.0 <= d["hi"] and d["hi"] - d["lo"] < 10
+    d = common.median_interval((base + 300.0 + rng.normal(0, 5, 41)) - base)
+    assert d["estimate"] == pytest.approx(300.0, abs=5)
+    assert d["low"] <= 300.0 <= d["high"] and d["high"] - d["low"] < 10
 
 
 def test_sum_ratio_interval_with_a_fixed_cost():
-    r = bench.sum_ratio_interval([4.0, 4.0, 4.0], [1.0, 1.0, 1.0], fixed_den=1.0)
-    assert r["ratio"] == pytest.approx(3.0) and r["lo"] == pytest.approx(3.0) and r["hi"] == pytest.approx(3.0)
+    r = sum_ratio_ci([4.0, 4.0, 4.0], [1.0, 1.0, 1.0], den_offset=1.0)
+    assert r.estimate == pytest.approx(3.0) and r.low == pytest.approx(3.0) and r.high == pytest.approx(3.0)
 
 
 def test_seconds_for_precision_follows_one_over_sqrt_time():
-    assert bench.seconds_for_precision(0.04, 10.0, 0.02) == pytest.approx(40.0)
-    assert math.isnan(bench.seconds_for_precision(float("nan"), 10.0, 0.02))
+    assert precision.seconds_for_precision(0.04, 10.0, 0.02) == pytest.approx(40.0)
+    assert math.isnan(precision.seconds_for_precision(float("nan"), 10.0, 0.02))
 
 
 # --- the time-to-answer study and the script it is compared with ----------------------------------------------
@@ -131,40 +131,40 @@ def test_tta_study_holds_exactly_the_chosen_cells_of_the_quick_study():
 
     from suite.study import parse_study
 
-    text = bench.tta_study_text(bench.TTA_CELLS, repetitions=2)
+    text = time_to_answer.tta_study_text(time_to_answer.TTA_CELLS, repetitions=2)
     study = parse_study(tomllib.loads(text), where="tta", max_cores=2)
     got = sorted((c["workload"], c["num_workers"], c["cores"]) for c in study.cells)
-    assert got == sorted(bench.TTA_CELLS)
+    assert got == sorted(time_to_answer.TTA_CELLS)
     assert study.settings.repetitions == 2
-    quick = tomllib.loads((bench.REPO / "suite" / "studies" / "quick.toml").read_text())
+    quick = tomllib.loads((common.REPO / "suite" / "studies" / "quick.toml").read_text())
     assert study.settings.measure_batches == quick["study"]["measure_batches"]
     assert study.settings.warmup_batches == quick["study"]["warmup_batches"]
-    assert all(bench.script_mismatch(c.config) == [] for c in study.cells)
+    assert all(time_to_answer.script_mismatch(c.config) == [] for c in study.cells)
 
 
 def test_script_args_round_trip_through_the_script_parser():
-    from suite.bench_script import parse_args
+    from suite.bench.script import parse_args
 
-    cell = bench.make_cell("cpu", 2, 2, cpu_work=7)
-    args = parse_args(bench.script_args(cell.config) + ["--repetition", "1"])
+    cell = common.make_cell("cpu", 2, 2, cpu_work=7)
+    args = parse_args(time_to_answer.script_args(cell.config) + ["--repetition", "1"])
     assert (args.workload, args.workers, args.cores, args.cpu_work) == ("cpu", 2, 2, 7)
     assert args.batches == cell.config["measure_batches"] and args.warmup == cell.config["warmup_batches"]
 
 
 def test_analysis_scale_says_not_available_without_the_module(monkeypatch):
-    monkeypatch.setattr(bench.importlib.util, "find_spec", lambda name: None)
-    assert bench.analysis_scale(10) == {"available": False, "records": 10}
+    monkeypatch.setattr(scale.importlib.util, "find_spec", lambda name: None)
+    assert scale.analysis_scale(10) == {"available": False, "records": 10}
 
 
 @pytest.mark.slow
 def test_overhead_experiment_runs_abab_windows_in_a_real_cell():
     # a smoke test of the protocol (fork, cellproc, handshake, probe switching): structure only, no timings
-    cell = bench.make_cell("sleep", 0, 1, sleep_ms=0.0, study={"measure_batches": 20_000})
-    plan = bench.OverheadPlan(total_s=0.3, window_s=0.02, calibrate_s=0.05, min_rounds=2)
-    out = bench.overhead_experiment(cell, None, plan, probe_interval_s=0.01, timeout_s=120)
+    cell = common.make_cell("sleep", 0, 1, sleep_ms=0.0, study={"measure_batches": 20_000})
+    plan = overhead.OverheadPlan(total_s=0.3, window_s=0.02, calibrate_s=0.05, min_rounds=2)
+    out = overhead.overhead_experiment(cell, None, plan, probe_interval_s=0.01, timeout_s=120)
     assert "error" not in out, out.get("traceback")
     assert out["rounds"] >= 2 and len(out["windows"]) == 4 * out["rounds"]
-    assert {(w["loop"], w["probe"]) for w in out["windows"]} == set(bench.ARMS)
+    assert {(w["loop"], w["probe"]) for w in out["windows"]} == set(overhead.ARMS)
     assert set(out["ratios"]) == {"harness_over_bare", "probe_on_over_off", "suite_over_bare"}
     assert all(w["seconds"] > 0 and w["batches"] >= 1 for w in out["windows"])
 
@@ -172,6 +172,6 @@ def test_overhead_experiment_runs_abab_windows_in_a_real_cell():
 def test_results_are_strict_json():
     import json
 
-    text = json.dumps(bench.json_safe({"a": float("nan"), "b": [1.0, float("inf")], "c": (1, {"d": 2.5})}),
+    text = json.dumps(common.json_safe({"a": float("nan"), "b": [1.0, float("inf")], "c": (1, {"d": 2.5})}),
                       allow_nan=False)
     assert json.loads(text) == {"a": None, "b": [1.0, None], "c": [1, {"d": 2.5}]}

@@ -1,6 +1,7 @@
 """Tests of analysis.stats on synthetic tables (seeded, fast)."""
 
 import dataclasses
+import math
 
 import numpy as np
 import pandas as pd
@@ -9,7 +10,18 @@ import pytest
 from analysis.intervals import (
     n_for_median, n_for_shift, order_coverage, order_k, shift_ci, shift_coverage, widest_shift_coverage,
 )
-from analysis.stats import VERDICTS, Comparison, compare, coverage_text, median_ci, summarize
+from analysis.stats import (
+    VERDICTS,
+    Comparison,
+    EstimateInterval,
+    compare,
+    coverage_text,
+    median_ci,
+    paired_bootstrap_ci,
+    rate_ratio_ci,
+    sum_ratio_ci,
+    summarize,
+)
 
 
 def _table():
@@ -227,3 +239,58 @@ def test_summarize_equals_median_ci_per_group():
         assert s.loc[cell, "median"] == pytest.approx(g["samples_per_s"].median())
         q1, q3 = g["samples_per_s"].quantile([0.25, 0.75])
         assert s.loc[cell, "iqr"] == pytest.approx(q3 - q1)
+
+
+# --- paired bootstraps of ratios of sums (the suite's own benchmarks: rounds, runs) -------------------------
+
+def test_paired_bootstrap_has_one_result_shape():
+    iv = paired_bootstrap_ci(lambda a: a.mean(1), [1.0, 2.0, 3.0, 4.0])
+    assert isinstance(iv, EstimateInterval)
+    assert iv._fields == ("estimate", "low", "high", "method", "confidence", "n")
+    assert iv.estimate == pytest.approx(2.5) and iv.low <= 2.5 <= iv.high
+    assert (iv.method, iv.confidence, iv.n) == ("paired percentile bootstrap", 0.95, 4)
+
+
+def test_paired_bootstrap_is_seeded():
+    x = np.random.default_rng(0).normal(10, 1, 20)
+    a = paired_bootstrap_ci(lambda v: np.median(v, axis=1), x, seed=7)
+    assert a == paired_bootstrap_ci(lambda v: np.median(v, axis=1), x, seed=7)
+    assert a != paired_bootstrap_ci(lambda v: np.median(v, axis=1), x, seed=8)
+
+
+def test_paired_bootstrap_edges_say_why_there_is_no_interval():
+    assert paired_bootstrap_ci(lambda a: a.sum(1), []).method == "no pairs"
+    one = paired_bootstrap_ci(lambda a: a.sum(1), [3.0])
+    assert (one.estimate, one.low, one.high, one.method) == (3.0, 3.0, 3.0, "one pair")
+    assert math.isnan(rate_ratio_ci([1, 1], [0, 0], [1, 1], [1, 1]).estimate)  # no seconds: no throughput
+    with pytest.raises(ValueError):
+        rate_ratio_ci([1, 2], [1, 2], [1], [1])
+
+
+def test_rate_ratio_is_total_over_total_and_pairs_cancel_shared_load():
+    r = rate_ratio_ci([10, 30], [1.0, 1.0], [10, 30], [2.0, 1.0])
+    assert r.estimate == pytest.approx((40 / 2) / (40 / 3))  # never the mean of per-round rates
+    rng = np.random.default_rng(2)
+    load = np.exp(rng.normal(0, 0.3, 40))  # each round's load moves both arms by +-30%
+    units = np.full(40, 100.0)
+    r = rate_ratio_ci(units, load / 0.98 * np.exp(rng.normal(0, 0.003, 40)), units, load, seed=1)
+    assert r.low <= 0.98 <= r.high and r.high - r.low < 0.01
+
+
+def test_rate_ratio_coverage_is_near_nominal():
+    hits = 0
+    for s in range(200):
+        rng = np.random.default_rng(1000 + s)
+        load = np.exp(rng.normal(0, 0.2, 30))
+        units = np.full(30, 100.0)
+        r = rate_ratio_ci(units, load / 0.97 * np.exp(rng.normal(0, 0.02, 30)), units,
+                          load * np.exp(rng.normal(0, 0.02, 30)), n_boot=1000, seed=s)
+        hits += r.low <= 0.97 <= r.high
+    assert 0.87 <= hits / 200 <= 0.99
+
+
+def test_sum_ratio_pays_the_offset_once():
+    r = sum_ratio_ci([4.0, 4.0, 4.0], [1.0, 1.0, 1.0], den_offset=1.0)
+    assert r.estimate == pytest.approx(12.0 / 4.0) and r.low == r.high == pytest.approx(3.0)
+    r = sum_ratio_ci([3.0, 5.0, 4.0, 6.0], [1.0, 2.0, 1.0, 2.0], seed=0)
+    assert r.estimate == pytest.approx(18.0 / 6.0) and r.low < r.estimate < r.high

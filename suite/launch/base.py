@@ -66,8 +66,8 @@ class TaskRunner:
 class Launcher(ABC):
     """A study's pending tasks, and a way to get them measured."""
 
-    def __init__(self, study: Study, store: Store, retry_failed: bool = True):
-        self.study, self.store, self.retry_failed = study, store, retry_failed
+    def __init__(self, study: Study, store: Store, retry_failed: bool = True, pattern: str | None = None):
+        self.study, self.store, self.retry_failed, self.pattern = study, store, retry_failed, pattern
         self.settings = CellSettings.of(study)
 
     @property
@@ -80,7 +80,7 @@ class Launcher(ABC):
 
     def pending(self) -> list[Task]:
         """Tasks with no ok record (and, unless retry_failed, no record at all), in the order they should run."""
-        return pending_tasks(self.study, self.store, retry_failed=self.retry_failed)
+        return pending_tasks(self.study, self.store, retry_failed=self.retry_failed, pattern=self.pattern)
 
     @abstractmethod
     def launch(self, tasks: list[Task]) -> Any:

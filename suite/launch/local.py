@@ -26,8 +26,9 @@ def _sigterm_as_interrupt(signum, frame):  # a scheduler's SIGTERM ends the run 
 class LocalLauncher(Launcher):
     """Measures tasks here, one after another, each in a fresh process (suite.runner)."""
 
-    def __init__(self, study: Study, store: Store, retry_failed: bool = True, launcher: dict | None = None):
-        super().__init__(study, store, retry_failed)
+    def __init__(self, study: Study, store: Store, retry_failed: bool = True, launcher: dict | None = None,
+                 pattern: str | None = None):
+        super().__init__(study, store, retry_failed, pattern)
         self.launcher_info = launcher
 
     def launch(self, tasks: list[Task]) -> RunSummary:
@@ -50,7 +51,9 @@ class LocalLauncher(Launcher):
         return summary
 
 
-def run_local(study: Study, store: Store, retry_failed: bool = True, launcher: dict | None = None) -> RunSummary:
-    """Measure every pending task of `study` here; returns what was measured and what failed."""
-    local = LocalLauncher(study, store, retry_failed, launcher)
+def run_local(study: Study, store: Store, retry_failed: bool = True, launcher: dict | None = None,
+              pattern: str | None = None) -> RunSummary:
+    """Measure every pending task of `study` (of the cells matching `pattern`) here; returns what was measured
+    and what failed."""
+    local = LocalLauncher(study, store, retry_failed, launcher, pattern)
     return local.launch(local.pending())

@@ -23,7 +23,9 @@ from submitit.core.utils import UncompletedJobError
 
 from suite.cell import Task
 from suite.exceptions import StudyError
+from suite.estimate import Estimator, StudyEstimate, estimate_study
 from suite.launch.base import Launcher, TaskRunner, dataset_spec, prepare_dataset
+from suite.launch.preflight import check_submission
 from suite.profile import LoadedProfile
 from suite.record import Record
 from suite.store import Store
@@ -70,6 +72,13 @@ class SubmitResult:
     submitted: list  # (job_id, n_tasks, cores, gpus)
     skipped_active: int
     skipped_done: int
+    estimate: StudyEstimate | None = None
+
+
+def logs_folder(profile: LoadedProfile, results: Path) -> Path:
+    """submitit's folder: the profile's `logs`, relative to the results folder unless absolute."""
+    logs = Path(profile.settings.slurm.logs)
+    return logs if logs.is_absolute() else Path(results) / logs
 
 
 def python_command(profile: LoadedProfile) -> str | None:
@@ -193,8 +202,8 @@ class SlurmLauncher(Launcher):
     """Submits tasks as Slurm job arrays, one array per allocation shape (cores, GPUs), through submitit."""
 
     def __init__(self, study: Study, store: Store, profile: LoadedProfile, retry_failed: bool = True,
-                 dry_run: bool = False):
-        super().__init__(study, store, retry_failed)
+                 dry_run: bool = False, pattern: str | None = None):
+        super().__init__(study, store, retry_failed, pattern)
         self.profile, self.dry_run = profile, dry_run
         self.ledger = Ledger(store.root, study.name)
 
@@ -216,7 +225,7 @@ class SlurmLauncher(Launcher):
         for task in tasks:
             groups[(task.cell["cores"], s.gpus_per_cell)].append(task)
         root = Path(self.store.root)
-        folder = Path(s.logs) if Path(s.logs).is_absolute() else root / s.logs
+        folder = logs_folder(self.profile, root)
         executors = {key: make_executor(self.profile, folder, key[0], key[1], self.study.name, s.time_limit_min)
                      for key in groups}
         if self.dry_run:
@@ -239,19 +248,24 @@ class SlurmLauncher(Launcher):
 
 
 def submit(study: Study, profile: LoadedProfile, results: str | Path, dry_run: bool = False,
-           retry_failed: bool = True) -> SubmitResult:
+           retry_failed: bool = True, pattern: str | None = None) -> SubmitResult:
     """Submit every cell repetition with no ok record and none pending or running."""
     s = profile.settings.slurm
     if study.settings.timeout_s + 60 > s.time_limit_min * 60:
         raise StudyError(f"{study.path}: [study] timeout_s = {study.settings.timeout_s:g} does not fit the profile "
                          f"{profile.path}: slurm.time_limit_min = {s.time_limit_min} (allow at least 60 s more than "
                          f"timeout_s, so the suite records the timeout before Slurm kills the job)")
-    launcher = SlurmLauncher(study, Store(Path(results).resolve()), profile, retry_failed, dry_run)
+    root = Path(results).resolve()
+    store = Store(root)
+    launcher = SlurmLauncher(study, store, profile, retry_failed, dry_run, pattern)
     active = launcher.active()
     pending = launcher.pending()
     tasks = [t for t in pending if t.key not in active]
-    result = SubmitResult([], skipped_active=len(pending) - len(tasks), skipped_done=launcher.total - len(pending))
+    estimator = Estimator.from_records(r for _, r in store.records(study.name))
+    result = SubmitResult([], skipped_active=len(pending) - len(tasks), skipped_done=launcher.total - len(pending),
+                          estimate=estimate_study(study, tasks, estimator))
     if tasks:
+        check_submission(profile, root, logs_folder(profile, root), result.estimate)
         result.submitted = launcher.launch(tasks)
     return result
 

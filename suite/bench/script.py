@@ -3,12 +3,15 @@
 This is what a benchmark looks like without the suite: one script per configuration, run once per
 repetition under a command timer (hyperfine, `time`), each run paying interpreter start-up and the
 torch import again. `python -m suite.bench` times it from outside against the suite running the same
-cells. It does the same work as a suite cell (same workloads, same DataLoader arguments, same
-warm-up rule, same number of batches) with a bare loop and two clock reads around the window.
+cells. It does the same work as a suite cell (same workloads, same DataLoader arguments, the same epoch
+of warm-up + window + tail batches, which the bench takes from the cell's `suite.window.plan_window`)
+with a bare loop and two clock reads around the window.
 
-    python suite/bench_script.py --workload jpeg --workers 2 --cores 2 --batches 30
+    python suite/bench/script.py --workload jpeg --workers 2 --cores 2 --warmup 4 --batches 30 --tail 4
 
 Prints one JSON line: samples_per_s and where the process's time went (imports, setup, measuring).
+Runs as a file (the bench runs it so: no package import before its clock starts) or as
+`python -m suite.bench.script`.
 """
 
 from __future__ import annotations
@@ -23,12 +26,13 @@ import os  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-# Run as a file, Python puts suite/ first on sys.path, where suite/profile.py would shadow the standard
-# library's `profile` (imported via cProfile by torch) and dataset.py, plan.py... other top-level names.
+# Run as a file, Python puts suite/bench/ first on sys.path, where its modules (precision.py, cli.py,
+# common.py...) would shadow top-level names; the repository root goes there instead.
 _HERE = Path(__file__).resolve().parent
+_REPO = _HERE.parents[1]
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-if str(_HERE.parent) not in sys.path:
-    sys.path.insert(0, str(_HERE.parent))
+if str(_REPO) not in sys.path:
+    sys.path.insert(0, str(_REPO))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -39,8 +43,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--start-method", default="fork", choices=("fork", "spawn", "forkserver"))
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--prefetch-factor", type=int, default=2)
-    p.add_argument("--warmup", type=int, default=4, help="batches excluded from steady state")
+    p.add_argument("--warmup", type=int, default=4, help="batches before the window (at least 1: the first "
+                   "carries start-up; at least the prefetch pipeline, num_workers x prefetch_factor)")
     p.add_argument("--batches", type=int, default=30, help="measured batches")
+    p.add_argument("--tail", type=int, default=0, help="batches consumed after the window, unmeasured, so it "
+                   "closes with the pipeline as full as it opened")
     p.add_argument("--sleep-ms", type=float, default=2.0)
     p.add_argument("--cpu-work", type=int, default=15)
     p.add_argument("--sample-kb", type=float, default=12.0)
@@ -53,6 +60,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.warmup < 1 or args.batches < 1 or args.tail < 0:
+        raise SystemExit("--warmup and --batches must be at least 1, --tail at least 0")
     allowed = sorted(os.sched_getaffinity(0))
     os.sched_setaffinity(0, allowed[: args.cores])
     os.environ["OMP_NUM_THREADS"] = str(args.cores)
@@ -67,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.cores)
     prepared = None
     if args.workload == "jpeg":
-        from suite.dataset import DatasetSpec, ensure_dataset
+        from suite.datasets import DatasetSpec, ensure_dataset
 
         prepared = ensure_dataset(DatasetSpec(kind="synthetic-jpeg", images=args.images))
     from suite.axes import AXES
@@ -76,15 +85,15 @@ def main(argv: list[str] | None = None) -> int:
     config = {name: axis.default for name, axis in AXES.items()}
     config.update(workload=args.workload, num_workers=args.workers, cores=args.cores, batch_size=args.batch_size,
                   sleep_ms=args.sleep_ms, cpu_work=args.cpu_work, sample_kb=args.sample_kb, decoder=args.decoder)
-    warmup = max(1, args.warmup, args.workers * args.prefetch_factor)  # the suite's rule: drain the prefetch first
-    total = warmup + args.batches
-    dataset = build_dataset(config, total * args.batch_size, prepared)
-    kwargs = {}
+    warmup = args.warmup
+    total = warmup + args.batches + args.tail
+    parts = build_dataset(config, total * args.batch_size, prepared)
+    kwargs = {"collate_fn": parts.collate_fn}
     if args.workers > 0:
-        kwargs = {"multiprocessing_context": tmp.get_context(args.start_method),
-                  "prefetch_factor": args.prefetch_factor}
-    generator = torch.Generator().manual_seed(args.seed * 1000 + args.repetition)
-    loader = DataLoader(dataset, batch_size=args.batch_size, shuffle=True, drop_last=True,
+        kwargs.update(multiprocessing_context=tmp.get_context(args.start_method),
+                      prefetch_factor=args.prefetch_factor, worker_init_fn=parts.worker_init_fn)
+    generator = torch.Generator().manual_seed(args.seed * 1000 + args.repetition * 64)  # the cell's seed (rank 0)
+    loader = DataLoader(parts.dataset, batch_size=args.batch_size, shuffle=True, drop_last=True,
                         num_workers=args.workers, generator=generator, **kwargs)
 
     clock = time.perf_counter
@@ -98,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     for _, batch in zip(range(args.batches), it):
         pass
     t1 = clock()
+    for _, batch in zip(range(args.tail), it):
+        pass
     del it
     t_end = clock()
     print(json.dumps({

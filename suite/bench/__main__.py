@@ -1,0 +1,3 @@
+from suite.bench.cli import main
+
+raise SystemExit(main())

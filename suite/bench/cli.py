@@ -1,0 +1,150 @@
+"""The command line of `python -m suite.bench` (`make bench`): runs the experiments in order, writes one JSON
+file (strict JSON: NaN becomes null) with the machine's fingerprint and the load averages seen, and prints
+the tables. `--quick` shortens every part; `--skip-*` leave parts out.
+
+JSON schema history (SCHEMA):
+  loaderbench.bench/1  overhead, precision, time_to_answer, analysis_scale; intervals keyed "ratio" or "value";
+                       analysis_scale read from bench_scale's printed output
+  loaderbench.bench/2  every interval an analysis.stats.EstimateInterval (estimate, low, high, method,
+                       confidence, n); loop cost and throughput agreement: medians with order-statistic
+                       intervals; window_bias and adaptive_coverage added; analysis_scale["result"] is
+                       bench_scale's --json output
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from suite.bench.common import IMAGES, describe, json_safe, loadavg
+
+SCHEMA = "loaderbench.bench/2"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m suite.bench",
+                                description="The benchmarks and checks of the suite itself.")
+    p.add_argument("--out", default=None, help="write the results as JSON here")
+    p.add_argument("--quick", action="store_true", help="shorter runs (about a third of the time), wider intervals")
+    p.add_argument("--skip-scale", action="store_true", help="do not run analysis.bench_scale")
+    p.add_argument("--skip-overhead", action="store_true")
+    p.add_argument("--skip-precision", action="store_true")
+    p.add_argument("--skip-window-bias", action="store_true", help="skip the window-vs-bare-loop check")
+    p.add_argument("--skip-coverage", action="store_true", help="skip the adaptive rule's coverage simulation")
+    p.add_argument("--skip-tta", action="store_true", help="skip the time-to-answer comparison")
+    p.add_argument("--probe-interval", type=float, default=None,
+                   help="probe interval in s (default: the study default, [study] probe_interval_s)")
+    p.add_argument("--records", type=int, default=None, help="records for analysis.bench_scale (default 100000)")
+    p.add_argument("--trials", type=int, default=None,
+                   help="trials per stream and target of the coverage simulation (default 2000, 500 with --quick)")
+    p.add_argument("--seed", type=int, default=0)
+    return p
+
+
+def run_overhead(args, prepared, probe_interval: float, err) -> dict:
+    from suite.bench.overhead import OverheadPlan, loop_cost, overhead_cells, overhead_experiment
+
+    plan = OverheadPlan(total_s=6.0 if args.quick else 16.0, window_s=0.25, seed=args.seed)
+    cells = overhead_cells()
+    err.print("[dim]1. overhead: the harness's own cost per batch (in-memory batches, ABAB) ...[/dim]")
+    micro = loop_cost(cells[0].config, rounds=11 if args.quick else 21, seed=args.seed)
+    rows = []
+    for cell in cells:
+        err.print(f"[dim]1. overhead: {describe(cell)}, {plan.total_s:.0f} s of ABAB windows ...[/dim]")
+        rows.append(overhead_experiment(cell, prepared, plan, probe_interval))
+        if "error" in rows[-1]:
+            err.print(f"[red]   {rows[-1]['error']}[/red]\n{rows[-1].get('traceback', '')}")
+    cost = micro["cost_ns_per_batch"]
+    for row in rows:  # the loop's cost as a fraction of each cell's time per batch: precise, whatever the load
+        rate = row.get("bare_batches_per_s")
+        if rate and math.isfinite(rate):
+            row["loop_cost_fraction"] = cost["estimate"] * 1e-9 * rate
+            row["loop_cost_fraction_high"] = cost["high"] * 1e-9 * rate
+    return {"probe_interval_s": probe_interval, "plan": plan.__dict__, "loop_cost": micro, "cells": rows}
+
+
+def run_parts(args, result: dict, host: dict, probe_interval: float, err) -> None:
+    prepared = None
+    if not (args.skip_overhead and args.skip_precision and args.skip_tta):
+        from suite.datasets import DatasetSpec, ensure_dataset
+
+        prepared = ensure_dataset(DatasetSpec(kind="synthetic-jpeg", images=IMAGES))
+    if not args.skip_overhead:
+        result["overhead"] = run_overhead(args, prepared, probe_interval, err)
+    if not args.skip_precision:
+        from suite.bench.precision import precision_cells, precision_experiment
+
+        cells = precision_cells(max_measure_s=8.0 if args.quick else 20.0)
+        err.print(f"[dim]2. precision: {len(cells)} cells x 1 repetition, adaptive ...[/dim]")
+        result["precision"] = precision_experiment(cells, 1, prepared, host, probe_interval)
+    if not args.skip_window_bias:
+        from suite.bench.window_bias import BARE_BATCHES, window_bias
+
+        reps, bare = (1, 60) if args.quick else (3, BARE_BATCHES)
+        err.print(f"[dim]3. window bias: cpu on one core, bare loop vs loaderbench's windows, {reps} "
+                  f"repetition(s) ...[/dim]")
+        result["window_bias"] = window_bias(reps, bare, host, probe_interval)
+    if not args.skip_coverage:
+        from suite.bench.coverage import adaptive_coverage
+
+        trials = args.trials or (500 if args.quick else 2000)
+        err.print(f"[dim]4. adaptive coverage: {trials} simulated trials per stream and target ...[/dim]")
+        result["adaptive_coverage"] = adaptive_coverage(trials, seed=args.seed)
+    if not args.skip_tta:
+        from suite.bench.time_to_answer import TTA_CELLS, TTA_CELLS_QUICK, time_to_answer
+
+        cells = TTA_CELLS_QUICK if args.quick else TTA_CELLS
+        err.print(f"[dim]5. time to answer: {len(cells)} cells x 2 repetitions, the suite vs one process "
+                  f"per run ...[/dim]")
+        result["time_to_answer"] = time_to_answer(cells, 2)
+    records = args.records or (20_000 if args.quick else 100_000)
+    if args.skip_scale:
+        result["analysis_scale"] = {"available": False, "skipped": True, "records": records}
+    else:
+        from suite.bench.scale import analysis_scale
+
+        err.print(f"[dim]6. analysis at scale: {records} records ...[/dim]")
+        result["analysis_scale"] = analysis_scale(records)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from rich.console import Console
+
+    from suite.bench.render import render
+    from suite.fingerprint import host_fingerprint
+    from suite.runner import warm_imports
+    from suite.study import StudySettings
+
+    console = Console(highlight=False)
+    if not console.is_terminal:  # a log file or a pipe: wide enough for the tables
+        console = Console(highlight=False, width=170)
+    err = Console(stderr=True, highlight=False)
+    t_start = time.perf_counter()
+    probe_interval = args.probe_interval or StudySettings.model_fields["probe_interval_s"].default
+    result: dict[str, Any] = {"schema": SCHEMA, "started_at": dt.datetime.now(dt.timezone.utc).isoformat(),
+                              "quick": args.quick, "argv": sys.argv[1:] if argv is None else argv,
+                              "load": {"start": loadavg()}}
+    warm_imports()  # what the runner does once: cells forked from here inherit it
+    host = host_fingerprint()
+    host["cpus_allowed"] = sorted(os.sched_getaffinity(0))
+    result["host"] = host
+    run_parts(args, result, host, probe_interval, err)
+    result["load"]["end"] = loadavg()
+    result["elapsed_s"] = time.perf_counter() - t_start
+    result["finished_at"] = dt.datetime.now(dt.timezone.utc).isoformat()
+    if args.out:
+        from suite.store import atomic_write_json
+
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(out, json_safe(result))
+        result["out"] = str(out)
+    render(result, console)
+    return 0

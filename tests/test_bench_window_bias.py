@@ -1,0 +1,102 @@
+"""The window-bias check of `make bench` (suite/bench/window_bias.py): the bare loop's timing on fake loaders
+and fake clocks, the summary's arithmetic and verdicts on synthetic runs. No wall-clock assertions."""
+
+import math
+
+import pytest
+
+from suite.bench import window_bias as wb
+from suite.window import plan_window
+
+
+class Ticking:
+    """A fake loader and its clock: every batch handed out advances the clock by `dt` seconds."""
+
+    def __init__(self, n: int, dt: float = 0.5):
+        self.n, self.dt, self.now, self.handed = n, dt, 100.0, 0
+
+    def clock(self) -> float:
+        return self.now
+
+    def __iter__(self):
+        for i in range(self.n):
+            self.now += self.dt
+            self.handed += 1
+            yield i
+
+
+def test_bare_loop_times_exactly_the_window_batches():
+    loader = Ticking(50, dt=0.5)
+    r = wb.time_bare_loop(loader, warmup=4, batches=10, batch_size=32, clock=loader.clock)
+    assert r["seconds"] == pytest.approx(10 * 0.5)  # batches 5..14 arrive inside the window
+    assert r["samples_per_s"] == pytest.approx(10 * 32 / 5.0)
+    assert r["warmup_s"] == pytest.approx(4 * 0.5)
+    assert loader.handed == 14  # stops at the window's last batch: the rest of the epoch is never asked for
+
+
+def test_bare_loop_refuses_a_loader_that_runs_out_inside_the_window():
+    loader = Ticking(10)
+    with pytest.raises(ValueError, match="ran out after 10"):
+        wb.time_bare_loop(loader, warmup=4, batches=10, batch_size=32, clock=loader.clock)
+    with pytest.raises(ValueError):
+        wb.time_bare_loop([], warmup=0, batches=10, batch_size=32)
+
+
+def test_bare_warmup_is_twice_the_pipeline_and_at_least_four():
+    assert [wb.bare_warmup(n, 2) for n in (0, 1, 4, 8)] == [4, 4, 16, 32]
+
+
+def test_the_cells_are_the_suites_own_and_the_plan_keeps_windows_pipeline_neutral():
+    c = wb.bias_cell(8, 12).config
+    assert (c["workload"], c["cpu_work"], c["cores"], c["batch_size"], c["num_workers"]) == ("cpu", 15, 1, 32, 8)
+    plan = plan_window(c)
+    assert plan.measure >= 2 * 8 * c["prefetch_factor"] and plan.tail == 8 * c["prefetch_factor"]
+
+
+def runs(bare: dict, short: dict, long_: dict, reps: int = 3) -> list[dict]:
+    out = []
+    for rep in range(reps):
+        for n in wb.WORKERS:
+            out.append({"num_workers": n, "arm": "bare", "repetition": rep, "samples_per_s": bare[n] + rep})
+            out.append({"num_workers": n, "arm": str(wb.WINDOWS[0]), "repetition": rep, "samples_per_s": short[n]})
+            out.append({"num_workers": n, "arm": str(wb.WINDOWS[1]), "repetition": rep, "samples_per_s": long_[n]})
+    return out
+
+
+def test_summary_medians_ratios_and_passing_verdicts():
+    s = wb.summarize(runs({0: 500, 4: 480, 8: 470}, {0: 500, 4: 490, 8: 510}, {0: 500, 4: 485, 8: 505}))
+    p = s["per_workers"]
+    assert p[0]["bare_samples_per_s"] == 501  # median over repetitions of 500, 501, 502
+    assert p[8]["lb12_over_bare"] == pytest.approx(510 / 471)
+    assert p[8]["short_over_long"] == pytest.approx(510 / 505)
+    assert s["eight_over_zero"]["12"] == pytest.approx(510 / 500)
+    assert s["eight_over_zero"]["bare"] == pytest.approx(471 / 501)
+    assert [v["passed"] for v in s["verdicts"]] == [True, True]
+    assert s["verdicts"][0]["claim"] == wb.CLAIM_WORKERS
+
+
+def test_summary_fails_a_window_that_reads_fast_with_more_workers():
+    # the 12-batch window of 8 workers reads 30% above 0 workers and 30% above the 120-batch window
+    s = wb.summarize(runs({0: 500, 4: 500, 8: 500}, {0: 500, 4: 520, 8: 650}, {0: 500, 4: 500, 8: 500}))
+    assert [v["passed"] for v in s["verdicts"]] == [False, False]
+    assert "1.300" in s["verdicts"][0]["detail"]
+
+
+def test_summary_judges_nothing_when_a_run_failed():
+    r = runs({0: 500, 4: 500, 8: 500}, {0: 500, 4: 500, 8: 500}, {0: 500, 4: 500, 8: 500}, reps=1)
+    for row in r:
+        if row["num_workers"] == 8 and row["arm"] == "120":
+            row["samples_per_s"] = None
+    s = wb.summarize(r)
+    assert math.isnan(s["per_workers"][8]["lb120_samples_per_s"])
+    assert [v["passed"] for v in s["verdicts"]] == [None, None]
+
+
+def test_bare_loop_runs_in_a_forked_child_pinned_to_one_cpu():
+    # structure only: a tiny CPU-bound cell, no workers, two measured batches
+    from suite.bench.common import make_cell
+
+    config = make_cell("cpu", 0, 1, cpu_work=1).config
+    r = wb.run_bare(config, batches=2, repetition=0, timeout_s=120)
+    assert "error" not in r, r.get("traceback")
+    assert r["measure_batches"] == 2 and r["warmup_batches"] == 4 and r["samples_per_s"] > 0
