@@ -112,11 +112,3 @@ def test_shipped_studies_valid(name):
     study = load_study(REPO / "suite" / "studies" / f"{name}.toml", max_cores=64)
     assert study.cells
 
-
-def test_readme_documents_every_axis():
-    from suite.axes import AXES
-    from tests.conftest import REPO
-
-    readme = (REPO / "README.md").read_text()
-    missing = [name for name in AXES if f"| `{name}` |" not in readme]
-    assert not missing, f"README.md's axes table lacks {missing}: paste `loaderbench axes` into it"
