@@ -17,7 +17,6 @@ Pure functions on tidy tables; no I/O, no figures.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,11 +24,10 @@ import pandas as pd
 
 from analysis.environment import environment_table, provenance
 from analysis.recommend import RULE_LABELS, evaluate_rules, knee, medians_by_n
-from analysis.records import AXIS_COLUMNS, WORKER_ONLY_AXES
-from analysis.intervals import pct
-from analysis.stats import compare, summarize
-from analysis.verdicts import NOT_MEASURED
+from analysis.records import AXIS_COLUMNS, WORKER_ONLY_AXES, as_objects, ok_mask, ok_rows, plain
+from analysis.stats import Comparison, compare, summarize
 from analysis.usl import fit_usl_groups
+from analysis.verdicts import NOT_MEASURED
 
 WORKLOAD_ORDER = ["sleep", "cpu", "jpeg"]
 #: Axes that are not part of a panel's name: the curve's x axis, its colour, and the workload itself.
@@ -59,19 +57,7 @@ class StudyAnalysis:
 
     @property
     def ok(self) -> pd.DataFrame:
-        return self.rows[self.rows["status"] == "ok"]
-
-
-def _norm(v):
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return None
-    if isinstance(v, (np.integer,)):
-        return int(v)
-    if isinstance(v, (np.floating,)):
-        return float(v)
-    if isinstance(v, (np.bool_,)):
-        return bool(v)
-    return v
+        return ok_rows(self.rows)
 
 
 def _fmt_value(v) -> str:
@@ -98,7 +84,7 @@ def assign_panels(cells: pd.DataFrame) -> pd.DataFrame:
         n = pd.to_numeric(sub["num_workers"], errors="coerce").fillna(0)
         with_workers = sub[n >= 1]
         basis = with_workers if not with_workers.empty else sub
-        values = {a: [_norm(v) for v in basis[a]] for a in axes}
+        values = {a: [plain(v) for v in basis[a]] for a in axes}
         varying = [a for a in axes if len({repr(v) for v in values[a]}) > 1]
 
         def label(vals: dict) -> str:
@@ -107,11 +93,11 @@ def assign_panels(cells: pd.DataFrame) -> pd.DataFrame:
 
         panel_of: dict[tuple, str] = {}
         for _, r in basis.iterrows():
-            vals = {a: _norm(r[a]) for a in varying}
+            vals = {a: plain(r[a]) for a in varying}
             panel_of[tuple(vals[a] for a in varying)] = label(vals)
         has_workers = set(with_workers["cell_id"])
         for _, r in sub.iterrows():
-            vals = {a: _norm(r[a]) for a in varying}
+            vals = {a: plain(r[a]) for a in varying}
             if r["cell_id"] in has_workers or with_workers.empty:
                 out.append((r["cell_id"], label(vals)))
                 continue
@@ -156,19 +142,24 @@ _ID_COLUMNS = ["study", "cell_id", "repetition", "status", "error_kind", "error_
 
 def _narrow(df: pd.DataFrame) -> pd.DataFrame:
     cols = [c for c in [*_ID_COLUMNS, *AXIS_COLUMNS, *METRICS_USED] if c in df]
-    out = df[cols].copy()
-    for c in cols:  # Arrow-backed strings are slow to filter row by row; plain objects are not
-        if out[c].dtype == "str" or str(out[c].dtype).startswith("string"):
-            out[c] = out[c].astype(object).where(out[c].notna(), None)
+    out = as_objects(df[cols].copy())
     for c in METRICS_USED:
         if c in out:
             out[c] = pd.to_numeric(out[c], errors="coerce")
     return out
 
 
+_EMPTY = np.array([])
+
+
+def _at(values: dict, panel, cores, n) -> np.ndarray:
+    """The ok values of `_value_index` at one (panel, cores, num_workers); none when nothing was measured there."""
+    return values.get((panel, cores, n), _EMPTY)
+
+
 def _value_index(rows: pd.DataFrame, col: str = "samples_per_s") -> dict[tuple, np.ndarray]:
     """(panel, cores, num_workers) -> finite values of `col` over ok repetitions."""
-    ok = rows[rows["status"] == "ok"]
+    ok = ok_rows(rows)
     out = {}
     for key, s in ok.groupby(["panel", "cores", "num_workers"], sort=False)[col]:
         v = s.to_numpy(dtype=float)
@@ -181,7 +172,7 @@ def _problems(rows: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
     bad = c[(c["n_not_ok"] > 0) | c["unstable"] | ((c["n"] == 0) & (c["n_not_ok"] == 0))]
     if bad.empty:
         return bad.assign(reason=pd.Series(dtype=str))
-    failed = rows[(rows["status"] != "ok") & rows["cell_id"].isin(bad["cell_id"])].drop_duplicates(["cell_id", "repetition"])
+    failed = rows[rows["cell_id"].isin(bad["cell_id"]) & ~ok_mask(rows)].drop_duplicates(["cell_id", "repetition"])
     why = {}
     for cid, g in failed.groupby("cell_id"):
         kinds = g["error_kind"].fillna(g["status"]).value_counts()
@@ -205,91 +196,93 @@ def _problems(rows: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def analyze_study(df: pd.DataFrame, study: str, *, within: float = 0.05) -> StudyAnalysis:
-    """Summaries, curves, fits, rules and problems of one study (`df` may hold other studies too)."""
-    full = df[df["study"] == study]
-    environment, prov = environment_table(full), provenance(full, study)
-    rows_all = _narrow(full)
-    notes: list[str] = []
-    if "jpeg_stage" not in rows_all:
-        rows_all["jpeg_stage"] = None
-    for col in ("num_workers", "cores"):
-        rows_all[col] = pd.to_numeric(rows_all[col], errors="coerce")
-    axes = [a for a in AXIS_COLUMNS if a in rows_all]
+# ----------------------------------------------------------------------------------------------
+# one study, phase by phase: select its rows, summarize its cells, then its curves, rules and problems
 
-    cells = summarize(rows_all, by=["cell_id"], value="samples_per_s")
-    first = rows_all.drop_duplicates("cell_id").set_index("cell_id")
+
+def _select(full: pd.DataFrame) -> pd.DataFrame:
+    """The study's rows, every status, narrowed to the columns read here, num_workers and cores as numbers."""
+    rows = _narrow(full)
+    if "jpeg_stage" not in rows:
+        rows["jpeg_stage"] = None
+    for col in ("num_workers", "cores"):
+        rows[col] = pd.to_numeric(rows[col], errors="coerce")
+    return rows
+
+
+def _summarize_cells(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per cell: the summary of its throughput (analysis.stats.summarize), its axes, and the median of
+    each other metric the report shows (`<metric>_median`)."""
+    axes = [a for a in AXIS_COLUMNS if a in rows]
+    cells = summarize(rows, by=["cell_id"], value="samples_per_s")
+    first = rows.drop_duplicates("cell_id").set_index("cell_id")
     cells = cells.join(first[axes], on="cell_id")
-    for extra in ("time_to_first_batch_s", "uss_peak_bytes", "pss_peak_bytes", "ctx_involuntary",
-                  "processes_peak"):
-        if extra in rows_all:
-            ok = rows_all[rows_all["status"] == "ok"]
+    ok = ok_rows(rows)
+    for extra in ("time_to_first_batch_s", "uss_peak_bytes", "pss_peak_bytes", "ctx_involuntary", "processes_peak"):
+        if extra in rows:
             med = pd.to_numeric(ok[extra], errors="coerce").groupby(ok["cell_id"]).median().rename(f"{extra}_median")
             cells = cells.join(med, on="cell_id")
+    return cells
 
-    ref_mask = is_reference(cells)
-    references = cells[ref_mask].copy()
-    main_cells = cells[~ref_mask]
-    has_jpeg = bool((main_cells["workload"] == "jpeg").any())
-    panels_map = assign_panels(main_cells.drop(columns=["jpeg_stage"], errors="ignore"))
-    cells_p = main_cells.merge(panels_map, on="cell_id", how="inner")
-    rows = rows_all[~is_reference(rows_all)].merge(panels_map, on="cell_id", how="inner")
-    panels = panel_order(cells_p["panel"])
 
-    # --- per curve: knee and best over ok rows (N=0 included), USL over N >= 1 ---
-    ok_rows = rows[rows["status"] == "ok"]
-    keys_all = cells_p[CURVE_KEYS].drop_duplicates().sort_values(CURVE_KEYS)
-    usl = (fit_usl_groups(ok_rows, by=CURVE_KEYS) if not ok_rows.empty
+#: A comparison's columns, as `vs_main_<name>` (the knee against main-process loading) and `vs_knee_<name>` (a
+#: rule of thumb against the knee).
+COMPARISON_COLUMNS = ("ratio", "ci_low", "ci_high", "ci_coverage", "n", "p", "verdict", "reason")
+
+
+def _compared(c: Comparison | None, verdict: str = NOT_MEASURED) -> tuple:
+    """The values of COMPARISON_COLUMNS for `c`; without a comparison, NaN and `verdict`."""
+    if c is None:
+        return np.nan, np.nan, np.nan, np.nan, "", np.nan, verdict, ""
+    return c.ratio, c.ci_low, c.ci_high, c.ci_coverage, f"{c.n_a} v {c.n_b}", c.p_value, c.verdict, c.reason
+
+
+def _decode_ceiling(g: pd.DataFrame, cores, rates: pd.DataFrame) -> dict:
+    """The decode-only ceiling of a full jpeg curve `g`: the best decode rate per core of its decoder (else of a
+    reference cell without one) times the cores; NaN for other workloads or without a reference cell."""
+    out = {"decode_rate_per_core": np.nan, "decode_ceiling": np.nan}
+    if g["workload"].iloc[0] != "jpeg" or rates.empty:
+        return out
+    dec = plain(g["decoder"].iloc[0]) if "decoder" in g else None
+    match = rates[rates["decoder"].map(plain) == dec] if dec is not None else rates
+    if match.empty and dec is not None:
+        match = rates[rates["decoder"].isna()]
+    if not match.empty:
+        rate = float(match["rate_per_core"].max())
+        out.update(decode_rate_per_core=rate, decode_ceiling=rate * float(cores))
+    return out
+
+
+def _curve(key: tuple, g: pd.DataFrame, cells: pd.DataFrame, rates: pd.DataFrame, values: dict,
+           within: float) -> dict:
+    """One curve, `key` = (panel, cores): its rows `g` and cells -> best, knee, the one-worker and main-process
+    rates, the decode ceiling, and the knee compared with main-process loading (does using workers help at
+    all?)."""
+    panel, cores = key
+    rec: dict = {"panel": panel, "cores": cores, "workload": g["workload"].iloc[0],
+                 "n_values": int(cells["num_workers"].nunique()), "cells_failed": int((cells["n"] == 0).sum()),
+                 "cells_unstable": int(cells["unstable"].sum())}
+    med = medians_by_n(g)
+    if med.empty:
+        rec.update(best_n=np.nan, best_x=np.nan, knee_n=np.nan, knee_x=np.nan)
+    else:
+        k = knee(g, within=within)
+        rec.update(best_n=k.best_n, best_x=k.best_x, knee_n=k.knee_n, knee_x=k.knee_x)
+    one = med.get(1.0, med.get(1, np.nan)) if not med.empty else np.nan
+    rec["x_one_worker"] = float(one) if one is not None else np.nan
+    rec["x_main_process"] = float(med.get(0.0, med.get(0, np.nan))) if not med.empty else np.nan
+    rec.update(_decode_ceiling(g, cores, rates))
+    c = None
+    if not med.empty and 0 in set(med.index) and rec["knee_n"] != 0:
+        c = compare(_at(values, panel, cores, 0), _at(values, panel, cores, rec["knee_n"]))
+    rec.update(zip([f"vs_main_{k}" for k in COMPARISON_COLUMNS], _compared(c)))
+    return rec
+
+
+def _with_usl(curves: pd.DataFrame, ok: pd.DataFrame) -> pd.DataFrame:
+    """`curves` with the USL fit of each (`usl_<column>` of analysis.usl.fit_usl_groups) over the ok rows."""
+    usl = (fit_usl_groups(ok, by=CURVE_KEYS) if not ok.empty
            else pd.DataFrame(columns=[*CURVE_KEYS, "good", "reason"]))
-    rates = _decode_rates(references)
-    values = _value_index(rows)
-    empty = np.array([])
-
-    def vals(panel, cores, n) -> np.ndarray:
-        return values.get((panel, cores, n), empty)
-
-    cell_groups = dict(list(cells_p.groupby(CURVE_KEYS, sort=False)))
-    curve_rows = []
-    for (panel, cores), g in rows.groupby(CURVE_KEYS, sort=False):
-        rec: dict = {"panel": panel, "cores": cores, "workload": g["workload"].iloc[0]}
-        c_cells = cell_groups[(panel, cores)]
-        rec["n_values"] = int(c_cells["num_workers"].nunique())
-        rec["cells_failed"] = int((c_cells["n"] == 0).sum())
-        rec["cells_unstable"] = int(c_cells["unstable"].sum())
-        med = medians_by_n(g)
-        if med.empty:
-            rec.update(best_n=np.nan, best_x=np.nan, knee_n=np.nan, knee_x=np.nan)
-        else:
-            k = knee(g, within=within)
-            rec.update(best_n=k.best_n, best_x=k.best_x, knee_n=k.knee_n, knee_x=k.knee_x)
-        one = med.get(1.0, med.get(1, np.nan)) if not med.empty else np.nan
-        rec["x_one_worker"] = float(one) if one is not None else np.nan
-        rec["x_main_process"] = float(med.get(0.0, med.get(0, np.nan))) if not med.empty else np.nan
-        # decode ceiling for the full jpeg pipeline
-        rec["decode_rate_per_core"] = np.nan
-        rec["decode_ceiling"] = np.nan
-        if rec["workload"] == "jpeg" and not rates.empty:
-            dec = _norm(g["decoder"].iloc[0]) if "decoder" in g else None
-            match = rates[rates["decoder"].map(_norm) == dec] if dec is not None else rates
-            if match.empty and dec is not None:
-                match = rates[rates["decoder"].isna()]
-            if not match.empty:
-                rate = float(match["rate_per_core"].max())
-                rec["decode_rate_per_core"] = rate
-                rec["decode_ceiling"] = rate * float(cores)
-        # does using workers help at all? the knee against main-process loading, with a test
-        rec.update(vs_main_ratio=np.nan, vs_main_ci_low=np.nan, vs_main_ci_high=np.nan, vs_main_ci_coverage=np.nan,
-                   vs_main_n="", vs_main_p=np.nan, vs_main_verdict=NOT_MEASURED, vs_main_reason="")
-        if not med.empty and 0 in set(med.index) and rec["knee_n"] != 0:
-            c = compare(vals(panel, cores, 0), vals(panel, cores, rec["knee_n"]))
-            rec.update(vs_main_ratio=c.ratio, vs_main_ci_low=c.ci_low, vs_main_ci_high=c.ci_high,
-                       vs_main_ci_coverage=c.ci_coverage, vs_main_n=f"{c.n_a} v {c.n_b}", vs_main_p=c.p_value,
-                       vs_main_verdict=c.verdict, vs_main_reason=c.reason)
-        curve_rows.append(rec)
-    curves = pd.DataFrame(curve_rows)
-    if curves.empty:
-        curves = keys_all.assign(best_x=np.nan, knee_n=np.nan)
-        notes.append("no repetition of this study has a throughput value: nothing to fit or recommend")
     if not usl.empty:
         usl_cols = usl.rename(columns={c: f"usl_{c}" for c in usl.columns if c not in CURVE_KEYS})
         curves = curves.merge(usl_cols, on=CURVE_KEYS, how="left")
@@ -298,77 +291,75 @@ def analyze_study(df: pd.DataFrame, study: str, *, within: float = 0.05) -> Stud
             curves[c] = False if c == "usl_good" else "no ok rows with num_workers >= 1"
     curves["usl_good"] = curves["usl_good"].fillna(False).astype(bool)
     curves["usl_reason"] = curves["usl_reason"].fillna("no ok rows with num_workers >= 1")
-    order = {p: i for i, p in enumerate(panels)}
-    curves = curves.assign(_o=curves["panel"].map(order)).sort_values(["_o", "cores"]).drop(columns="_o")
-    curves = curves.reset_index(drop=True)
+    return curves
 
-    # --- rules of thumb, each compared with the knee (a test, not a ratio of two runs) ---
-    rules = (evaluate_rules(ok_rows, by=CURVE_KEYS, within=within) if not ok_rows.empty
+
+def _curves(rows: pd.DataFrame, cells: pd.DataFrame, references: pd.DataFrame, values: dict, order: dict,
+            within: float) -> tuple[pd.DataFrame, list[str]]:
+    """One row per curve (knee and best over ok rows, N=0 included; USL over N >= 1), in panel order; and a note
+    when nothing was measured."""
+    rates = _decode_rates(references)
+    cell_groups = dict(list(cells.groupby(CURVE_KEYS, sort=False)))
+    curves = pd.DataFrame([_curve(key, g, cell_groups[key], rates, values, within)
+                           for key, g in rows.groupby(CURVE_KEYS, sort=False)])
+    notes = []
+    if curves.empty:
+        curves = cells[CURVE_KEYS].drop_duplicates().sort_values(CURVE_KEYS).assign(best_x=np.nan, knee_n=np.nan)
+        notes.append("no repetition of this study has a throughput value: nothing to fit or recommend")
+    curves = _with_usl(curves, ok_rows(rows))
+    curves = curves.assign(_o=curves["panel"].map(order)).sort_values(["_o", "cores"]).drop(columns="_o")
+    return curves.reset_index(drop=True), notes
+
+
+def _rules(ok: pd.DataFrame, values: dict, order: dict, within: float) -> pd.DataFrame:
+    """Each rule of thumb on each curve (analysis.recommend.evaluate_rules), compared with the knee by a test,
+    not a ratio of two runs."""
+    rules = (evaluate_rules(ok, by=CURVE_KEYS, within=within) if not ok.empty
              else pd.DataFrame(columns=[*CURVE_KEYS, "rule", "rule_label"]))
     verdicts = []
     for _, r in rules.iterrows():
         if r["match"] != "exact" or r["rule_n"] == r["knee_n"]:
-            verdicts.append((np.nan, np.nan, np.nan, np.nan, "", np.nan, "same as knee" if r["rule_n"] == r["knee_n"]
-                             else f"{NOT_MEASURED} ({r['match']})", ""))
+            verdicts.append(_compared(None, "same as knee" if r["rule_n"] == r["knee_n"]
+                                      else f"{NOT_MEASURED} ({r['match']})"))
             continue
-        c = compare(vals(r["panel"], r["cores"], r["knee_n"]), vals(r["panel"], r["cores"], r["rule_n"]))
-        verdicts.append((c.ratio, c.ci_low, c.ci_high, c.ci_coverage, f"{c.n_a} v {c.n_b}", c.p_value, c.verdict,
-                         c.reason))
-    cols = ["vs_knee_ratio", "vs_knee_ci_low", "vs_knee_ci_high", "vs_knee_ci_coverage", "vs_knee_n", "vs_knee_p",
-            "vs_knee_verdict", "vs_knee_reason"]
+        verdicts.append(_compared(compare(_at(values, r["panel"], r["cores"], r["knee_n"]),
+                                          _at(values, r["panel"], r["cores"], r["rule_n"]))))
+    cols = [f"vs_knee_{k}" for k in COMPARISON_COLUMNS]
     rules[cols] = (pd.DataFrame(verdicts, index=rules.index) if verdicts else pd.DataFrame(columns=range(len(cols))))
     if not rules.empty:
         rules = rules.assign(_o=rules["panel"].map(order), _r=rules["rule"].map(list(RULE_LABELS).index))
         rules = rules.sort_values(["_o", "cores", "_r"]).drop(columns=["_o", "_r"]).reset_index(drop=True)
+    return rules
 
-    problems = _problems(rows_all, pd.concat([cells_p, references.assign(panel="decode-only reference")]))
+
+def _ceiling_notes(has_jpeg: bool, references: pd.DataFrame) -> list[str]:
     if not has_jpeg:
-        notes.append("no jpeg workload in this study: no decode ceiling to draw")
-    elif references.empty:
-        notes.append("decode ceiling not measured: the study has no decode-only reference cell "
-                     "(a jpeg cell with jpeg_stage = \"decode\")")
+        return ["no jpeg workload in this study: no decode ceiling to draw"]
+    if references.empty:
+        return ["decode ceiling not measured: the study has no decode-only reference cell "
+                "(a jpeg cell with jpeg_stage = \"decode\")"]
+    return []
+
+
+def analyze_study(df: pd.DataFrame, study: str, *, within: float = 0.05) -> StudyAnalysis:
+    """Summaries, curves, fits, rules and problems of one study (`df` may hold other studies too)."""
+    full = df[df["study"] == study]
+    rows_all = _select(full)
+    cells = _summarize_cells(rows_all)
+    ref_mask = is_reference(cells)
+    references, main_cells = cells[ref_mask].copy(), cells[~ref_mask]
+    has_jpeg = bool((main_cells["workload"] == "jpeg").any())
+    panels_map = assign_panels(main_cells.drop(columns=["jpeg_stage"], errors="ignore"))
+    cells_p = main_cells.merge(panels_map, on="cell_id", how="inner")
+    rows = rows_all[~is_reference(rows_all)].merge(panels_map, on="cell_id", how="inner")
+    panels = panel_order(cells_p["panel"])
+    order = {p: i for i, p in enumerate(panels)}
+    values = _value_index(rows)
+    curves, notes = _curves(rows, cells_p, references, values, order, within)
+    rules = _rules(ok_rows(rows), values, order, within)
+    problems = _problems(rows_all, pd.concat([cells_p, references.assign(panel="decode-only reference")]))
     return StudyAnalysis(study=study, rows=rows, cells=cells_p, curves=curves, rules=rules, references=references,
-                         problems=problems, panels=panels, has_jpeg=has_jpeg, notes=notes, environment=environment,
-                         provenance=prov, n_records=len(rows_all),
+                         problems=problems, panels=panels, has_jpeg=has_jpeg,
+                         notes=notes + _ceiling_notes(has_jpeg, references), environment=environment_table(full),
+                         provenance=provenance(full, study), n_records=len(rows_all),
                          status_counts=rows_all["status"].value_counts().to_dict())
-
-
-def _plural(n, word: str) -> str:
-    n = int(n)
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
-def reading(curve: pd.Series) -> str:
-    """One line a reader can check against the figure, e.g.
-    "cpu on 2 cores: best 812 samples/s at 3 workers; knee at 2 workers"."""
-    head = f"{curve['panel']} on {_plural(curve['cores'], 'core')}"
-    if not np.isfinite(curve.get("best_x", np.nan)):
-        return f"{head}: every repetition failed, no throughput measured"
-    def at(n) -> str:
-        return _plural(n, "worker") + (" (main-process loading)" if int(n) == 0 else "")
-
-    text = f"{head}: best {curve['best_x']:,.0f} samples/s at {at(curve['best_n'])}; knee at {at(curve['knee_n'])}"
-    if curve.get("n_values", 2) < 2:
-        text += " (only one num_workers value measured: no curve)"
-    ratio = curve.get("vs_main_ratio", np.nan)
-    if np.isfinite(ratio):
-        verdict = curve["vs_main_verdict"]
-        text += f"; {ratio:.2f}x the main-process rate ({verdict}"
-        lo, hi = curve.get("vs_main_ci_low", np.nan), curve.get("vs_main_ci_high", np.nan)
-        if np.isfinite(lo) and np.isfinite(hi):
-            text += (f": interval {lo:.2f}-{hi:.2f}x, {pct(curve.get('vs_main_ci_coverage', np.nan))} coverage, "
-                     f"{curve.get('vs_main_n', '')} repetitions")
-        text += ")"
-    if curve.get("usl_good", False):
-        pn = curve["usl_peak_n"]
-        text += (f"; USL σ {curve['usl_sigma']:.3f}, κ {curve['usl_kappa']:.2g}, "
-                 + (f"peak at N* = {pn:.1f}" if np.isfinite(pn) else "no peak (kappa = 0)"))
-    elif isinstance(curve.get("usl_reason"), str) and curve.get("usl_reason"):
-        text += f"; no USL fit shown ({curve['usl_reason'].replace('r2 =', 'R² =')})"
-    ceiling = curve.get("decode_ceiling", np.nan)
-    if np.isfinite(ceiling):
-        share = curve["best_x"] / ceiling
-        text += f"; decode ceiling {ceiling:,.0f} samples/s, best reaches {share:.0%} of it"
-        if share > 1.05:
-            text += " (above the ceiling: the ceiling or the curve was disturbed, see the unstable cells)"
-    return text

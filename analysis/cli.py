@@ -18,14 +18,27 @@ import traceback
 from concurrent.futures import ProcessPoolExecutor
 from functools import lru_cache
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 
-from analysis.records import load_records
+from analysis.records import col, load_records
+
+
+def _drawn(a, what: str, draw: Callable[[], list[Path]]) -> list[Path]:
+    """The files `draw()` wrote. A figure that fails is reported (stderr, and a note in the study's section of
+    the report) and draws nothing: one broken figure must not hide the others or the report."""
+    try:
+        return draw()
+    except Exception as exc:  # noqa: BLE001 - whatever went wrong, the other figures and the report go on
+        print(f"{a.study}: {what} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        traceback.print_exc()
+        a.notes.append(f"{what} could not be drawn ({type(exc).__name__}: {exc})")
+        return []
 
 
 def draw_figures(a, folder: Path) -> list[Path]:
-    """Every figure of one analysed study; a figure that fails is reported, not fatal."""
+    """Every figure of one analysed study (none when no repetition is ok)."""
     from analysis.figures.model import usl_fit
     from analysis.figures.recommend import rules_of_thumb
     from analysis.figures.scaling import oversubscription, throughput_vs_workers
@@ -34,12 +47,7 @@ def draw_figures(a, folder: Path) -> list[Path]:
     if a.ok.empty:
         return paths
     for fn in (throughput_vs_workers, usl_fit, rules_of_thumb, oversubscription):
-        try:
-            paths += fn(a, folder)
-        except Exception as exc:  # noqa: BLE001 - one broken figure must not hide the others or the report
-            print(f"{a.study}: figure {fn.__name__} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-            traceback.print_exc()
-            a.notes.append(f"figure {fn.__name__} could not be drawn ({type(exc).__name__}: {exc})")
+        paths += _drawn(a, f"figure {fn.__name__}", lambda fn=fn: fn(a, folder))
     return paths
 
 
@@ -67,29 +75,16 @@ def _draw(args):
 
 
 def _other_figures(a, df: pd.DataFrame, folder: Path) -> list[Path]:
-    """Figures of the other analysis modules (the seeds' questions, accelerator feeding), where present."""
-    paths: list[Path] = []
-    calls = []
-    try:
-        from analysis.figures.questions import draw_question_figures
+    """The figures that read the tidy rows themselves: the question a study answers, and accelerator feeding where
+    a consumer was busy."""
+    from analysis.figures.gpu_feed import accelerator_utilization_vs_workers
+    from analysis.figures.questions import draw_question_figures
 
-        calls.append(("question figures", lambda: draw_question_figures(df, a.study, folder)))
-    except ImportError:
-        pass
+    paths = _drawn(a, "question figures", lambda: draw_question_figures(df, a.study, folder))
     # only where a consumer was busy (a model step or a simulated one): an idle consumer reads 0 everywhere
-    if "accelerator_busy_fraction" in df and (pd.to_numeric(df["accelerator_busy_fraction"], errors="coerce") > 0).any():
-        try:
-            from analysis.figures.gpu_feed import accelerator_utilization_vs_workers
-
-            calls.append(("accelerator figure", lambda: accelerator_utilization_vs_workers(df, a.study, folder)))
-        except ImportError:
-            pass
-    for what, call in calls:
-        try:
-            paths += call()
-        except Exception as exc:  # noqa: BLE001 - another module's figure must not take the report down
-            print(f"{a.study}: {what} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-            a.notes.append(f"{what} could not be drawn ({type(exc).__name__}: {exc})")
+    busy = pd.to_numeric(col(df, "accelerator_busy_fraction"), errors="coerce")
+    if (busy > 0).any():
+        paths += _drawn(a, "accelerator figure", lambda: accelerator_utilization_vs_workers(df, a.study, folder))
     return paths
 
 

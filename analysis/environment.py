@@ -89,6 +89,16 @@ def environment_table(df: pd.DataFrame, max_values: int = 6) -> pd.DataFrame:
     return pd.DataFrame(out, columns=["what", "value"])
 
 
+def env_one(rows: pd.DataFrame, name: str) -> str:
+    """The value of the env field `name` (column env_<name>) in these rows: "?" when none carries it, the values
+    joined by "/" when they differ (claims' evidence and figure titles name versions this way)."""
+    c = f"env_{name}"
+    if c not in rows or rows[c].dropna().empty:
+        return "?"
+    vals = rows[c].dropna().astype(str).unique()
+    return vals[0] if len(vals) == 1 else "/".join(sorted(vals))
+
+
 def provenance(df: pd.DataFrame, study: str) -> str:
     """Which study, machine and versions the data came from (one line for a figure's footer)."""
     def one(col: str) -> str:

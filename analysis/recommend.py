@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from analysis.records import keep_dtypes, ok_mask
+
 __all__ = [
     "Knee",
     "RULE_LABELS",
@@ -41,21 +43,14 @@ class Knee:
     within: float = 0.05
 
 
-def _ok(df: pd.DataFrame, status_col: str, ok_value: str) -> pd.DataFrame:
-    return df[df[status_col] == ok_value] if status_col in df.columns else df
-
-
 def medians_by_n(
     df: pd.DataFrame,
     n_col: str = "num_workers",
     x_col: str = "samples_per_s",
-    *,
-    status_col: str = "status",
-    ok_value: str = "ok",
 ) -> pd.Series:
     """Median of ``x_col`` per value of ``n_col`` over ok rows with a finite value,
     sorted by N (N values with no such row are absent)."""
-    ok = (df[status_col] == ok_value).to_numpy() if status_col in df.columns else np.ones(len(df), bool)
+    ok = ok_mask(df)
     x = pd.to_numeric(df[x_col], errors="coerce").to_numpy(dtype=float)
     n = df[n_col]
     keep = ok & np.isfinite(x) & n.notna().to_numpy()
@@ -78,9 +73,6 @@ def knee(
     n_col: str = "num_workers",
     x_col: str = "samples_per_s",
     within: float = 0.05,
-    *,
-    status_col: str = "status",
-    ok_value: str = "ok",
 ) -> Knee:
     """Knee of one throughput-vs-N curve (higher is better).
 
@@ -91,7 +83,7 @@ def knee(
     """
     if not 0 <= within < 1:
         raise ValueError("knee: `within` must be in [0, 1)")
-    med = medians_by_n(df, n_col, x_col, status_col=status_col, ok_value=ok_value)
+    med = medians_by_n(df, n_col, x_col)
     if med.empty:
         raise ValueError(f"knee: no ok rows with a finite {x_col!r}")
     best_x = float(med.max())
@@ -209,8 +201,6 @@ def evaluate_rules(
     within: float = 0.05,
     between: str = "interpolate",
     rules: Mapping[str, str] | None = None,
-    status_col: str = "status",
-    ok_value: str = "ok",
 ) -> pd.DataFrame:
     """Score each rule of thumb against the measured curve of each group.
 
@@ -246,46 +236,42 @@ def evaluate_rules(
     missing += [s for s in (cores, gpus, local_world_size) if isinstance(s, str) and s not in df.columns]
     if missing:
         raise KeyError(f"evaluate_rules: columns not in table: {missing}")
-    has_mem = mem_col in df.columns
-    nan = float("nan")
-
+    mem = mem_col if mem_col in df.columns else None
     rows = []
     groups = df.groupby(by, dropna=False, sort=True, observed=True) if by else [((), df)]
     for key, g in groups:
         key = key if isinstance(key, tuple) else (key,)
-        med = medians_by_n(g, n_col, x_col, status_col=status_col, ok_value=ok_value)
-        if med.empty:
-            continue
-        k = knee(g, n_col, x_col, within, status_col=status_col, ok_value=ok_value)
-        picks = rules_of_thumb(
-            _group_value(g, cores, "cores"),
-            _group_value(g, gpus, "gpus"),
-            _group_value(g, local_world_size, "local_world_size"),
-        )
-        mem_med = (
-            medians_by_n(g, n_col, mem_col, status_col=status_col, ok_value=ok_value)
-            if has_mem else pd.Series(dtype=float)
-        )
-        mem_knee = lookup(mem_med, k.knee_n, between)[0] if has_mem else nan
-        for rule, label in labels.items():
-            rn = picks[rule]
-            x, match, lo, hi = lookup(med, rn, between)
-            mem_rule = lookup(mem_med, rn, between)[0] if has_mem else nan
-            rows.append({
-                **dict(zip(by, key)),
-                "rule": rule, "rule_label": label, "rule_n": int(rn),
-                "x_at_rule": x, "match": match, "n_lo": lo, "n_hi": hi,
-                "best_n": k.best_n, "best_x": k.best_x,
-                "knee_n": k.knee_n, "knee_x": k.knee_x,
-                "loss_vs_best": 1.0 - x / k.best_x if k.best_x else nan,
-                "extra_procs_vs_knee": int(rn - k.knee_n),
-                "mem_at_rule": mem_rule, "mem_at_knee": mem_knee,
-                "extra_mem_bytes": mem_rule - mem_knee,
-            })
-    out = pd.DataFrame(rows, columns=[*by, *_OUT_COLS])
-    for c in by:
-        try:
-            out[c] = out[c].astype(df[c].dtype)
-        except (TypeError, ValueError):
-            pass
-    return out
+        rows += _score_group(g, dict(zip(by, key)), labels, n_col, x_col, mem, within, between,
+                             {"cores": cores, "gpus": gpus, "local_world_size": local_world_size})
+    return keep_dtypes(pd.DataFrame(rows, columns=[*by, *_OUT_COLS]), df, by)
+
+
+def _score_group(g: pd.DataFrame, keys: dict, labels: Mapping[str, str], n_col: str, x_col: str, mem_col: str | None,
+                 within: float, between: str, specs: dict) -> list[dict]:
+    """evaluate_rules' rows for one group `g` (`keys`: its values of the group columns; `specs`: the cores, gpus
+    and local_world_size arguments); [] when the group has no ok throughput."""
+    nan = float("nan")
+    med = medians_by_n(g, n_col, x_col)
+    if med.empty:
+        return []
+    k = knee(g, n_col, x_col, within)
+    picks = rules_of_thumb(*(_group_value(g, spec, name) for name, spec in specs.items()))
+    mem_med = medians_by_n(g, n_col, mem_col) if mem_col else pd.Series(dtype=float)
+    mem_knee = lookup(mem_med, k.knee_n, between)[0] if mem_col else nan
+    rows = []
+    for rule, label in labels.items():
+        rn = picks[rule]
+        x, match, lo, hi = lookup(med, rn, between)
+        mem_rule = lookup(mem_med, rn, between)[0] if mem_col else nan
+        rows.append({
+            **keys,
+            "rule": rule, "rule_label": label, "rule_n": int(rn),
+            "x_at_rule": x, "match": match, "n_lo": lo, "n_hi": hi,
+            "best_n": k.best_n, "best_x": k.best_x,
+            "knee_n": k.knee_n, "knee_x": k.knee_x,
+            "loss_vs_best": 1.0 - x / k.best_x if k.best_x else nan,
+            "extra_procs_vs_knee": int(rn - k.knee_n),
+            "mem_at_rule": mem_rule, "mem_at_knee": mem_knee,
+            "extra_mem_bytes": mem_rule - mem_knee,
+        })
+    return rows

@@ -8,70 +8,54 @@ files by path, size and mtime as whole columns (no per-row Python), so a warm lo
 directory scan plus one Parquet read; records that are new or changed are parsed in a process pool
 when there are many, and their per-batch `raw` times (half of each file, never used here) are cut
 out of the text before parsing.
+
+The helpers at the end are how every reader of the table takes its rows and values: `ok_rows` / `ok_mask`
+(the rows that carry metrics), `col` (a column or a default), `is_true` and `plain` (values as they come back
+from Parquet and float columns), `as_objects` and `keep_dtypes` (column dtypes restored).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-SCHEMA = "loaderbench.record/2"  # suite/store.py keeps the version history
+from suite.record import OK, SCHEMA  # the record's one definition (pure Python, no torch)
+
 CACHE_NAME = ".records-cache.parquet"
 #: Bump when `flatten` changes what it writes, so caches written by older code are rebuilt.
 CACHE_VERSION = "5"
 
+#: Tidy column -> where the record keeps it under `metrics`. Nested lists (epoch_s, memory_timeline...) are kept
+#: as their JSON text, one type per Parquet column.
 METRIC_PATHS = {
-    "samples_per_s": ("samples_per_s",),
-    "end_to_end_samples_per_s": ("end_to_end_samples_per_s",),
-    "measured_s": ("measured_s",),
-    "total_s": ("total_s",),
-    "time_to_first_batch_s": ("time_to_first_batch_s",),
-    "batch_wait_p50_s": ("batch_wait_s", "p50"),
-    "batch_wait_p95_s": ("batch_wait_s", "p95"),
-    "batch_wait_p99_s": ("batch_wait_s", "p99"),
-    "batch_wait_max_s": ("batch_wait_s", "max"),
-    "data_stall_fraction": ("data_stall_fraction",),
-    "epoch_gap_s": ("epoch_gap_s",),
+    **{name: (name,) for name in (
+        "samples_per_s", "end_to_end_samples_per_s", "measured_s", "total_s", "time_to_first_batch_s",
+        "data_stall_fraction", "epoch_gap_s", "shm_peak_bytes", "open_fds_peak", "processes_peak",
+        "accelerator_busy_fraction", "consumer", "compute_s", "h2d_gbps", "h2d_overlap_fraction",
+        "pin_memory_effective", "epoch_s", "epoch_gaps_s")},
+    "consumer_device": ("device",),
+    "memory_timeline": ("memory_timeline",),  # [[t_s, n_procs, main_pss, workers_pss, main_uss, workers_uss], ...]
+    **{f"batch_wait_{q}_s": ("batch_wait_s", q) for q in ("p50", "p95", "p99", "max")},
     "cpu_main_s": ("cpu_s", "main"),
     "cpu_workers_s": ("cpu_s", "workers"),
     "ctx_voluntary": ("ctx_switches", "voluntary"),
     "ctx_involuntary": ("ctx_switches", "involuntary"),
-    "rss_peak_bytes": ("memory_bytes", "rss_peak"),
-    "pss_peak_bytes": ("memory_bytes", "pss_peak"),
-    "uss_peak_bytes": ("memory_bytes", "uss_peak"),
-    "main_uss_peak_bytes": ("memory_bytes", "main_uss_peak"),
-    "workers_uss_peak_bytes": ("memory_bytes", "workers_uss_peak"),
-    "shm_peak_bytes": ("shm_peak_bytes",),
-    "open_fds_peak": ("open_fds_peak",),
-    "processes_peak": ("processes_peak",),
-    "accelerator_busy_fraction": ("accelerator_busy_fraction",),
-    "consumer": ("consumer",),
-    "compute_s": ("compute_s",),
-    "h2d_gbps": ("h2d_gbps",),
-    "h2d_overlap_fraction": ("h2d_overlap_fraction",),
-    "pin_memory_effective": ("pin_memory_effective",),
+    **{f"{peak}_bytes": ("memory_bytes", peak)
+       for peak in ("rss_peak", "pss_peak", "uss_peak", "main_uss_peak", "workers_uss_peak")},
     "cpu_pin_thread_s": ("cpu_s", "pin_memory_thread"),
-    "windows": ("precision", "windows"),
-    "precision_half_width": ("precision", "precision_half_width"),
-    "precision_reached": ("precision", "precision_reached"),
-    # the seeds' questions (analysis/claims.py, analysis/figures/questions.py); lists are kept as JSON text
+    **{key: ("precision", key) for key in ("windows", "precision_half_width", "precision_reached")},
     "batch_wait_mean_s": ("batch_wait_s", "mean"),
-    "epoch_s": ("epoch_s",),
-    "epoch_gaps_s": ("epoch_gaps_s",),
-    "consumer_device": ("device",),
-    "rng_dup_python_within": ("rng_duplicates", "python", "within_epoch"),
-    "rng_dup_python_across": ("rng_duplicates", "python", "across_epochs"),
-    "rng_dup_numpy_within": ("rng_duplicates", "numpy", "within_epoch"),
-    "rng_dup_numpy_across": ("rng_duplicates", "numpy", "across_epochs"),
-    "rng_dup_torch_within": ("rng_duplicates", "torch", "within_epoch"),
-    "rng_dup_torch_across": ("rng_duplicates", "torch", "across_epochs"),
-    "memory_timeline": ("memory_timeline",),  # [[t_s, n_procs, main_pss, workers_pss, main_uss, workers_uss], ...]
+    # the share of each generator's draws that repeat (the rng question)
+    **{f"rng_dup_{source}_{part}": ("rng_duplicates", source, key) for source in ("python", "numpy", "torch")
+       for part, key in (("within", "within_epoch"), ("across", "across_epochs"))},
 }
 ENV_KEYS = ("host", "cpu_model", "logical_cpus", "physical_cores", "mem_total", "shm_size", "kernel", "os", "python",
             "torch", "torchvision", "numpy", "pillow", "pillow_simd", "libjpeg_turbo", "libjpeg_turbo_version",
@@ -353,5 +337,64 @@ def load_records(results: str | os.PathLike, use_cache: bool = True,
     return df, report
 
 
+# ----------------------------------------------------------------------------------------------
+# reading the table: every reader of the tidy table picks its rows and reads its values through these
+
+
+def ok_mask(df: pd.DataFrame) -> np.ndarray:
+    """Which rows carry metrics: status ok (every row of a table without a status column)."""
+    return (df["status"] == OK).to_numpy() if "status" in df else np.ones(len(df), dtype=bool)
+
+
 def ok_rows(df: pd.DataFrame) -> pd.DataFrame:
-    return df[df["status"] == "ok"] if not df.empty else df
+    """The rows that carry metrics: status ok (every row of a table without a status column). Failed and
+    timed-out rows are kept in the table for the reports that count and explain them."""
+    return df[df["status"] == OK] if "status" in df else df
+
+
+def col(rows: pd.DataFrame, name: str, default=None) -> pd.Series:
+    """The column `name`, or `default` in every row when the table has no such column (an axis no study of these
+    records set, a metric no record carried)."""
+    return rows[name] if name in rows else pd.Series(default, index=rows.index, dtype=object)
+
+
+def is_true(v) -> bool:
+    """A boolean axis value that is true: bool, numpy bool, or 1.0 after a round trip through a float column (a
+    column mixing booleans and missing values comes back from Parquet as floats)."""
+    return v is True or v is np.True_ or (isinstance(v, (int, float, np.integer, np.floating)) and not
+                                          isinstance(v, bool) and v == 1)
+
+
+def plain(v):
+    """A table value as plain Python: None for a missing one (None, NaN), int, float or bool for a numpy scalar, so
+    values from different columns and dtypes compare and print alike."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.floating):
+        return float(v)
+    if isinstance(v, np.bool_):
+        return bool(v)
+    return v
+
+
+def as_objects(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with its string columns as plain objects (str or None): Parquet gives back Arrow-backed strings,
+    which are slow to compare row by row. Changes `frame` in place and returns it."""
+    for c in frame.columns:
+        if frame[c].dtype == "str" or str(frame[c].dtype).startswith("string"):
+            frame[c] = frame[c].astype(object).where(frame[c].notna(), None)
+    return frame
+
+
+def keep_dtypes(out: pd.DataFrame, like: pd.DataFrame, columns) -> pd.DataFrame:
+    """`out`'s `columns` in the dtypes they have in `like`: the keys of a table built group by group come back as
+    objects or floats (an int axis as 2.0). A column that cannot take its old dtype (missing values in an int
+    column) is left as it is. Changes `out` in place and returns it."""
+    for c in columns:
+        try:
+            out[c] = out[c].astype(like[c].dtype)
+        except (TypeError, ValueError):
+            pass
+    return out

@@ -63,15 +63,17 @@ def slug(text: str) -> str:
 # rendering
 
 
-def _md_cell(v: str) -> str:
+def md_cell(v) -> str:
+    """A value as the text of one Markdown table cell: pipes escaped, lines joined."""
     return str(v).replace("|", "\\|").replace("\n", " ")
 
 
-def _md_table(frame: pd.DataFrame) -> str:
+def md_table(frame: pd.DataFrame) -> str:
+    """A Markdown table of `frame`: a header row, then one row per row, every value through `md_cell`."""
     cols = [str(c) for c in frame.columns]
-    lines = ["| " + " | ".join(_md_cell(c) for c in cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    lines = ["| " + " | ".join(md_cell(c) for c in cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
     for row in frame.itertuples(index=False):
-        lines.append("| " + " | ".join(_md_cell(v) for v in row) + " |")
+        lines.append("| " + " | ".join(md_cell(v) for v in row) + " |")
     return "\n".join(lines)
 
 
@@ -92,7 +94,7 @@ def render_markdown(sections: list[Section], out: Path) -> str:
             elif isinstance(b, Table):
                 if b.caption:
                     parts.append(f"*{b.caption}*")
-                parts.append(_md_table(b.frame))
+                parts.append(md_table(b.frame))
                 if b.note:
                     parts.append(f"({b.note})")
             elif isinstance(b, Figure):

@@ -179,7 +179,7 @@ def _group_statistics(g_f: np.ndarray, v_f: np.ndarray, n: np.ndarray,
            ("median", "ci_low", "ci_high", "ci_coverage", "mean", "std", "min", "max", "q1", "q3")}
     ci_method = np.where(n < MIN_N, "n<3", "order statistic").astype(object)
     order = np.lexsort((v_f, g_f))
-    g_s, v_s = g_f[order], v_f[order]
+    v_s = v_f[order]
     starts = np.zeros(ng, dtype=np.int64)
     starts[1:] = np.cumsum(n)[:-1]
     for size in np.unique(n[n > 0]):

@@ -13,11 +13,14 @@ look like real ones:
 * repetitions scatter by about 1.5 %; a few cells are noisy (unstable); too many workers under
   `spawn` run out of file descriptors; a few repetitions fail or time out at random.
 
-Nothing here imports the suite or torch.
+Every record is made by `suite.record.Record` (the record's one definition, pure Python) and written
+as the results store writes a first attempt; nothing here imports torch or the harness.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import hashlib
 import json
 import math
@@ -27,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-SCHEMA = "loaderbench.record/2"
+from suite.record import FAILED, OK, TIMEOUT, Record
 
 #: num_workers swept per study (as suite/studies/scaling.toml), capped at 4 x cores.
 N_SWEEP = (0, 1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
@@ -142,54 +145,69 @@ def study_records(study: str, cells: list[dict], repetitions: int = 3, seed: int
                           measure_batches, raw, random_failures)
             if fail and ci in fail:
                 rec = _failed(rec, fail[ci])
-            yield rec
+            yield rec.to_json()
 
 
-def _failed(rec: dict, kind: str) -> dict:
-    rec = {k: v for k, v in rec.items() if k not in ("raw",)}
-    rec["status"] = "timeout" if kind == "timeout" else "failed"
-    rec["error"] = {"kind": kind, "message": f"synthetic {kind}: the cell was made to fail"}
-    rec["metrics"] = {"processes_peak": rec["config"]["num_workers"] + 1}
-    return rec
+def _failed(rec: Record, kind: str) -> Record:
+    """`rec` made to fail with error `kind` (a timeout when `kind` is "timeout")."""
+    return dataclasses.replace(rec, status=TIMEOUT if kind == "timeout" else FAILED, raw=None,
+                               error={"kind": kind, "message": f"synthetic {kind}: the cell was made to fail"},
+                               metrics={"processes_peak": rec.config["num_workers"] + 1})
 
 
 def write_records(folder: str | os.PathLike, records) -> list[Path]:
-    """Write records as the results store lays them out: <folder>/<study>/<cell_id>-r<repetition>.json."""
+    """Write records (`Record.to_json()` dicts) as the results store writes a cell's first attempt:
+    <folder>/<study>/<cell_id>-r<repetition>.json, with `"attempt": 1`."""
     folder = Path(folder)
     paths = []
     for rec in records:
         p = folder / rec["study"] / f"{rec['cell_id']}-r{rec['repetition']}.json"
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(json.dumps(rec, indent=1))
+        p.write_text(json.dumps({**rec, "attempt": 1}, indent=1))
         paths.append(p)
     return paths
 
 
 def _record(study: str, si: int, machine: dict, axes: dict, rep: int, rng: np.random.Generator,
-            noisy: bool, warmup: int, measure: int, raw: bool, random_failures: bool = True) -> dict[str, Any]:
-    n, cores, bs = axes["num_workers"], axes["cores"], axes["batch_size"]
+            noisy: bool, warmup: int, measure: int, raw: bool, random_failures: bool = True) -> Record:
+    """One repetition of one cell: failed or timed out at random (when `random_failures`), else ok with metrics
+    from the model. The draws from `rng` come in a fixed order, so a seed gives the same records."""
     config = {**axes, "warmup_batches": warmup, "measure_batches": measure, "seed": 0,
               "dataset": {"kind": "synthetic-jpeg", "images": 8192}}
     cell_id = _cell_id(study, config)
     t0 = 1_790_000_000 + si * 86_400 + rep * 3600 + (int(cell_id[1:8], 16) % 3000)
-    started = _iso(t0)
-    rec: dict[str, Any] = {"schema": SCHEMA, "study": study, "cell_id": cell_id, "repetition": rep, "config": config,
-                           "launcher": {"kind": "slurm"}, "started_at": started}
-    env = _machine_env(machine, si, cores)
-    fd_fail = random_failures and axes["start_method"] == "spawn" and n >= 128 and rng.random() < 0.7
-    if fd_fail or (random_failures and rng.random() < 0.004):
+    head = dict(study=study, cell_id=cell_id, repetition=rep, config=config, launcher={"kind": "slurm"},
+                started_at=_iso(t0), env=_machine_env(machine, si, axes["cores"]))
+    failed = _random_failure(axes, rng, t0) if random_failures else None
+    if failed is not None:
+        return Record(**head, **failed)
+    metrics, total_s, ttfb, batch_s = _metrics(axes, machine, rng, noisy, warmup, measure)
+    return Record(**head, status=OK, finished_at=_iso(t0 + total_s + 1), metrics=metrics,
+                  raw=_raw_times(rng, ttfb, batch_s, warmup + measure) if raw else None)
+
+
+def _random_failure(axes: dict, rng: np.random.Generator, t0: float) -> dict | None:
+    """The failure fields of a repetition that fails (too many workers under spawn run out of descriptors; a
+    few die at random; some oversubscribed cells on many cores time out), or None."""
+    n, cores = axes["num_workers"], axes["cores"]
+    fd_fail = axes["start_method"] == "spawn" and n >= 128 and rng.random() < 0.7
+    if fd_fail or rng.random() < 0.004:
         kind, msg = (("too_many_open_files", f"too many open files with {n} workers (ulimit -n 65536); "
                       "raise the limit or use sharing_strategy = file_system") if fd_fail else
                      ("worker_killed", "DataLoader worker (pid 81234) exited unexpectedly"))
-        rec.update(status="failed", error={"kind": kind, "message": msg}, finished_at=_iso(t0 + 5),
-                   metrics={"processes_peak": n + 1, "open_fds_peak": 65536 if fd_fail else 200},
-                   env=env, attempt=1)
-        return rec
-    if random_failures and n >= 4 * cores and cores >= 32 and rng.random() < 0.05:
-        rec.update(status="timeout", error={"kind": "timeout", "message":
-                   "the cell did not finish within timeout_s = 1800 s and was killed"},
-                   finished_at=_iso(t0 + 1800), metrics={"processes_peak": n + 1}, env=env, attempt=1)
-        return rec
+        return dict(status=FAILED, error={"kind": kind, "message": msg}, finished_at=_iso(t0 + 5),
+                    metrics={"processes_peak": n + 1, "open_fds_peak": 65536 if fd_fail else 200})
+    if n >= 4 * cores and cores >= 32 and rng.random() < 0.05:
+        return dict(status=TIMEOUT, error={"kind": "timeout", "message":
+                    "the cell did not finish within timeout_s = 1800 s and was killed"},
+                    finished_at=_iso(t0 + 1800), metrics={"processes_peak": n + 1})
+    return None
+
+
+def _metrics(axes: dict, machine: dict, rng: np.random.Generator, noisy: bool, warmup: int,
+             measure: int) -> tuple[dict[str, Any], float, float, float]:
+    """(metrics, total_s, time to first batch, seconds per batch) of an ok repetition, from the model."""
+    n, cores, bs = axes["num_workers"], axes["cores"], axes["batch_size"]
     x0 = model_throughput(axes["workload"], axes["decoder"], n, cores, machine["speed"], axes["jpeg_stage"])
     spread = 0.12 if noisy else (0.04 if n > 2 * cores else 0.015)
     x = x0 * math.exp(rng.normal(0.0, spread))
@@ -219,19 +237,18 @@ def _record(study: str, si: int, machine: dict, axes: dict, rep: int, rng: np.ra
         "memory_timeline": [[round(0.2 * i, 4), n + 1, main_uss * 3, workers_uss * 2, main_uss, workers_uss]
                             for i in range(6)],
     }
-    rec.update(status="ok", finished_at=_iso(t0 + total_s + 1), metrics=metrics)
-    if raw:
-        gaps = rng.gamma(8.0, batch_s / 8.0, warmup + measure)
-        got = np.round(ttfb + np.concatenate([[0.0], np.cumsum(gaps[1:])]), 6)
-        rec["raw"] = {"t_iter": [0.0], "got": [got.tolist()], "done": [np.round(got + 2e-6, 6).tolist()]}
-    rec["env"] = env
-    rec["attempt"] = 1
-    return rec
+    return metrics, total_s, ttfb, batch_s
+
+
+def _raw_times(rng: np.random.Generator, ttfb: float, batch_s: float, batches: int) -> dict[str, list]:
+    """Per-batch times as the harness records them (seconds from the first iter()): one iterator, `batches`
+    batches arriving about `batch_s` apart after the first one at `ttfb`."""
+    gaps = rng.gamma(8.0, batch_s / 8.0, batches)
+    got = np.round(ttfb + np.concatenate([[0.0], np.cumsum(gaps[1:])]), 6)
+    return {"t_iter": [0.0], "got": [got.tolist()], "done": [np.round(got + 2e-6, 6).tolist()]}
 
 
 def _iso(t: float) -> str:
-    import datetime as dt
-
     return dt.datetime.fromtimestamp(t, dt.timezone.utc).isoformat(timespec="milliseconds")
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.records import AXIS_COLUMNS
 from analysis.intervals import pct
+from analysis.records import AXIS_COLUMNS, ok_rows
 from analysis.stats import coverage_text, summarize
 
 
@@ -26,7 +26,7 @@ def cell_summary(df: pd.DataFrame, value: str = "samples_per_s") -> pd.DataFrame
     s = s.join(first, on=keys)
     for extra in ("time_to_first_batch_s", "uss_peak_bytes", "pss_peak_bytes"):
         if extra in df:
-            med = df[df["status"] == "ok"].groupby(keys)[extra].median().rename(f"{extra}_median")
+            med = ok_rows(df).groupby(keys)[extra].median().rename(f"{extra}_median")
             s = s.join(med, on=keys)
     return s
 

@@ -60,6 +60,8 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
+from analysis.records import keep_dtypes, ok_mask
+
 __all__ = [
     "MIN_DISTINCT_N",
     "MIN_R2",
@@ -156,27 +158,9 @@ def _start(n: np.ndarray, x: np.ndarray) -> np.ndarray:
     return np.array([max(lam0, 1e-12), sigma0, kappa0])
 
 
-def fit_usl(n, x) -> UslFit:
-    """Fit the USL to throughputs ``x`` measured at worker counts ``n``.
-
-    ``n`` and ``x`` are equal-length arrays, one entry per repetition (repeat N
-    for repetitions). See the module docstring for the N mapping, the fit and
-    the quality rule. Raises ``ValueError`` on N < 1, non-finite values,
-    non-positive throughput, empty or mismatched input.
-    """
-    n, x = _validate(n, x)
-    distinct = np.unique(n)
-    nd = int(distinct.size)
-    base = dict(n_points=int(n.size), n_distinct=nd, n_min=float(n.min()), n_max=float(n.max()))
-    nan = float("nan")
-    if nd < 2:
-        lam = float(x.mean() / n[0])
-        return UslFit(
-            lam=lam, sigma=nan, kappa=nan, r2=nan, rmse_rel=nan, peak_n=nan, peak_x=nan,
-            converged=False, good=False,
-            reason=f"only {nd} distinct N (need >= {MIN_DISTINCT_N})", **base,
-        )
-
+def _fit_parameters(n: np.ndarray, x: np.ndarray):
+    """(lam, sigma, kappa, the optimizer's result): bounded least squares on relative residuals from Gunther's
+    linearised start; a parameter whose effect over the measured N is below _SNAP is set to its bound."""
     p0 = _start(n, x)
     scale = np.array([p0[0], 1.0, 1.0])
 
@@ -206,7 +190,31 @@ def fit_usl(n, x) -> UslFit:
         kappa = 0.0
     if 1.0 - sigma < _SNAP:
         sigma = 1.0
+    return lam, sigma, kappa, res
 
+
+def fit_usl(n, x) -> UslFit:
+    """Fit the USL to throughputs ``x`` measured at worker counts ``n``.
+
+    ``n`` and ``x`` are equal-length arrays, one entry per repetition (repeat N
+    for repetitions). See the module docstring for the N mapping, the fit and
+    the quality rule. Raises ``ValueError`` on N < 1, non-finite values,
+    non-positive throughput, empty or mismatched input.
+    """
+    n, x = _validate(n, x)
+    distinct = np.unique(n)
+    nd = int(distinct.size)
+    base = dict(n_points=int(n.size), n_distinct=nd, n_min=float(n.min()), n_max=float(n.max()))
+    nan = float("nan")
+    if nd < 2:
+        lam = float(x.mean() / n[0])
+        return UslFit(
+            lam=lam, sigma=nan, kappa=nan, r2=nan, rmse_rel=nan, peak_n=nan, peak_x=nan,
+            converged=False, good=False,
+            reason=f"only {nd} distinct N (need >= {MIN_DISTINCT_N})", **base,
+        )
+
+    lam, sigma, kappa, res = _fit_parameters(n, x)
     pred = usl(n, lam, sigma, kappa)
     ss_res = float(np.sum((x - pred) ** 2))
     ss_tot = float(np.sum((x - x.mean()) ** 2))
@@ -242,13 +250,10 @@ def fit_usl_groups(
     by: Sequence[str] = ("workload", "cores"),
     n_col: str = "num_workers",
     x_col: str = "samples_per_s",
-    *,
-    status_col: str = "status",
-    ok_value: str = "ok",
 ) -> pd.DataFrame:
     """One USL fit per group of ``by``, on every ok repetition with N >= 1.
 
-    Rows used: ``status == ok_value`` (all rows if no status column), finite
+    Rows used: ok (analysis.records.ok_mask: every row of a table without a status column), finite
     ``x_col > 0`` and ``n_col >= 1`` (``num_workers == 0`` rows are excluded
     by design, see module doc). Every group present in ``df`` gets a row;
     groups with no usable point have NaN parameters, ``good = False`` and a
@@ -261,7 +266,7 @@ def fit_usl_groups(
     missing = [c for c in [*by, n_col, x_col] if c not in df.columns]
     if missing:
         raise KeyError(f"fit_usl_groups: columns not in table: {missing}")
-    ok = df[status_col] == ok_value if status_col in df.columns else pd.Series(True, index=df.index)
+    ok = pd.Series(ok_mask(df), index=df.index)
     n_all = pd.to_numeric(df[n_col], errors="coerce")
     x_all = pd.to_numeric(df[x_col], errors="coerce")
     usable = ok & (n_all >= 1) & np.isfinite(x_all) & (x_all > 0)
@@ -278,10 +283,4 @@ def fit_usl_groups(
             rec.update(n_points=0, n_distinct=0, converged=False, good=False,
                        reason=f"no ok rows with {n_col} >= 1")
         rows.append({**dict(zip(by, key)), **rec})
-    out = pd.DataFrame(rows, columns=[*by, *_FIT_COLS])
-    for c in by:
-        try:
-            out[c] = out[c].astype(df[c].dtype)
-        except (TypeError, ValueError):
-            pass
-    return out
+    return keep_dtypes(pd.DataFrame(rows, columns=[*by, *_FIT_COLS]), df, by)

@@ -198,6 +198,20 @@ def _finite(values) -> np.ndarray:
 # decisions
 
 
+def _judged(text: str, iv, region: Region, confidence: float, too_few: Callable[[], str],
+            settle: Callable[[], str]) -> Outcome:
+    """The verdict of an interval `iv` against `region`, with `text` (the estimate and its interval) as evidence:
+    inconclusive when its coverage falls short of `confidence` (`too_few()` says how, and what would reach it),
+    the region's verdict when the interval lies on one side of it, else inconclusive (`settle()` says what
+    would settle it)."""
+    if iv.coverage < confidence - _TOL:
+        return Outcome(INCONCLUSIVE, f"{text}: inconclusive, {too_few()}")
+    verdict = region.decide(iv.low, iv.high)
+    if verdict != INCONCLUSIVE:
+        return Outcome(verdict, f"{text}: {verdict}")
+    return Outcome(INCONCLUSIVE, f"{text}: inconclusive, the interval reaches both sides; {settle()}")
+
+
 def decide_shift(a, b, region: Region, *, log: bool = True, confidence: float = CLAIM_CONFIDENCE,
                  label: str = "", unit: str | None = None) -> Outcome:
     """Decide where the ratio b / a (``log=True``) or the difference b - a lies, against ``region``.
@@ -216,24 +230,24 @@ def decide_shift(a, b, region: Region, *, log: bool = True, confidence: float = 
     shown = (f"{g(point)}{unit} [{g(iv.low)}-{g(iv.high)}{unit}]" if log else
              f"{point:+.3g}{unit} [{iv.low:+.3g} to {iv.high:+.3g}{unit}]")
     text = f"{head}{shown} ({pct(iv.coverage)}, {xa.size} v {xb.size}) {region.text(unit, log)}"
-    if iv.coverage < confidence - _TOL:
+
+    def too_few() -> str:
         need = n_for_shift(confidence)
-        return Outcome(INCONCLUSIVE, f"{text}: inconclusive, {xa.size} v {xb.size} repetitions reach at most "
-                                     f"{pct(iv.coverage)} (this decision needs a nominal {pct(confidence)}: {need} per "
-                                     f"cell reach {pct(widest_shift_coverage(need, need))})")
-    verdict = region.decide(iv.low, iv.high)
-    if verdict != INCONCLUSIVE:
-        return Outcome(verdict, f"{text}: {verdict}")
-    if log:
-        spread = math.sqrt((_sd(np.log(xa)) ** 2 + _sd(np.log(xb)) ** 2) / 2)
-        bounds = Region(*(math.log(v) if v > 0 else -math.inf for v in (region.low, region.high)), region.inside)
-        dist = bounds.distance(math.log(point)) if point > 0 else 0.0
-    else:
-        spread = math.sqrt((_sd(xa) ** 2 + _sd(xb) ** 2) / 2)
-        dist = region.distance(point)
-    # the Hodges-Lehmann shift's standard error: spread * sqrt(2 / n) * sqrt(pi / 3) (efficiency 3/pi)
-    settle = _settle(spread, dist, confidence, n_for_shift(confidence), math.sqrt(2 * math.pi / 3))
-    return Outcome(INCONCLUSIVE, f"{text}: inconclusive, the interval reaches both sides; {settle}")
+        return (f"{xa.size} v {xb.size} repetitions reach at most {pct(iv.coverage)} (this decision needs a nominal "
+                f"{pct(confidence)}: {need} per cell reach {pct(widest_shift_coverage(need, need))})")
+
+    def settle() -> str:
+        if log:
+            spread = math.sqrt((_sd(np.log(xa)) ** 2 + _sd(np.log(xb)) ** 2) / 2)
+            bounds = Region(*(math.log(v) if v > 0 else -math.inf for v in (region.low, region.high)), region.inside)
+            dist = bounds.distance(math.log(point)) if point > 0 else 0.0
+        else:
+            spread = math.sqrt((_sd(xa) ** 2 + _sd(xb) ** 2) / 2)
+            dist = region.distance(point)
+        # the Hodges-Lehmann shift's standard error: spread * sqrt(2 / n) * sqrt(pi / 3) (efficiency 3/pi)
+        return _settle(spread, dist, confidence, n_for_shift(confidence), math.sqrt(2 * math.pi / 3))
+
+    return _judged(text, iv, region, confidence, too_few, settle)
 
 
 def decide_median(values, region: Region, *, confidence: float = CLAIM_CONFIDENCE, label: str = "",
@@ -247,17 +261,15 @@ def decide_median(values, region: Region, *, confidence: float = CLAIM_CONFIDENC
     med = float(np.median(x))
     text = (f"{head}{med:+.3g}{unit} [{iv.low:+.3g} to {iv.high:+.3g}{unit}] ({pct(iv.coverage)}, n={x.size}) "
             f"{region.text(unit, log=False)}")
-    if iv.coverage < confidence - _TOL:
+
+    def too_few() -> str:
         need = n_for_median(confidence)
-        return Outcome(INCONCLUSIVE, f"{text}: inconclusive, {x.size} repetitions give a {pct(iv.coverage)} "
-                                     f"interval (this decision needs a nominal {pct(confidence)}: {need} give "
-                                     f"{pct(order_coverage(need))})")
-    verdict = region.decide(iv.low, iv.high)
-    if verdict != INCONCLUSIVE:
-        return Outcome(verdict, f"{text}: {verdict}")
+        return (f"{x.size} repetitions give a {pct(iv.coverage)} interval (this decision needs a nominal "
+                f"{pct(confidence)}: {need} give {pct(order_coverage(need))})")
+
     # the median's standard error: spread * sqrt(pi / 2) / sqrt(n)
-    settle = _settle(_sd(x), region.distance(med), confidence, n_for_median(confidence), math.sqrt(math.pi / 2))
-    return Outcome(INCONCLUSIVE, f"{text}: inconclusive, the interval reaches both sides; {settle}")
+    return _judged(text, iv, region, confidence, too_few, lambda: _settle(
+        _sd(x), region.distance(med), confidence, n_for_median(confidence), math.sqrt(math.pi / 2)))
 
 
 def fact(ok: bool, text: str) -> Outcome:

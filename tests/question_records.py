@@ -1,6 +1,6 @@
-"""Synthetic records for the seeds' questions, as the runner writes them (nested metrics, env), flattened
-by analysis.records into the tidy table: small, deterministic sets for tests of analysis.claims and
-analysis.figures.questions. Every builder takes the effect sizes it should show."""
+"""Synthetic records for the questions the studies answer, made by suite.record.Record as the runner makes
+them (nested metrics, env) and flattened by analysis.records into the tidy table: small, deterministic sets for
+tests of analysis.claims and analysis.figures.questions. Every builder takes the effect sizes it should show."""
 
 from __future__ import annotations
 
@@ -10,23 +10,22 @@ import json
 import pandas as pd
 
 from analysis import claims as C
+from analysis.derive import MIB
 from analysis.records import flatten
+from suite.record import Record
 
 H, F, I = C.HOLDS, C.FAILS, C.INCONCLUSIVE
 N, X = C.NOT_MEASURED, C.NOT_MEASURABLE  # records missing; not like for like on this machine
-MIB = 2**20
 
 
 def rec(study, config, metrics, rep, status="ok", error=None, env=None):
     cfg = {"workload": "sleep", "num_workers": 2, "cores": 2, "start_method": "fork", "epochs": 1, **config}
     cell = "c" + str(abs(hash(json.dumps(cfg, sort_keys=True, default=str))) % 10**12)
-    r = {"schema": "loaderbench.record/2", "study": study, "cell_id": cell, "repetition": rep, "status": status,
-         "config": cfg, "metrics": metrics if status == "ok" else {"open_fds_peak": 10},
-         "env": {"torch": "2.14.1", "numpy": "2.4.6", "physical_cores": 2, "ulimit_nofile": [20000, 20000],
-                 **(env or {})}}
-    if error:
-        r["error"] = error
-    return r
+    return Record(study=study, cell_id=cell, repetition=rep, config=cfg, status=status, launcher={"kind": "local"},
+                  started_at="2026-01-01T00:00:00.000+00:00", finished_at="2026-01-01T00:00:01.000+00:00",
+                  metrics=metrics if status == "ok" else {"open_fds_peak": 10}, error=error,
+                  env={"torch": "2.14.1", "numpy": "2.4.6", "physical_cores": 2, "ulimit_nofile": [20000, 20000],
+                       **(env or {})}).to_json()
 
 
 def table(records) -> pd.DataFrame:

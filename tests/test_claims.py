@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from analysis import claims as C
+from analysis import derive as D
 from analysis.synthetic import study_cells, study_records
 from tests.question_records import (
     COW_OK, F, GAP_OK, H, I, MIB, N, PEAK, TOTAL_OK, TUTORIAL, X, cow_table, decide, in_order_table, ladder_table,
@@ -114,12 +115,12 @@ def test_cow_growth_common_to_every_backing_is_not_the_index():
 
 
 def test_timeline_growth_uses_samples_with_all_workers_alive():
-    gr, end = C.timeline_growth(json.dumps(timeline(4, 20, 30)), 4)
+    gr, end = D.timeline_growth(json.dumps(timeline(4, 20, 30)), 4)
     assert gr == pytest.approx(4 * 30 * MIB, rel=1e-6) and end == pytest.approx(4 * 50 * MIB, rel=1e-6)
-    assert pd.isna(C.timeline_growth([[0, 1, 0, 0, 0, 0]], 4)[0])
+    assert pd.isna(D.timeline_growth([[0, 1, 0, 0, 0, 0]], 4)[0])
     # a worker on its way out (memory unmapped) does not hide the growth it had
     exiting = timeline(4, 20, 30) + [[9.0, 5, 0, 0, 0, 4 * MIB]]
-    assert C.timeline_growth(exiting, 4)[0] == pytest.approx(4 * 30 * MIB, rel=1e-6)
+    assert D.timeline_growth(exiting, 4)[0] == pytest.approx(4 * 30 * MIB, rel=1e-6)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -180,10 +181,10 @@ def test_any_of_several_comparisons_is_corrected_for_their_number():
 
 def test_ladder_rungs_are_recognised():
     df = ladder_table(TUTORIAL)
-    assert list(dict.fromkeys(C.ladder_rung(df))) == list(C.RUNGS)
+    assert list(dict.fromkeys(D.ladder_rung(df))) == list(D.RUNGS)
 
 
-@pytest.mark.parametrize("rung", C.RUNGS[1:])
+@pytest.mark.parametrize("rung", D.RUNGS[1:])
 def test_ladder_matches(rung):
     rule = C.ladder_matches(rung)
     assert decide(rule, ladder_table(TUTORIAL, consumer="gpu", pin_effective=True)) == H

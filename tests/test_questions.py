@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from analysis import claims as C
+from analysis import derive as D
 from analysis.figures import questions as Q
 from tests.question_records import (
     COW_OK, GAP_OK, PEAK, TOTAL_OK, TUTORIAL, cow_table, in_order_table, ladder_table, over_table, pers_table,
@@ -81,7 +82,7 @@ def test_ladder_study_is_exactly_the_six_rungs():
 
     study = load_study("suite/studies/ladder.toml", max_cores=2)
     cells = pd.DataFrame([c.config for c in study.cells])
-    assert sorted(C.ladder_rung(cells)) == sorted(C.RUNGS)
+    assert sorted(D.ladder_rung(cells)) == sorted(D.RUNGS)
 
 
 def test_a_figure_that_cannot_read_the_records_says_so(tmp_path):

@@ -2,17 +2,16 @@
 and the missing-data paths (one num_workers value, every cell failed, no jpeg, no decode reference)."""
 
 import re
-import sys
-import types
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.aggregate import analyze_study, reading
+from analysis.aggregate import analyze_study
 from analysis.cli import run
 from analysis.records import load_records
 from analysis.report import Section, Table, build_report, render_html, render_markdown, study_file
+from analysis.report_tables import reading
 from analysis.synthetic import study_cells, study_records, write_records, write_synthetic_records
 
 SMALL = dict(workloads=(("sleep", None), ("cpu", None), ("jpeg", "pil")), cores=(1, 2), n_sweep=(0, 1, 2, 3, 4, 6),
@@ -184,7 +183,7 @@ def test_missing_data_paths(tmp_path):
     assert 'src="data:image/png;base64,' in html_text
 
 
-def test_claims_section_uses_claims_table_when_present(tmp_path, monkeypatch):
+def test_claims_section_shows_the_claims_table(tmp_path):
     root = tmp_path / "r"
     write_records(root, study_records("c", study_cells(workloads=(("sleep", None),), cores=(1,), n_sweep=(0, 1, 2),
                                                        start_methods=("fork",)),
@@ -192,16 +191,16 @@ def test_claims_section_uses_claims_table_when_present(tmp_path, monkeypatch):
     df, load = load_records(root)
     a = analyze_study(df, "c")
 
-    fake = types.ModuleType("analysis.claims")
-    fake.claims_table = lambda d: pd.DataFrame({"claim": ["workers help I/O-bound loading"], "holds": ["yes"],
-                                                "records": [len(d)]})
-    monkeypatch.setitem(sys.modules, "analysis.claims", fake)
-    md = render_markdown(build_report([a], {}, df, load, root, tmp_path), tmp_path)
+    given = pd.DataFrame({"claim": ["workers help I/O-bound loading"], "holds": ["yes"], "records": [len(df)]})
+    md = render_markdown(build_report([a], {}, df, load, root, tmp_path, claims_table=given), tmp_path)
     assert "workers help I/O-bound loading" in md.split("## Claims")[1]
 
-    monkeypatch.setitem(sys.modules, "analysis.claims", None)  # as if the module did not exist
+    # not given: decided here, every claim with the command that measures it when no records carry it
     md = render_markdown(build_report([a], {}, df, load, root, tmp_path), tmp_path)
-    assert "Not available" in md.split("## Claims")[1]
+    claims = md.split("## Claims")[1]
+    assert "workers help I/O-bound loading" not in claims
+    assert "spawn pays an interpreter start-up per worker" in claims
+    assert "make local STUDY=suite/studies/start-method.toml" in claims
 
 
 def test_renderers_escape_text():
@@ -243,3 +242,22 @@ def test_unchanged_studies_are_not_redrawn(tmp_path):
     _, _, reused = process_all(df, out)
     assert reused == ["a"]
     assert process_all(df, out, use_cache=False)[2] == []
+
+
+def test_a_figure_that_fails_becomes_a_note_and_the_rest_is_drawn(tmp_path, monkeypatch):
+    import analysis.figures.scaling as scaling
+
+    def broken_figure(a, folder):
+        raise RuntimeError("drawing failed")
+
+    monkeypatch.setattr(scaling, "oversubscription", broken_figure)
+    root, out = tmp_path / "r", tmp_path / "f"
+    write_records(root, study_records("c", study_cells(workloads=(("cpu", None),), cores=(1,), n_sweep=(0, 1, 2),
+                                                       start_methods=("fork",)),
+                                      repetitions=3, raw=False, random_failures=False))
+    code, analyses, _ = run(root, out, jobs=1, quiet=True)
+    assert code == 0
+    assert "figure broken_figure could not be drawn (RuntimeError: drawing failed)" in analyses[0].notes
+    assert (out / "c" / "throughput_vs_workers.png").exists() and not (out / "c" / "oversubscription.png").exists()
+    md = (out / "report.md").read_text()
+    assert "Note: figure broken_figure could not be drawn (RuntimeError: drawing failed)." in md

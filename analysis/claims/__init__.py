@@ -1,4 +1,4 @@
-"""The seeds' claims, each decided from the records by a stated rule (analysis.verdicts says how).
+"""The claims the studies test, each decided from the records by a stated rule (analysis.verdicts says how).
 
 A verdict is never written by hand: every rule reads the tidy table (analysis.records), puts a
 distribution-free interval with its real coverage (analysis.intervals) against the claim's threshold, and
@@ -8,20 +8,16 @@ constant of its question's module, printed into the rule's text.
 
 One module per question (start_method, cow_memory, persistence, sharing, ladder, oversubscription, rng,
 in_order); `table` binds claims to the records that carry them and writes claims.csv / claims.md. The
-public names are importable from here.
+public names are importable from here. Columns a rule derives from the table that its figure shows too
+(start-method labels, ladder rungs, memory growth per worker...) live in analysis.derive.
 
 Pure functions on the tidy table; no I/O except `write_claims`, no figures, no torch.
 """
 
 from analysis.claims.common import (  # noqa: F401
-    MIB,
     NOISY,
     Claim,
     Question,
-    col,
-    env_one,
-    is_true,
-    ok_only,
     pick,
     quiet,
     too_noisy,
@@ -34,8 +30,6 @@ from analysis.claims.cow_memory import (  # noqa: F401
     cow_flat,
     cow_grows,
     cow_grows_with_workers,
-    timeline_growth,
-    with_growth,
 )
 from analysis.claims.in_order import (  # noqa: F401
     TAIL_CUT,
@@ -48,10 +42,7 @@ from analysis.claims.ladder import (  # noqa: F401
     LADDER_MATCH_FACTOR,
     LADDER_STEP_MIN,
     PUBLISHED,
-    RUNGS,
-    _on_gpu,
     ladder_matches,
-    ladder_rung,
     ladder_step_helps,
 )
 from analysis.claims.oversubscription import (  # noqa: F401
@@ -85,8 +76,6 @@ from analysis.claims.sharing import (  # noqa: F401
     FD_TENSOR_RATIO,
     FS_TENSOR_MAX,
     PER_TENSOR_DIFF,
-    _fd_exhausted,
-    _limits,
     fd_per_tensor,
     fd_runs_out,
     per_tensor_cost_differs,
@@ -102,7 +91,6 @@ from analysis.claims.start_method import (  # noqa: F401
     preload_restarts_fast,
     spawn_pays_startup,
     spawn_pickles_dataset,
-    start_method_label,
 )
 from analysis.claims.table import (  # noqa: F401
     BY_NAME,

@@ -1,5 +1,6 @@
 """What every question's rules share: the Claim and Question records, picking rows, and the noise guard of
-scaling rules."""
+scaling rules. (Which rows carry metrics and how a value reads back from the table: analysis.records; columns
+the figures derive too: analysis.derive.)"""
 
 from __future__ import annotations
 
@@ -11,14 +12,13 @@ import numpy as np
 import pandas as pd
 
 from analysis.intervals import MIN_N
+from analysis.records import col, is_true, ok_rows
 from analysis.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED, Outcome, g
-
-MIB = 2**20
 
 
 @dataclass(frozen=True)
 class Claim:
-    """One claim of the seeds, the rule that decides it (its text prints the rule's constants) and the
+    """One claim the studies test, the rule that decides it (its text prints the rule's constants) and the
     function that applies the rule to one study's rows. `needs`, when given, says whether rows carry
     what this claim reads (else the question's `needs` does)."""
 
@@ -31,7 +31,7 @@ class Claim:
 
 @dataclass(frozen=True)
 class Question:
-    """A question of the seeds: the axes its rules tell apart (a study varying any other axis is not used, so
+    """A question a study answers: the axes its rules tell apart (a study varying any other axis is not used, so
     no rule mixes cells that differ in what it does not look at), and what the rows must carry."""
 
     name: str
@@ -61,10 +61,6 @@ def missing(what: str) -> Outcome:
     return Outcome(NOT_MEASURED, what)
 
 
-def ok_only(rows: pd.DataFrame) -> pd.DataFrame:
-    return rows[rows["status"] == "ok"] if "status" in rows else rows
-
-
 def pick(rows: pd.DataFrame, **eq) -> pd.DataFrame:
     """Rows whose columns equal the given values (None matches a missing value; a missing column matches
     only None)."""
@@ -82,12 +78,6 @@ def pick(rows: pd.DataFrame, **eq) -> pd.DataFrame:
     return rows[mask]
 
 
-def is_true(v) -> bool:
-    """A boolean axis value that is true (bool, numpy bool, or 1.0 after a round trip through a float column)."""
-    return v is True or v is np.True_ or (isinstance(v, (int, float, np.integer, np.floating)) and not
-                                          isinstance(v, bool) and v == 1)
-
-
 def _same(v, w) -> bool:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return False
@@ -96,10 +86,6 @@ def _same(v, w) -> bool:
     if isinstance(w, (int, float)) and isinstance(v, (int, float, np.integer, np.floating)):
         return float(v) == float(w)
     return v == w
-
-
-def col(rows: pd.DataFrame, name: str, default=None) -> pd.Series:
-    return rows[name] if name in rows else pd.Series(default, index=rows.index, dtype=object)
 
 
 def values_of(rows: pd.DataFrame, name: str) -> list:
@@ -117,14 +103,6 @@ def varies(rows: pd.DataFrame, name: str) -> bool:
         return values.nunique() > 1
     except TypeError:  # unhashable values (lists kept as objects): compare their text
         return values.astype(str).nunique() > 1
-
-
-def env_one(rows: pd.DataFrame, name: str) -> str:
-    c = f"env_{name}"
-    if c not in rows or rows[c].dropna().empty:
-        return "?"
-    vals = rows[c].dropna().astype(str).unique()
-    return vals[0] if len(vals) == 1 else "/".join(sorted(vals))
 
 
 def narrow(rows: pd.DataFrame, names) -> pd.DataFrame:
@@ -148,7 +126,7 @@ def too_noisy(rows: pd.DataFrame, metric: str = "samples_per_s") -> str | None:
     None when the spread is fine, else why not."""
     if metric not in rows or "cell_id" not in rows:
         return None
-    ok = ok_only(rows[[c for c in ("status", "cell_id", metric) if c in rows]])
+    ok = ok_rows(rows[[c for c in ("status", "cell_id", metric) if c in rows]])
     v = pd.to_numeric(ok[metric], errors="coerce")
     by = v.groupby(ok["cell_id"])
     s = pd.DataFrame({"n": by.count(), "lo": by.min(), "hi": by.max(), "med": by.median()})

@@ -7,13 +7,13 @@ header) is not the index's; the index's share is a backing's growth minus the co
 
 from __future__ import annotations
 
-import json
-import math
 from typing import Callable
 
 import pandas as pd
 
-from analysis.claims.common import MIB, Claim, Question, col, finite, g, missing, ok_only, pick
+from analysis.claims.common import Claim, Question, finite, g, missing, pick
+from analysis.derive import with_growth
+from analysis.records import col
 from analysis.verdicts import Outcome, all_of, at_least, at_most, both, decide_median, decide_shift, either, within
 
 #: "copies what it reads": at least this much more growth per worker than the control (the run reads ~400k index
@@ -24,35 +24,6 @@ FLAT_MIB = 4.0
 #: each worker copies for itself: all workers' growth together at the most workers, at least this times that
 #: at the fewest.
 COW_WORKERS_RATIO = 2.0
-
-
-def timeline_growth(timeline, num_workers: int) -> tuple[float, float]:
-    """(growth, peak) of the workers' summed USS in bytes, over the probe samples in which all workers were
-    alive: the highest such sample minus the first, and the highest. (The highest, not the last: the last
-    may catch a worker unmapping its memory on the way out.) NaN with fewer than 3 such samples."""
-    if isinstance(timeline, str):
-        try:
-            timeline = json.loads(timeline)
-        except ValueError:
-            return math.nan, math.nan
-    if not isinstance(timeline, list):
-        return math.nan, math.nan
-    alive = [s for s in timeline if isinstance(s, list) and len(s) >= 6 and s[1] >= 1 + num_workers]
-    if len(alive) < 3:
-        return math.nan, math.nan
-    peak = max(s[5] for s in alive)
-    return float(peak - alive[0][5]), float(peak)
-
-
-def with_growth(rows: pd.DataFrame) -> pd.DataFrame:
-    """ok rows with `growth_mib_per_worker` and `end_mib_per_worker` (workers' USS growth and peak, per worker,
-    from memory_timeline)."""
-    ok = ok_only(rows)
-    ok = ok[ok["num_workers"] > 0].copy()
-    gr = [timeline_growth(t, int(n)) for t, n in zip(col(ok, "memory_timeline"), ok["num_workers"])]
-    ok["growth_mib_per_worker"] = [a / MIB / n for (a, _), n in zip(gr, ok["num_workers"])]
-    ok["end_mib_per_worker"] = [b / MIB / n for (_, b), n in zip(gr, ok["num_workers"])]
-    return ok
 
 
 def _cow(rows, backing, nw, value: str = "growth_mib_per_worker"):

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.claims.common import Claim, Question, col, finite, g, ok_only, pick, varies
+from analysis.claims.common import Claim, Question, finite, g, pick, varies
+from analysis.derive import straggler_ms
+from analysis.records import ok_rows
 from analysis.verdicts import Outcome, all_of, at_most, decide_shift, within
 
 #: "cuts the tail": the p99 batch wait out of order at least this share below in order.
@@ -15,18 +17,23 @@ _NEEDS = "needs in_order true and false cells with a straggler (slow_worker_ms >
 
 
 def _in_order(rows):
-    ok = ok_only(rows)
-    slow = pd.to_numeric(col(ok, "slow_worker_ms", 0.0), errors="coerce").fillna(0.0)
-    return ok.assign(slow=slow)
+    ok = ok_rows(rows)
+    return ok.assign(slow=straggler_ms(ok))
+
+
+def _with_straggler(ok: pd.DataFrame, metric: str):
+    """(num_workers, straggler ms, in-order values, out-of-order values) of `metric` per configuration with a
+    straggler, where both sides have at least 3 ok repetitions."""
+    for (nw, slow), grp in ok[ok["slow"] > 0].groupby(["num_workers", "slow"]):
+        t, f = (finite(pick(grp, in_order=v)[metric]) for v in (True, False))
+        if len(t) >= 3 and len(f) >= 3:
+            yield nw, slow, t, f
 
 
 def out_of_order_cuts_tail(rows: pd.DataFrame) -> Outcome:
     ok = _in_order(rows)
     checks = []
-    for (nw, slow), grp in ok[ok["slow"] > 0].groupby(["num_workers", "slow"]):
-        t, f = (finite(pick(grp, in_order=v)["batch_wait_p99_s"]) for v in (True, False))
-        if len(t) < 3 or len(f) < 3:
-            continue
+    for nw, slow, t, f in _with_straggler(ok, "batch_wait_p99_s"):
         ctl = [finite(pick(ok[(ok["slow"] == 0) & (ok["num_workers"] == nw)], in_order=v)["batch_wait_p99_s"])
                for v in (True, False)]
         o = decide_shift(t, f, at_most(1 - TAIL_CUT), label="p99 wait out of order / in order")
@@ -38,12 +45,8 @@ def out_of_order_cuts_tail(rows: pd.DataFrame) -> Outcome:
 
 
 def out_of_order_keeps_throughput(rows: pd.DataFrame) -> Outcome:
-    ok = _in_order(rows)
     checks = []
-    for (nw, slow), grp in ok[ok["slow"] > 0].groupby(["num_workers", "slow"]):
-        t, f = (finite(pick(grp, in_order=v)["samples_per_s"]) for v in (True, False))
-        if len(t) < 3 or len(f) < 3:
-            continue
+    for nw, slow, t, f in _with_straggler(_in_order(rows), "samples_per_s"):
         o = decide_shift(t, f, within(1 - THROUGHPUT_KEEP, 1 + THROUGHPUT_KEEP),
                          label="samples/s out of order / in order")
         checks.append(Outcome(o.verdict, f"w={int(nw)}, straggler +{slow:g} ms/sample: {o.evidence}"))

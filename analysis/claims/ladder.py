@@ -6,11 +6,12 @@ from typing import Callable
 
 import pandas as pd
 
-from analysis.claims.common import NOISY, Claim, Question, col, finite, is_true, missing, ok_only, quiet
+from analysis.claims.common import NOISY, Claim, Question, finite, missing, quiet
+from analysis.derive import RUNGS, ladder_rung, on_gpu
+from analysis.records import col, ok_rows
 from analysis.verdicts import NOT_MEASURABLE, NOT_MEASURED, Outcome, at_least, decide_shift, within
 
-RUNGS = ("baseline", "+workers", "+pin_memory", "+persistent", "+prefetcher", "+batched")
-#: The tutorial's published cumulative speed-ups over its baseline (seeds 001/002, on a GPU).
+#: The PyTorch tutorial's published cumulative speed-ups over its baseline (on a GPU).
 PUBLISHED = {"+workers": 3.30, "+pin_memory": 3.33, "+persistent": 3.76, "+prefetcher": 3.77, "+batched": 11.55}
 GPU_ONLY = ("+pin_memory", "+prefetcher")
 #: "matches the published speed-up": the ratio's interval lies within this factor of it, either way.
@@ -20,28 +21,11 @@ LADDER_STEP_MIN = 1.05
 METRIC = "end_to_end_samples_per_s"
 
 
-def ladder_rung(rows: pd.DataFrame) -> pd.Series:
-    def one(r) -> str:
-        if not r.get("num_workers"):
-            return "baseline"
-        for name, key in (("+batched", "batched"), ("+prefetcher", "prefetcher"), ("+persistent", "persistent_workers"),
-                          ("+pin_memory", "pin_memory")):
-            if is_true(r.get(key)):
-                return name
-        return "+workers"
-    return rows.apply(one, axis=1) if len(rows) else pd.Series(dtype=object)
-
-
 def _ladder(rows):
-    ok = ok_only(rows).copy()
+    ok = ok_rows(rows).copy()
     if not ok.empty:
         ok["rung"] = ladder_rung(ok)
     return ok
-
-
-def _on_gpu(rows) -> bool:
-    return bool((col(rows, "consumer") == "gpu").any() or col(rows, "consumer_device").astype(str).str.startswith(
-        "cuda").any())
 
 
 def ladder_matches(rung: str) -> Callable[[pd.DataFrame], Outcome]:
@@ -55,7 +39,7 @@ def ladder_matches(rung: str) -> Callable[[pd.DataFrame], Outcome]:
         o = decide_shift(finite(base[METRIC]), finite(this[METRIC]),
                          within(published / LADDER_MATCH_FACTOR, published * LADDER_MATCH_FACTOR),
                          label=f"{rung} / baseline (published {published:g}x)")
-        if o.verdict == NOT_MEASURED or _on_gpu(this):
+        if o.verdict == NOT_MEASURED or on_gpu(this):
             return o
         device = ", ".join(sorted(set(col(this, "consumer").dropna().astype(str)))) or "?"
         why = ("pin_memory was not in effect (no GPU)" if rung == "+pin_memory" else

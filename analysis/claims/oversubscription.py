@@ -11,29 +11,11 @@ from typing import Iterator
 
 import pandas as pd
 
-from analysis.claims.common import (
-    NOISY,
-    Claim,
-    Question,
-    col,
-    env_one,
-    finite,
-    narrow,
-    ok_only,
-    quiet,
-    with_workers,
-)
-from analysis.records import AXIS_COLUMNS
-from analysis.verdicts import (
-    MIN_EFFECT,
-    NOT_MEASURED,
-    Outcome,
-    all_of,
-    at_least,
-    at_most,
-    both,
-    decide_shift,
-)
+from analysis.claims.common import NOISY, Claim, Question, finite, narrow, quiet, with_workers
+from analysis.derive import ranks
+from analysis.environment import env_one
+from analysis.records import AXIS_COLUMNS, col, ok_rows
+from analysis.verdicts import MIN_EFFECT, NOT_MEASURED, Outcome, all_of, at_least, at_most, both, decide_shift
 
 CPU_BOUND = ("cpu", "jpeg")
 #: "rises to the core count": throughput at num_workers = cores at least this many times that at 1 worker.
@@ -46,17 +28,13 @@ DEGRADE_MIN = 0.05
 RANKS_GAIN = 1.05
 
 
-def _ranks(rows: pd.DataFrame) -> pd.Series:
-    return pd.to_numeric(col(rows, "ranks", 1), errors="coerce").fillna(1)
-
-
 def cpu_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """Rows of CPU-bound loading alone: cpu/jpeg workloads with workers, no decode-only reference, no consumer
     step or model, one rank."""
     ok = with_workers(rows)
     if ok.empty:
         return ok
-    keep = col(ok, "workload").isin(CPU_BOUND) & (_ranks(ok) == 1)
+    keep = col(ok, "workload").isin(CPU_BOUND) & (ranks(ok) == 1)
     keep &= col(ok, "jpeg_stage").astype(object).ne("decode")
     keep &= col(ok, "model").isna() | col(ok, "model").astype(str).isin(("none", ""))
     keep &= pd.to_numeric(col(ok, "step_ms", 0.0), errors="coerce").fillna(0.0) == 0
@@ -73,7 +51,7 @@ def _curves(rows) -> Iterator[tuple[str, int, dict[int, pd.Series]]]:
         return
     keys = [a for a in AXIS_COLUMNS if a in cpu and a not in ("num_workers", "cores")
             and cpu[a].dropna().astype(str).nunique() > 1]
-    ok = ok_only(cpu)
+    ok = ok_rows(cpu)
     for key, grp in ok.groupby(keys + ["cores"], dropna=False, sort=True):
         key = key if isinstance(key, tuple) else (key,)
         cores = int(key[-1])
@@ -120,8 +98,8 @@ def degrades_past_cores(rows: pd.DataFrame) -> Outcome:
 
 
 def ranks_share_cores(rows: pd.DataFrame) -> Outcome:
-    ok = ok_only(rows)
-    ok = ok.assign(ranks=_ranks(ok))
+    ok = ok_rows(rows)
+    ok = ok.assign(ranks=ranks(ok))
     checks = []
     for (w, cores, r), grp in ok[ok["ranks"] > 1].groupby(["workload", "cores", "ranks"]):
         cores, r = int(cores), int(r)
@@ -146,7 +124,7 @@ def _has_curves(rows: pd.DataFrame) -> bool:
 
 
 def _has_ranks(rows: pd.DataFrame) -> bool:
-    return bool((_ranks(rows) > 1).any())
+    return bool((ranks(rows) > 1).any())
 
 
 def _cpu_read(rows: pd.DataFrame) -> pd.DataFrame:

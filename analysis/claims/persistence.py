@@ -6,7 +6,8 @@ from typing import Callable
 
 import pandas as pd
 
-from analysis.claims.common import Claim, Question, finite, g, missing, ok_only, pick, values_of, varies
+from analysis.claims.common import Claim, Question, finite, g, missing, pick, values_of, varies
+from analysis.records import ok_rows
 from analysis.verdicts import Outcome, at_least, decide_shift
 
 #: persistent workers remove the start-up: the restarted gap is at least this many times the persistent one.
@@ -18,7 +19,7 @@ RUN_SPEEDUP = 1.05
 
 
 def _pers(rows):
-    ok = ok_only(rows)
+    ok = ok_rows(rows)
     ok = ok[ok["num_workers"] > 0]
     if ok.empty:
         return ok, 0

@@ -11,7 +11,9 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from analysis.claims.common import MIN_N, Claim, Question, env_one, finite, g, is_true, missing, ok_only, pick
+from analysis.claims.common import MIN_N, Claim, Question, finite, g, missing, pick
+from analysis.environment import env_one
+from analysis.records import is_true, ok_rows
 from analysis.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED, Outcome, all_of
 
 #: A duplicate fraction above this is a repeat.
@@ -20,7 +22,7 @@ SOURCES = ("python", "numpy", "torch")
 
 
 def _rng_cells(rows, **eq):
-    ok = ok_only(rows)
+    ok = ok_rows(rows)
     ok = ok[ok["num_workers"] >= 2]
     return pick(ok, **eq) if eq else ok
 

@@ -6,7 +6,9 @@ from functools import partial
 
 import pandas as pd
 
-from analysis.claims.common import Claim, Question, col, finite, g, missing, ok_only, pick, values_of, varies
+from analysis.claims.common import Claim, Question, finite, g, missing, pick, values_of, varies
+from analysis.derive import fd_exhausted, open_file_limit
+from analysis.records import ok_mask, ok_rows
 from analysis.verdicts import (
     FAILS,
     HOLDS,
@@ -32,20 +34,6 @@ PER_TENSOR_DIFF = 0.10
 _BOTH = "needs ok cells of both strategies at the fewest and most tensors per sample"
 
 
-def _limits(rows: pd.DataFrame) -> pd.Series:
-    """The open-file limit each cell ran under: the ulimit_nofile axis when set, else what the record saw."""
-    axis = pd.to_numeric(col(rows, "ulimit_nofile"), errors="coerce")
-    seen = pd.to_numeric(col(rows, "env_ulimit_nofile"), errors="coerce")
-    return axis.fillna(seen)
-
-
-def _fd_exhausted(rows: pd.DataFrame) -> pd.Series:
-    kind = col(rows, "error_kind").fillna("").astype(str)
-    msg = col(rows, "error_message").fillna("").astype(str).str.lower()
-    return (rows["status"] != "ok") & ((kind == "too_many_open_files") | msg.str.contains("too many open files")
-                                       | msg.str.contains("ancdata"))
-
-
 def _cfg(r) -> str:
     return f"w={int(r['num_workers'])}, {int(r['tensors_per_sample'])} tensors/sample, ulimit -n {g(r['limit'], 6)}"
 
@@ -54,7 +42,7 @@ def fd_runs_out(rows: pd.DataFrame) -> Outcome:
     """A counted fact, not an estimate: a repetition ran out of descriptors or it did not."""
     if rows.empty or "sharing_strategy" not in rows:
         return missing("no records")
-    rows = rows.assign(limit=_limits(rows), exhausted=_fd_exhausted(rows))
+    rows = rows.assign(limit=open_file_limit(rows), exhausted=fd_exhausted(rows))
     fd = rows[rows["sharing_strategy"] == "file_descriptor"]
     fs = rows[rows["sharing_strategy"] == "file_system"]
     keys = ["num_workers", "tensors_per_sample", "limit"]
@@ -67,11 +55,11 @@ def fd_runs_out(rows: pd.DataFrame) -> Outcome:
         return Outcome(FAILS, text + " (file_system ran out too)")
     if len(fd_bad):
         twins = fs.merge(fd_bad[keys].drop_duplicates(), on=keys)
-        if (twins["status"] == "ok").sum() == 0:
+        twins_ok = int(ok_mask(twins).sum())
+        if twins_ok == 0:
             return missing(text + "; no ok file_system cell at the same workers, tensors and limit to compare")
-        return Outcome(HOLDS, text + f"; the same configurations under file_system: {(twins['status'] == 'ok').sum()} "
-                                     f"of {len(twins)} ok")
-    okfd = ok_only(fd)
+        return Outcome(HOLDS, text + f"; the same configurations under file_system: {twins_ok} of {len(twins)} ok")
+    okfd = ok_rows(fd)
     if okfd.empty:
         return missing(text + "; no ok file_descriptor cell")
     frac = (okfd["open_fds_peak"] / okfd["limit"]).max()
@@ -83,8 +71,8 @@ def fd_runs_out(rows: pd.DataFrame) -> Outcome:
 
 
 def _sharing_ok(rows):
-    ok = ok_only(rows)
-    ok = ok.assign(limit=_limits(ok))
+    ok = ok_rows(rows)
+    ok = ok.assign(limit=open_file_limit(ok))
     return ok[ok["limit"] == ok["limit"].max()] if len(ok) else ok
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.claims.common import Claim, Question, narrow, ok_only, varies, with_workers
+from analysis.claims.common import Claim, Question, narrow, varies, with_workers
 from analysis.claims.cow_memory import QUESTION as COW
 from analysis.claims.in_order import QUESTION as IN_ORDER
 from analysis.claims.ladder import QUESTION as LADDER
@@ -23,13 +23,14 @@ from analysis.claims.persistence import QUESTION as PERSISTENCE
 from analysis.claims.rng import QUESTION as RNG
 from analysis.claims.sharing import QUESTION as SHARING
 from analysis.claims.start_method import QUESTION as START_METHOD
-from analysis.records import AXIS_COLUMNS
+from analysis.records import AXIS_COLUMNS, ok_rows
+from analysis.render import md_table
 from analysis.verdicts import MEANING, NOT_MEASURED, VERDICTS, Outcome, decision_rule_text
 
 COLUMNS = ["question", "study", "claim", "rule", "evidence", "verdict"]
 QUESTION_LIST: list[Question] = [START_METHOD, COW, PERSISTENCE, SHARING, LADDER, OVERSUBSCRIPTION, RNG, IN_ORDER]
 BY_NAME = {q.name: q for q in QUESTION_LIST}
-#: The questions of the seeds, each with a study file of the same name in suite/studies/.
+#: The questions the studies answer, each with a study file of the same name in suite/studies/.
 QUESTIONS = tuple(BY_NAME)
 CLAIMS: list[Claim] = [c for q in QUESTION_LIST for c in q.claims]
 
@@ -105,7 +106,7 @@ def carries(question: Question, claim: Claim, rows: pd.DataFrame, foreign: list[
 def _amount(question: Question, rows: pd.DataFrame) -> int:
     rows = narrow(rows, ["status", *AXIS_COLUMNS, "samples_per_s"])
     read = cpu_rows(rows) if question is OVERSUBSCRIPTION else with_workers(rows) if "num_workers" in rows else rows
-    return len(ok_only(read))
+    return len(ok_rows(read))
 
 
 def _decide(claim: Claim, rows: pd.DataFrame) -> Outcome:
@@ -166,10 +167,6 @@ def vocabulary_lines() -> list[str]:
         f"Every rule is {decision_rule_text()}; intervals are printed with their real coverage and n."]
 
 
-def _md_cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
 def write_claims(df: pd.DataFrame, out_dir: str | Path, table: pd.DataFrame | None = None) -> list[Path]:
     """claims.csv and claims.md under out_dir: the claims table, verdicts computed from the records."""
     out = Path(out_dir)
@@ -178,17 +175,16 @@ def write_claims(df: pd.DataFrame, out_dir: str | Path, table: pd.DataFrame | No
     csv = out / "claims.csv"
     table.to_csv(csv, index=False)
     counts = table["verdict"].value_counts()
-    lines = ["# Claims of the seeds, decided from the records", "",
+    lines = ["# Claims the studies test, decided from the records", "",
              "Each verdict is computed from the records by the rule next to it (analysis/claims/); none is "
              "written by hand. The verdicts:", ""]
     lines += [f"- {line}" for line in vocabulary_lines()]
     lines += ["", ", ".join(f"{v}: {int(counts.get(v, 0))}" for v in VERDICTS), ""]
     for question, part in table.groupby("question", sort=False):
-        lines += [f"## {question}", "", "| claim | verdict | study | evidence | rule |", "|---|---|---|---|---|"]
-        for _, r in part.iterrows():
-            lines.append(f"| {_md_cell(r['claim'])} | **{r['verdict']}** | {_md_cell(r['study']) or '–'} | "
-                         f"{_md_cell(r['evidence'])} | {_md_cell(r['rule'])} |")
-        lines.append("")
+        shown = pd.DataFrame({"claim": part["claim"], "verdict": [f"**{v}**" for v in part["verdict"]],
+                              "study": [s or "–" for s in part["study"]], "evidence": part["evidence"],
+                              "rule": part["rule"]})
+        lines += [f"## {question}", "", md_table(shown), ""]
     md = out / "claims.md"
     md.write_text("\n".join(lines))
     return [csv, md]

@@ -10,6 +10,7 @@ import pandas as pd
 import seaborn as sns
 
 from analysis.figures.style import provenance, save
+from analysis.records import ok_rows
 
 KEEPS_UP = 0.9  # MLPerf Storage: a configuration keeps the accelerator fed at AU >= 90%
 
@@ -32,7 +33,8 @@ def smallest_feeding_config(ok: pd.DataFrame) -> pd.DataFrame:
 
 def accelerator_utilization_vs_workers(df: pd.DataFrame, study: str, folder: Path) -> list[Path]:
     """AU vs num_workers, one panel per model, one line per core count (style: prefetcher on/off)."""
-    ok = df[(df["status"] == "ok") & df["accelerator_busy_fraction"].notna()].copy()
+    ok = ok_rows(df)
+    ok = ok[ok["accelerator_busy_fraction"].notna()].copy()
     if ok.empty:
         return []
     simulated = ok["consumer"].astype(str).str.startswith("simulated").any()

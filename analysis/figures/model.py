@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import seaborn as sns
 from matplotlib.collections import LineCollection
 from matplotlib.lines import Line2D
@@ -25,6 +26,34 @@ from analysis.usl import usl
 
 def _fmt_n(v: float) -> str:
     return "inf" if not np.isfinite(v) else f"{v:.1f}"
+
+
+def _fits(sub: pd.DataFrame, curves: list, palette: dict) -> tuple[list, list, list, list, list]:
+    """One panel's fitted curves over the measured range, their peaks inside it, and a line of text per core
+    count ((cores, curve) pairs, the curve None where not analysed): (fits, their colours, peaks, their colours,
+    [(text, colour)])."""
+    fits, fit_colors, peaks, peak_colors, lines = [], [], [], [], []
+    for cores, c in curves:
+        if c is None:
+            continue
+        color = palette[cores]
+        label = f"{int(cores)} core{'s' if cores != 1 else ''}: "
+        if c["usl_good"]:
+            # over the measured range only: the model is not evidence beyond it
+            cmax = float(sub.loc[sub["cores"] == cores, "num_workers"].max())
+            grid_n = np.geomspace(1, cmax, 80) if cmax > 1 else np.array([1.0])
+            fits.append(np.column_stack([grid_n, usl(grid_n, c["usl_lam"], c["usl_sigma"], c["usl_kappa"])]))
+            fit_colors.append(color)
+            pn = c["usl_peak_n"]
+            if np.isfinite(pn) and 1 <= pn <= cmax:
+                peaks.append((pn, float(usl(pn, c["usl_lam"], c["usl_sigma"], c["usl_kappa"]))))
+                peak_colors.append(color)
+            label += (f"σ={c['usl_sigma']:.3f} κ={c['usl_kappa']:.2g} N*={_fmt_n(pn)} "
+                      f"R²={c['usl_r2']:.2f}")
+        else:
+            label += "no fit shown: " + str(c["usl_reason"]).replace("r2", "R²")
+        lines.append((label, color))
+    return fits, fit_colors, peaks, peak_colors, lines
 
 
 def usl_fit(a: StudyAnalysis, folder: Path) -> list[Path]:
@@ -51,28 +80,8 @@ def usl_fit(a: StudyAnalysis, folder: Path) -> list[Path]:
         jitter = 1 + 0.03 * (sub.groupby(["cores", "num_workers"]).cumcount().to_numpy() % 3 - 1)
         ax.scatter(sub["num_workers"] * jitter, sub["samples_per_s"], s=9, alpha=0.55, linewidths=0,
                    c=[palette[c] for c in sub["cores"]])
-        fits, fit_colors, peaks, peak_colors, lines = [], [], [], [], []
-        for cores in sorted(sub["cores"].unique()):
-            c = curve_at.get((panel, cores))
-            if c is None:
-                continue
-            color = palette[cores]
-            label = f"{int(cores)} core{'s' if cores != 1 else ''}: "
-            if c["usl_good"]:
-                # over the measured range only: the model is not evidence beyond it
-                cmax = float(sub.loc[sub["cores"] == cores, "num_workers"].max())
-                grid_n = np.geomspace(1, cmax, 80) if cmax > 1 else np.array([1.0])
-                fits.append(np.column_stack([grid_n, usl(grid_n, c["usl_lam"], c["usl_sigma"], c["usl_kappa"])]))
-                fit_colors.append(color)
-                pn = c["usl_peak_n"]
-                if np.isfinite(pn) and 1 <= pn <= cmax:
-                    peaks.append((pn, float(usl(pn, c["usl_lam"], c["usl_sigma"], c["usl_kappa"]))))
-                    peak_colors.append(color)
-                label += (f"σ={c['usl_sigma']:.3f} κ={c['usl_kappa']:.2g} N*={_fmt_n(pn)} "
-                          f"R²={c['usl_r2']:.2f}")
-            else:
-                label += "no fit shown: " + str(c["usl_reason"]).replace("r2", "R²")
-            lines.append((label, color))
+        fits, fit_colors, peaks, peak_colors, lines = _fits(sub, [(c, curve_at.get((panel, c)))
+                                                                  for c in sorted(sub["cores"].unique())], palette)
         ax.add_collection(LineCollection(fits, colors=fit_colors, linewidths=1.6))
         if peaks:
             ax.scatter(*zip(*peaks), s=36, marker="D", c=peak_colors, edgecolors="black", linewidths=0.6, zorder=5)

@@ -1,6 +1,7 @@
-"""Pieces every question figure shares: median bars with the repetitions as dots, a plain log axis, the
-header naming the verdicts of the question's claims (computed by analysis.claims, never written by hand), and
-saving with a note above the provenance footer."""
+"""Pieces every question figure shares: the rows it may draw (or NothingToDraw, and a placeholder saying why),
+median bars with the repetitions as dots, a plain log axis, the header naming the verdicts of the question's
+claims (computed by analysis.claims, never written by hand), and saving with a note above the provenance
+footer."""
 
 from __future__ import annotations
 
@@ -13,14 +14,27 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from analysis import claims as C
+from analysis.claims import claims_for
 from analysis.figures.style import provenance
 from analysis.figures.style import save as save_figure
 from analysis.intervals import pct
+from analysis.records import ok_rows
 
 
-def ok(df: pd.DataFrame) -> pd.DataFrame:
-    return df[df["status"] == "ok"] if "status" in df else df
+class NothingToDraw(Exception):
+    """A question figure's rows hold nothing it can draw; the message says why, and draw_question_figures
+    draws a placeholder that says so instead."""
+
+
+def drawable(rows: pd.DataFrame, with_workers: bool = False) -> pd.DataFrame:
+    """A copy of the ok rows (those with worker processes only, when asked) a figure draws from; NothingToDraw
+    when there are none."""
+    ok = ok_rows(rows)
+    if with_workers:
+        ok = ok[ok["num_workers"] > 0]
+    if ok.empty:
+        raise NothingToDraw("no ok records")
+    return ok.copy()
 
 
 def bars(ax, data: pd.DataFrame, x: str, y: str, hue: str | None = None, order=None, hue_order=None,
@@ -52,11 +66,11 @@ def plain_log(ax, axis: str = "y") -> None:
         lambda v, _: f"{v:g}" if f"{v:.1e}"[0] in "25" else ""))
 
 
-def header(fig, title: str, rows: pd.DataFrame, study: str, question: str, width: int = 150,
-            legend=None) -> None:
+def claims_header(fig, title: str, rows: pd.DataFrame, study: str, question: str, width: int = 150,
+                  legend=None) -> None:
     """Stacked above the axes: the legend (if any), one line per claim with its verdict as computed by
     analysis.claims, then the title. Heights are measured after layout, so nothing overlaps."""
-    table = C.claims_for(rows, study, question)
+    table = claims_for(rows, study, question)
     lines = [textwrap.shorten(f"{r['verdict'].upper()}: {r['claim']}", width, placeholder=" ...")
              for _, r in table.iterrows()]
     # tight_layout, not constrained layout: style.save then crops with bbox_inches="tight", which keeps

@@ -1,0 +1,78 @@
+"""The oversubscription question's figure: CPU-bound loading against the core count, and ranks x workers
+(DDP-like) (claims: analysis.claims.oversubscription)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from analysis.derive import ranks
+from analysis.environment import env_one
+from analysis.figures.questions.parts import claims_header, drawable, save_with_note
+
+
+def _workers_panel(ax, sub: pd.DataFrame, workload: str) -> None:
+    """One loader's throughput against num_workers, one line per core count, past the cores shaded."""
+    for c, g in sub.groupby("cores"):
+        med = g.groupby("num_workers")["samples_per_s"].median()
+        ax.plot(med.index, med.values, marker="o", lw=1.5, label=f"{c} cores")
+        ax.scatter(g["num_workers"], g["samples_per_s"], s=9, color="0.1", zorder=3)
+        ax.axvline(c, color="0.3", ls=":", lw=1)
+        ax.axvspan(c, max(g["num_workers"].max(), c) + 0.3, color="0.93", zorder=-1)
+        ax.text(c, 0.02, " workers = cores", transform=ax.get_xaxis_transform(), fontsize=7, color="0.3")
+    ax.set_ylim(bottom=0)
+    ax.set_xticks(sorted(sub["num_workers"].unique()))
+    ax.set_xlabel("num_workers (one loader)")
+    ax.set_ylabel("throughput (samples/s)")
+    ax.set_title(f"{workload}: past the cores (shaded)")
+    sns.despine(ax=ax)
+
+
+def _ranks_panel(ax, single: pd.DataFrame, multi: pd.DataFrame, cores: int) -> None:
+    """Throughput of all ranks against the workers in all, one line per workload and rank count."""
+    for w in sorted(set(multi["workload"])):
+        for r, g in pd.concat([single[single["workload"] == w], multi[multi["workload"] == w]]).groupby("ranks"):
+            med = g.groupby("total_workers")["samples_per_s"].median()
+            ax.plot(med.index, med.values, marker="o" if r == 1 else "s", lw=1.5,
+                    label=f"{w}, {r} rank{'s' if r > 1 else ''}")
+            ax.scatter(g["total_workers"], g["samples_per_s"], s=9, color="0.1", zorder=3)
+            if r > 1:
+                for n in sorted(set(g["num_workers"])):
+                    t = n * r
+                    ax.annotate(f"W={n}", (t, med.get(t, np.nan)), textcoords="offset points", xytext=(3, 4),
+                                fontsize=7)
+    ax.axvline(cores, color="0.3", ls=":", lw=1)
+    ax.text(cores, 0.02, " R x W = cores", transform=ax.get_xaxis_transform(), fontsize=7, color="0.3")
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("workers in all (ranks x num_workers)")
+    ax.set_ylabel("throughput of all ranks (samples/s)")
+    ax.set_title("DDP-like: ranks side by side")
+    ax.legend(fontsize=7, loc="lower right")
+    sns.despine(ax=ax)
+
+
+def oversubscription_ranks_x_workers(df: pd.DataFrame, study: str, out: Path) -> list[Path]:
+    """CPU-bound throughput from 1 to 4x the cores as workers, and ranks x workers (DDP-like)."""
+    ok = drawable(df, with_workers=True)
+    ok["ranks"] = ranks(ok).astype(int)
+    ok["total_workers"] = ok["ranks"] * ok["num_workers"]
+    single = ok[ok["ranks"] == 1]
+    workloads = [w for w in ("cpu", "jpeg", "sleep") if w in set(single["workload"])]
+    multi = ok[ok["ranks"] > 1]
+    n_panels = len(workloads) + (1 if not multi.empty else 0)
+    fig, axes = plt.subplots(1, max(n_panels, 1), figsize=(4.6 * max(n_panels, 1), 3.9), squeeze=False)
+    axes = axes[0]
+    for ax, w in zip(axes, workloads):
+        _workers_panel(ax, single[single["workload"] == w], w)
+    if not multi.empty:
+        _ranks_panel(axes[len(workloads)], single, multi, int(ok["cores"].max()))
+    if workloads and axes[0].get_legend_handles_labels()[0]:
+        axes[0].legend(fontsize=7, loc="lower right")
+    claims_header(fig, f"Oversubscription: CPU-bound loading past the cores ({study})", df, study, "oversubscription")
+    return save_with_note(fig, df, study, out, "oversubscription_ranks_x_workers",
+                          "Lines: median over repetitions; dots: repetitions. Cores = CPUs the cell may use "
+                          f"(affinity); physical cores reported by the machine: {env_one(df, 'physical_cores')}.")
