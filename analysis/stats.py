@@ -54,6 +54,7 @@ from analysis.intervals import (
 from analysis.intervals import median_ci as median_ci  # noqa: PLC0414  (re-exported)
 from analysis.records import keep_dtypes, ok_mask
 from analysis.verdicts import (
+    CLAIM_CONFIDENCE,
     COMPARISON_VERDICTS,
     EQUIVALENT,
     FASTER,
@@ -225,7 +226,7 @@ class Comparison:
     higher_is_better: bool = True
     min_effect: float = 0.05
     alpha: float = 0.05
-    confidence: float = 0.95
+    confidence: float = CLAIM_CONFIDENCE
     ci_coverage: float = float("nan")
     ci_method: str = ""
     reason: str = ""
@@ -245,7 +246,7 @@ def compare(
     alpha: float = 0.05,
     higher_is_better: bool = True,
     *,
-    confidence: float = 0.95,
+    confidence: float = CLAIM_CONFIDENCE,
 ) -> Comparison:
     """Compare the repetitions ``b`` against the baseline ``a``: does b differ by at least ``min_effect``?
 
@@ -253,7 +254,8 @@ def compare(
     (``ratio`` is still reported for information, interval and p-value are NaN): a bare ratio of two single
     runs is never a result.
 
-    The interval of the ratio decides, at ``confidence`` (default 95%, two-sided): "faster" or "slower"
+    The interval of the ratio decides, at ``confidence`` (default :data:`CLAIM_CONFIDENCE`, 90% two-sided:
+    each direction errs at most 5%, the rule every decision of the suite uses): "faster" or "slower"
     (by ``higher_is_better``) when it lies entirely beyond ``1 + min_effect`` or below ``1 / (1 +
     min_effect)``; "equivalent" when it lies entirely between them; "inconclusive" when it reaches both, or
     when ``n_a`` v ``n_b`` repetitions cannot reach ``confidence`` (3 v 3 reach at most 90%: 4 per side
