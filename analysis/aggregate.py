@@ -59,6 +59,16 @@ class StudyAnalysis:
     def ok(self) -> pd.DataFrame:
         return ok_rows(self.rows)
 
+    @property
+    def no_gpu(self) -> bool:
+        """Whether every record of the study says CUDA was not available (the environment's one value is False):
+        rules of thumb that count GPUs (analysis.recommend.NEEDS_GPU) do not apply."""
+        env = self.environment
+        if env is None or env.empty:
+            return False
+        values = env.loc[env["what"] == "CUDA available", "value"]
+        return len(values) == 1 and str(values.iloc[0]) == "False"
+
 
 def _fmt_value(v) -> str:
     if isinstance(v, float) and v.is_integer():

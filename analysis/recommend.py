@@ -104,6 +104,10 @@ RULE_LABELS: dict[str, str] = {
     "4_per_gpu": "4 workers per GPU",
     "lightning": "Lightning: cpus // local_world_size - 1",
 }
+#: Rules whose num_workers counts GPUs: not applicable where the records say there was none.
+NEEDS_GPU = frozenset({"4_per_gpu"})
+#: How a rule that does not apply reads, in the report and the figure alike.
+NO_GPU = "n/a: no GPU"
 
 
 def rules_of_thumb(cores: int, gpus: int = 1, local_world_size: int = 1) -> dict[str, int]:

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from suite.axes import AXES
 from suite.record import OK, SCHEMA  # the record's one definition (pure Python, no torch)
 
 CACHE_NAME = ".records-cache.parquet"
@@ -63,12 +64,7 @@ ENV_KEYS = ("host", "cpu_model", "logical_cpus", "physical_cores", "mem_total", 
             "container_digest", "lock_sha256", "loaderbench", "torch_threads", "omp_num_threads")
 #: Config columns that are axes of a study (the user's vocabulary, see suite/axes.py); `jpeg_stage`
 #: ("full" | "decode") marks the decode-only reference cells when a study has them.
-AXIS_COLUMNS = ["workload", "num_workers", "cores", "start_method", "sharing_strategy", "batch_size",
-                "prefetch_factor", "pin_memory", "persistent_workers", "in_order", "batched", "epochs", "step_ms",
-                "step_kind", "sleep_ms", "cpu_work", "decoder", "jpeg_stage", "sample_kb", "tensors_per_sample",
-                "forkserver_preload", "parent_payload_mb", "index_backing", "index_items", "ranks", "slow_worker_ms",
-                "worker_init", "model", "device", "non_blocking", "prefetcher", "fault", "fault_at", "ulimit_nofile",
-                "memory_limit_mb"]
+AXIS_COLUMNS = list(AXES)  # the study vocabulary (suite.axes): one table for validation, records and analysis
 #: Axes that mean nothing without worker processes (a num_workers = 0 cell serves every value of them).
 WORKER_ONLY_AXES = ("start_method", "sharing_strategy", "prefetch_factor", "persistent_workers", "in_order",
                     "forkserver_preload", "slow_worker_ms", "worker_init")

@@ -78,7 +78,7 @@ FIGURE_CAPTIONS = {
         "fitted peak N*. Where the fit is poor the curve is not drawn and the panel says why."),
     "oversubscription": (
         "Past the cores: throughput as a share of each curve's best, involuntary context switches per "
-        "1000 samples, and memory (USS of the main process plus workers) as workers are added."),
+        "1000 samples, and memory (USS of the main process plus workers), all against workers per core."),
     "rules_of_thumb": (
         "What each rule of thumb would have cost on this machine: per curve, the num_workers each rule "
         "picks and the share of the best measured throughput it gives up (darker is worse)."),

@@ -14,6 +14,7 @@ import pandas as pd
 
 from analysis.aggregate import StudyAnalysis
 from analysis.intervals import pct
+from analysis.recommend import NEEDS_GPU, NO_GPU
 
 MAX_TABLE_ROWS = 300  # longer tables are cut (the CSV next to the figures has every row)
 
@@ -145,6 +146,11 @@ def curve_table(a: StudyAnalysis) -> pd.DataFrame:
 def rules_table(a: StudyAnalysis) -> pd.DataFrame:
     rows = []
     for _, r in a.rules.iterrows():
+        if a.no_gpu and r.get("rule") in NEEDS_GPU:
+            rows.append({"curve": r["panel"], "cores": fmt_int(r["cores"]), "rule": r["rule_label"],
+                         "num_workers": "–", "samples/s": NO_GPU, "lost vs best": "–", "processes vs knee": "–",
+                         "memory vs knee (MiB)": "–", "rule vs knee (test)": "–"})
+            continue
         approx = {"exact": "", "interpolated": " (interpolated)", "nearest": " (nearest measured)"}.get(r["match"], "")
         test = fmt_test(r.get("vs_knee_verdict", ""), r.get("vs_knee_reason", ""))
         if np.isfinite(r.get("vs_knee_ratio", np.nan)):

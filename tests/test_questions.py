@@ -1,7 +1,11 @@
 """analysis.figures.questions: each question's figure draws from small synthetic record sets (and from
-records that are all failures), and draw_question_figures picks the figure by study name or axes."""
+records that are all failures), and draw_question_figures picks the figure by study name or axes. Each figure
+is checked as a reader sees it, with the checks of tests/test_figures.py (on the canvas, one x axis per variable,
+a legend of what is drawn, n printed, no interval called 95%)."""
 
 from __future__ import annotations
+
+import re
 
 import pandas as pd
 import pytest
@@ -9,6 +13,7 @@ import pytest
 from analysis import claims as C
 from analysis import derive as D
 from analysis.figures import questions as Q
+from tests.test_figures import all_text, general_problems, kept, outside_canvas  # noqa: F401 (kept: a fixture)
 from tests.question_records import (
     COW_OK, GAP_OK, PEAK, TOTAL_OK, TUTORIAL, cow_table, in_order_table, ladder_table, over_table, pers_table,
     rng_table, sharing_table, sm_table,
@@ -39,19 +44,52 @@ def test_one_figure_per_question_named_after_it():
 
 @pytest.mark.filterwarnings("error:.*could not draw")
 @pytest.mark.parametrize("question", C.QUESTIONS)
-def test_draws_png_and_pdf(question, tmp_path):
+def test_draws_png_and_pdf_a_reader_can_read(question, kept, tmp_path):
+    """PNG + PDF; on the canvas, the same x axis per variable, a legend of what is drawn, n printed, no 95%."""
     df = TABLES[question]()
     paths = Q.draw_question_figures(df, question, tmp_path)
     assert sorted(p.suffix for p in paths) == [".pdf", ".png"]
     assert paths[0].stem == Q.FIGURES[question].__name__
     assert all(p.exists() and p.stat().st_size > 5000 for p in paths)
+    assert len(kept) == 1
+    assert general_problems(*kept[0]) == []
+    assert "n = 3 repetitions per" in all_text(kept[0][0])  # every table has 3 repetitions per cell
 
 
 @pytest.mark.parametrize("question", C.QUESTIONS)
-def test_draws_something_when_every_record_failed(question, tmp_path):
+def test_draws_something_when_every_record_failed(question, kept, tmp_path):
     df = TABLES[question]().assign(status="failed")
     paths = Q.draw_question_figures(df, question, tmp_path)
     assert paths and all(p.exists() for p in paths)
+    fig, png = kept[0]
+    assert outside_canvas(fig, png) == []
+    text = all_text(fig)  # a placeholder, or a figure that says no bar or point had an ok repetition
+    assert f"nothing drawn: 0 of {len(df)} records ok" in text or re.search(r"no \w+ has an ok repetition", text)
+
+
+@pytest.mark.parametrize("question", ["in-order", "oversubscription", "rng"])
+def test_a_cell_that_lost_a_repetition_says_so(question, kept, tmp_path):
+    df = TABLES[question]()
+    cell = df.loc[df["num_workers"] > 0, "cell_id"].iloc[0]
+    df = df.drop(df.index[(df["cell_id"] == cell)][0])
+    Q.draw_question_figures(df, question, tmp_path)
+    fig, _ = kept[0]
+    text = all_text(fig)
+    assert "n = 3 repetitions per" in text and re.search(r"\((\d+, )*2(, \d+)* where stated\)", text)
+    assert "n=2" in text  # at that bar, point or row
+
+
+def test_oversubscription_shades_only_more_workers_than_cores(kept, tmp_path):
+    df = TABLES["oversubscription"]()
+    Q.draw_question_figures(df, "oversubscription", tmp_path)
+    fig, _ = kept[0]
+    single = df[df["ranks"].fillna(1) == 1]
+    cores = float(single["cores"].max())
+    above = sorted(n for n in single["num_workers"].unique() if n > cores)
+    spans = [p for ax in fig.axes for p in ax.patches if p.get_width() > 0]
+    assert len(spans) == single["workload"].nunique()  # one per loader's panel
+    for p in spans:
+        assert cores < p.get_x() < above[0]  # the point at workers = cores is not shaded
 
 
 def test_picks_by_axes_when_the_name_says_nothing(tmp_path):

@@ -261,3 +261,22 @@ def test_a_figure_that_fails_becomes_a_note_and_the_rest_is_drawn(tmp_path, monk
     assert (out / "c" / "throughput_vs_workers.png").exists() and not (out / "c" / "oversubscription.png").exists()
     md = (out / "report.md").read_text()
     assert "Note: figure broken_figure could not be drawn (RuntimeError: drawing failed)." in md
+
+
+def test_the_report_does_not_score_a_gpu_rule_without_a_gpu(tmp_path):
+    """The rules table says "n/a: no GPU" for 4 workers per GPU where the records say CUDA was not available,
+    as the rules figure does."""
+    from analysis.aggregate import analyze_study
+    from analysis.recommend import NO_GPU
+    from analysis.records import load_records
+    from analysis.report_tables import rules_table
+    _small_study(tmp_path)
+    df, _ = load_records(tmp_path)
+    a = analyze_study(df, "small")
+    assert a.no_gpu, "synthetic records are from a machine without CUDA"
+    table = rules_table(a)
+    gpu = table[table["rule"].str.contains("GPU")]
+    assert len(gpu) and (gpu["samples/s"] == NO_GPU).all()
+    assert (table[~table["rule"].str.contains("GPU")]["samples/s"] != NO_GPU).all()
+    with_gpu = rules_table(analyze_study(df.assign(env_cuda_available=True), "small"))
+    assert (with_gpu["samples/s"] != NO_GPU).all()

@@ -9,7 +9,7 @@ from matplotlib.ticker import MaxNLocator
 import pandas as pd
 import seaborn as sns
 
-from analysis.figures.style import provenance, save
+from analysis.figures.style import mark_n, provenance, repetitions_text, save, usual_n
 from analysis.records import ok_rows
 
 KEEPS_UP = 0.9  # MLPerf Storage: a configuration keeps the accelerator fed at AU >= 90%
@@ -32,7 +32,8 @@ def smallest_feeding_config(ok: pd.DataFrame) -> pd.DataFrame:
 
 
 def accelerator_utilization_vs_workers(df: pd.DataFrame, study: str, folder: Path) -> list[Path]:
-    """AU vs num_workers, one panel per model, one line per core count (style: prefetcher on/off)."""
+    """AU vs num_workers, one panel per model, one line per core count (style: prefetcher on/off): the median of
+    the repetitions, the band their middle half; every panel has the same axes."""
     ok = ok_rows(df)
     ok = ok[ok["accelerator_busy_fraction"].notna()].copy()
     if ok.empty:
@@ -42,11 +43,17 @@ def accelerator_utilization_vs_workers(df: pd.DataFrame, study: str, folder: Pat
     order = [f"{c} core" + ("s" if c > 1 else "") for c in sorted(ok["cores"].astype(int).unique())]
     models = sorted(ok["model"].dropna().unique()) if "model" in ok else [None]
     style = "prefetcher" if "prefetcher" in ok and ok["prefetcher"].astype(str).nunique() > 1 else None
-    fig, axes = plt.subplots(1, len(models), figsize=(max(7.0, 4.6 * len(models)), 3.6), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(1, len(models), figsize=(max(7.0, 4.6 * len(models)), 3.6), squeeze=False, sharey=True,
+                             sharex=True)
+    keys = ["cores", "num_workers"] + ([style] if style else [])
+    counts = []
     for ax, model in zip(axes[0], models):
         sub = ok if model is None else ok[ok["model"] == model]
         sns.lineplot(data=sub, x="num_workers", y="accelerator_busy_fraction", hue="cores_label", hue_order=order,
-                     style=style, marker="o", errorbar=("pi", 50), ax=ax, legend=ax is axes[0][0])
+                     style=style, marker="o", estimator="median", errorbar=("pi", 50), ax=ax,
+                     legend=ax is axes[0][0])
+        per = sub.groupby(keys)["accelerator_busy_fraction"].agg(["median", "count"]).reset_index()
+        counts.append((ax, per))
         ax.axhline(KEEPS_UP, color="red", ls="--", lw=1)
         ax.text(0.01, KEEPS_UP + 0.015, "keeps up: AU >= 90%", color="red", fontsize=8,
                 transform=ax.get_yaxis_transform())
@@ -59,7 +66,12 @@ def accelerator_utilization_vs_workers(df: pd.DataFrame, study: str, folder: Pat
         sns.move_legend(axes[0][0], "upper left", bbox_to_anchor=(0, -0.18), ncol=len(order) + 3, frameon=False,
                         title=None)
     sns.despine(fig)
+    usual = usual_n([n for _, per in counts for n in per["count"]])
+    for ax, per in counts:
+        mark_n(ax, per["num_workers"], per["median"], per["count"], usual)
     kind = "SIMULATED step: no GPU here" if simulated else "GPU step timed with CUDA events"
     fig.suptitle(f"Does the accelerator starve? ({study}; {kind})", y=1.02)
     fig.tight_layout()
-    return save(fig, folder, "accelerator_utilization", provenance(df, study))
+    note = (f"lines: median of {repetitions_text([n for _, per in counts for n in per['count']])}; band: the "
+            "middle half of the repetitions (25th to 75th percentile), their spread, not a confidence interval")
+    return save(fig, folder, "accelerator_utilization", f"{note}\n{provenance(df, study)}")

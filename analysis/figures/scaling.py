@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -9,24 +10,30 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.collections import LineCollection
 from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from matplotlib.ticker import NullLocator
 from matplotlib.transforms import offset_copy
 
 from analysis.aggregate import StudyAnalysis
-from analysis.stats import coverage_text
 from analysis.figures.style import (
     FAILED_MARKER,
     MAIN_PROCESS_MARKER,
     UNSTABLE_FACE,
     cores_palette,
+    fit_text,
     grid,
     header,
-    panel_title,
-    throughput_axis,
-    legend_rows,
     log2_axis,
+    mark_n,
+    panel_title,
+    repetitions_text,
     save,
+    throughput_axis,
+    usual_n,
     workers_axis,
 )
+from analysis.intervals import MIN_N
+from analysis.stats import coverage_text
 
 
 def _cores_label(c) -> str:
@@ -34,33 +41,42 @@ def _cores_label(c) -> str:
     return f"{c} core{'s' if c != 1 else ''}"
 
 
-def _handles(a: StudyAnalysis, palette: dict) -> list:
-    cells = a.cells
-    handles = [Line2D([], [], color=palette[c], marker="o", lw=1.5, label=_cores_label(c)) for c in palette]
-    handles += [
-        Line2D([], [], color="0.3", ls="--", lw=0.9, label="ideal: one-worker rate x N"),
-        Line2D([], [], color="0.3", ls=":", lw=1.1, label="num_workers = cores"),
-        Line2D([], [], color="0.3", ls="", marker="v", mec="black", ms=7, label="knee: first within 5% of best"),
-        Line2D([], [], color="0.3", ls="", marker="o", mfc=UNSTABLE_FACE, mew=1.5, label="unstable (IQR > 10%)"),
-        Line2D([], [], color="0.3", ls="", marker=MAIN_PROCESS_MARKER, label="0: main-process loading"),
-    ]
-    if a.curves.get("decode_ceiling", pd.Series(dtype=float)).notna().any():
-        handles.append(Line2D([], [], color="0.3", ls="-.", lw=1.1, label="decode-only ceiling (rate/core x cores)"))
-    if (cells["n"] == 0).any():
-        handles.append(Line2D([], [], color="0.3", ls="", marker=FAILED_MARKER, mec="black", ms=7,
-                              label="every repetition failed"))
-    return handles
+#: What `_measured` and `_guides` may draw -> its legend entry (only what a figure drew is listed).
+_ENTRIES = {
+    "median": lambda: Line2D([], [], color="0.3", marker="o", ms=4.5, lw=1.5, label="median of the repetitions"),
+    "ideal": lambda: Line2D([], [], color="0.3", ls="--", lw=0.9, label="ideal: one-worker rate x N"),
+    "cores": lambda: Line2D([], [], color="0.3", ls=":", lw=1.1, label="num_workers = cores"),
+    "knee": lambda: Line2D([], [], color="0.3", ls="", marker="v", mec="black", ms=7,
+                           label="knee: first within 5% of best"),
+    "unstable": lambda: Line2D([], [], color="0.3", ls="", marker="o", mfc=UNSTABLE_FACE, mew=1.5,
+                               label="unstable (IQR > 10%)"),
+    "main": lambda: Line2D([], [], color="0.3", ls="", marker=MAIN_PROCESS_MARKER,
+                           label="0: main-process loading"),
+    "ceiling": lambda: Line2D([], [], color="0.3", ls="-.", lw=1.1, label="decode-only ceiling (rate/core x cores)"),
+    "failed": lambda: Line2D([], [], color="0.3", ls="", marker=FAILED_MARKER, mec="black", ms=7,
+                             label="every repetition failed (no measurement)"),
+}
 
 
-def _measured(ax, sub: pd.DataFrame, palette: dict) -> float:
+def _handles(palette: dict, drawn: set) -> list:
+    """Legend entries for what was drawn: a colour per core count drawn, then each kind of mark drawn."""
+    handles = [Patch(color=palette[c], label=_cores_label(c)) for c in palette if ("colour", c) in drawn]
+    return handles + [make() for kind, make in _ENTRIES.items() if kind in drawn]
+
+
+def _measured(ax, sub: pd.DataFrame, palette: dict, usual: int | None) -> tuple[float, set]:
     """One panel's measured cells (`sub`, with their `_color`): intervals, median lines, unstable cells hollow,
-    main-process loading as squares, failed cells on the axis. Returns the top of what it drew."""
+    main-process loading as squares, failed cells on the axis, "n=k" at points whose n is not the `usual` one.
+    Returns the top of what it drew and the kinds of marks drawn (see _ENTRIES; ("colour", cores) per core
+    count)."""
     meas = sub[sub["n"] > 0]
     # one artist per kind and panel, not per curve: drawing time grows with artists, not points
     bars = meas[np.isfinite(meas["ci_low"]) & np.isfinite(meas["ci_high"])]
     ax.vlines(bars["num_workers"], bars["ci_low"], bars["ci_high"], colors=list(bars["_color"]), lw=1, zorder=2)
+    drawn = {("colour", c) for c in sub["cores"]}
     for cores, line in meas[meas["num_workers"] >= 1].groupby("cores", sort=True):
         ax.plot(line["num_workers"], line["median"], color=palette[cores], marker="o", ms=4.5, lw=1.5, zorder=3)
+        drawn.add("median")
     unstable = meas[meas["unstable"] & (meas["num_workers"] >= 1)]
     ax.scatter(unstable["num_workers"], unstable["median"], s=38, facecolors=UNSTABLE_FACE,
                edgecolors=list(unstable["_color"]), linewidths=1.5, zorder=4)
@@ -71,13 +87,17 @@ def _measured(ax, sub: pd.DataFrame, palette: dict) -> float:
     failed = sub[sub["n"] == 0]
     ax.scatter(failed["num_workers"], np.zeros(len(failed)), s=60, marker=FAILED_MARKER,
                c=list(failed["_color"]), edgecolors="black", linewidths=0.5, clip_on=False, zorder=5)
-    return float(np.nanmax(np.concatenate([[0.0], meas["median"].to_numpy(float), bars["ci_high"].to_numpy(float)])))
+    mark_n(ax, meas["num_workers"], meas["median"], meas["n"], usual)
+    drawn |= {kind for kind, rows in (("unstable", unstable), ("main", zero), ("failed", failed)) if len(rows)}
+    top = float(np.nanmax(np.concatenate([[0.0], meas["median"].to_numpy(float), bars["ci_high"].to_numpy(float)])))
+    return top, drawn
 
 
-def _guides(ax, fig, sub: pd.DataFrame, curves: list, palette: dict, top: float) -> float:
+def _guides(ax, fig, sub: pd.DataFrame, curves: list, palette: dict, top: float) -> tuple[float, set]:
     """One panel's guides from its curves ((cores, curve) per core count, the curve None where not analysed):
     ideal scaling from the one-worker rate, num_workers = cores, the decode ceilings (named, not drawn, when far
-    above the data) and the knees. Returns the top of the panel with the ceilings drawn."""
+    above the data) and the knees. Returns the top of the panel with the ceilings drawn, and the kinds of guide
+    drawn (see _ENTRIES)."""
     ideal, ideal_colors, vx, vcol, hy, hcol, kx, ky, kcol = [], [], [], [], [], [], [], [], []
     ceilings = []
     for cores, crv in curves:
@@ -108,40 +128,52 @@ def _guides(ax, fig, sub: pd.DataFrame, curves: list, palette: dict, top: float)
         else:
             off_scale.append(f"{int(cores)} cores {ceiling:,.0f}")
     if off_scale:
-        ax.text(0.02, 0.98, "decode ceilings above the axis: " + ", ".join(off_scale), transform=ax.transAxes,
-                ha="left", va="top", fontsize=6.5, color="0.3", wrap=True)
+        note = ax.text(0.02, 0.98, "decode ceilings above the axis: " + ", ".join(off_scale), transform=ax.transAxes,
+                       ha="left", va="top", fontsize=6.5, color="0.3")
+        renderer = fig.canvas.get_renderer()
+        fit_text(note, 0.96 * ax.get_window_extent(renderer).width, renderer)
     ax.add_collection(LineCollection(ideal, colors=ideal_colors, linestyles="--", linewidths=0.9, alpha=0.7, zorder=2))
     ax.vlines(vx, 0, 1, colors=vcol, linestyles=":", lw=1.1, transform=ax.get_xaxis_transform(), zorder=1)
     ax.hlines(hy, 0, 1, colors=hcol, linestyles="-.", lw=1.1, transform=ax.get_yaxis_transform(), zorder=1)
     # just above the point, so the point itself (and its marker style) stays visible
     ax.scatter(kx, ky, s=42, marker="v", c=kcol, edgecolors="black", linewidths=0.6, zorder=6, clip_on=False,
                transform=offset_copy(ax.transData, fig=fig, y=9, units="points"))
-    return top
+    drawn = {kind for kind, marks in (("ideal", ideal), ("cores", vx), ("ceiling", hy), ("knee", kx)) if marks}
+    return top, drawn
+
+
+def interval_note(ns) -> str:
+    """What a scaling figure's points and bars are: the median of how many repetitions, and the bars' real
+    coverage (analysis.stats.coverage_text; cells under analysis.intervals.MIN_N repetitions get none)."""
+    counted = [int(n) for n in ns if n > 0]
+    few = f" (none under {MIN_N} repetitions)" if any(n < MIN_N for n in counted) else ""
+    return f"points: median of {repetitions_text(counted)} · bars: {coverage_text(counted)}{few}"
 
 
 def throughput_vs_workers(a: StudyAnalysis, folder: Path) -> list[Path]:
     """Median samples/s vs num_workers: one panel per workload variant, one colour per core count.
 
-    Error bars: order-statistic interval of the median, its real coverage for the cells' n in the header
-    (75% for [min, max] of 3 repetitions); hollow markers: unstable cells (IQR > 10% of
+    Error bars: order-statistic interval of the median, its real coverage and the cells' n in the note under
+    the title ("n=k" at a point whose n differs from the rest); hollow markers: unstable cells (IQR > 10% of
     the median); square at 0: main-process loading; X on the axis: cells where every repetition
     failed. Dashed: ideal linear scaling from the one-worker rate; dotted vertical: num_workers =
     cores; dash-dot horizontal: decode-only ceiling (jpeg, when the study measured it); triangle
-    above a point: the knee (smallest num_workers within 5% of the best).
+    above a point: the knee (smallest num_workers within 5% of the best). Every panel has the same x axis.
     """
     cells, curves = a.cells, a.curves
     palette = cores_palette(cells["cores"])
-    handles = _handles(a, palette)
-    fig, axes = grid(len(a.panels), legend_rows=legend_rows(len(handles), 5))
-    header(fig, f"Throughput vs num_workers · study {a.study} · median with {coverage_text(cells['n'])}", handles)
+    usual = usual_n(cells["n"])
+    fig, axes = grid(len(a.panels))
     curve_at = {(p, c): r for p, c, r in zip(curves["panel"], curves["cores"], curves.to_dict("records"))}
+    drawn: set = set()
     for ax, panel in zip(axes, a.panels):
         sub = cells[cells["panel"] == panel].sort_values(["cores", "num_workers"])
-        top = _measured(ax, sub.assign(_color=[palette[c] for c in sub["cores"]]), palette)
-        top = _guides(ax, fig, sub, [(c, curve_at.get((panel, c))) for c in sorted(sub["cores"].unique())], palette,
-                      top)
+        top, marks = _measured(ax, sub.assign(_color=[palette[c] for c in sub["cores"]]), palette, usual)
+        top, guides = _guides(ax, fig, sub, [(c, curve_at.get((panel, c))) for c in sorted(sub["cores"].unique())],
+                              palette, top)
+        drawn |= marks | guides
         ax.set_ylim(0, top * 1.12 if top > 0 else 1)
-        workers_axis(ax, sub["num_workers"])
+        workers_axis(ax, cells["num_workers"])
         panel_title(ax, panel)
         ax.set_xlabel("num_workers (worker processes)")
         throughput_axis(ax)
@@ -150,6 +182,8 @@ def throughput_vs_workers(a: StudyAnalysis, folder: Path) -> list[Path]:
             ax.text(0.98, 0.03, "decode ceiling not measured", transform=ax.transAxes, ha="right", va="bottom",
                     fontsize=7, color="0.35", style="italic")
         sns.despine(ax=ax)
+    header(fig, f"Throughput vs num_workers · study {a.study}", _handles(palette, drawn),
+           note=interval_note(cells["n"]))
     return save(fig, folder, "throughput_vs_workers", a.provenance)
 
 
@@ -171,30 +205,71 @@ def _oversubscribed_cells(a: StudyAnalysis) -> tuple[pd.DataFrame, pd.DataFrame]
 
 def _line_styles(panels: list[str], cores_values: list) -> tuple[dict, dict, dict, list]:
     """A colour per panel and, for up to 4 core counts, a marker and a dash per core count (one thin line per
-    curve beyond that); the legend handles saying so."""
+    curve beyond that); the legend handles saying so (the unstable marker is added where drawn)."""
     colors = dict(zip(panels, sns.color_palette("colorblind" if len(panels) <= 10 else "husl", len(panels))))
     markers = dict(zip(cores_values, ["o", "s", "^", "D"]))
     dashes = dict(zip(cores_values, ["-", "--", "-.", ":"]))
-    handles = [Line2D([], [], color=colors[p], lw=1.5, label=p) for p in panels]
+    handles = [Patch(color=colors[p], label=p) for p in panels]
     if len(cores_values) <= 4:
         handles += [Line2D([], [], color="0.3", ls=dashes[c], marker=markers[c], label=_cores_label(c))
                     for c in cores_values]
-        handles.append(Line2D([], [], color="0.3", ls="", marker="o", mfc=UNSTABLE_FACE, mew=1.3,
-                              label="unstable (IQR > 10%)"))
     else:
         handles.append(Line2D([], [], color="0.5", lw=0.8, label=f"one line per core count ({len(cores_values)})"))
-    handles.append(Line2D([], [], color="0.6", ls="--", lw=0.8, label="5% below best (the knee's bound)"))
+    handles += [Line2D([], [], color="0.3", ls=":", lw=1, label="num_workers = cores"),
+                Line2D([], [], color="0.6", ls="--", lw=0.8, label="5% below best (the knee's bound)")]
     return colors, markers, dashes, handles
 
 
+def _ratio_label(r: float) -> str:
+    """1/4 rather than 0.25, 1/64 rather than 0.015625 (short enough never to run into the next tick)."""
+    if r < 1 and (1 / r).is_integer():
+        return f"1/{1 / r:g}"
+    return f"{r:.3g}"
+
+
+def ratio_axis(ax, ratios) -> None:
+    """num_workers / cores on x, the same for every panel given the same `ratios`: base-2 log when they span 4x
+    or more, ticks at the measured ratios (at the powers of two when there are more than 8)."""
+    rs = sorted({float(r) for r in ratios if np.isfinite(r) and r > 0})
+    lo, hi = (rs[0], rs[-1]) if rs else (0.5, 2.0)
+    if hi / lo >= 4:
+        log2_axis(ax.xaxis)
+        ax.set_xlim(lo / 1.25, hi * 1.25)
+    else:
+        span = (hi - lo) or 1
+        ax.set_xlim(lo - 0.06 * span, hi + 0.06 * span)
+    ticks = rs
+    if len(ticks) > 8:
+        powers = list(range(math.ceil(math.log2(lo)), math.floor(math.log2(hi)) + 1))
+        step = math.ceil(len(powers) / 8)
+        ticks = [2.0 ** k for k in powers if k % step == 0]
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([_ratio_label(t) for t in ticks])
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xlabel("num_workers / cores")
+
+
+def oversubscribed_from(ax, ratios) -> float | None:
+    """Where the oversubscribed region starts on `ax`: halfway (on the axis' scale) between workers = cores and
+    the smallest measured ratio above 1, so a point at exactly 1 (every core has one worker) is never inside it;
+    None when no ratio is above 1."""
+    above = [float(r) for r in ratios if np.isfinite(r) and r > 1]
+    if not above:
+        return None
+    first = min(above)
+    return math.sqrt(first) if ax.get_xscale() == "log" else (1 + first) / 2
+
+
 def _oversubscription_axes(ax1, ax2, ax3, cells: pd.DataFrame) -> None:
-    for ax in (ax1, ax2):
+    for ax in (ax1, ax2, ax3):
+        ratio_axis(ax, cells["ratio"])
         ax.axvline(1, color="0.3", ls=":", lw=1)
-        ax.axvspan(1, max(cells["ratio"].max(), 1.01), color="0.94", zorder=-1)
-        ax.set_xlabel("num_workers / cores")
-        if cells["ratio"].max() / max(cells["ratio"].min(), 1e-9) >= 4:
-            log2_axis(ax.xaxis)
-    ax1.text(1.03, 0.02, "oversubscribed", transform=ax1.get_xaxis_transform(), fontsize=8, color="0.3")
+        start = oversubscribed_from(ax, cells["ratio"])
+        if start is not None:
+            ax.axvspan(start, ax.get_xlim()[1], color="0.94", zorder=-1)
+            if ax is ax1:
+                ax.text(start, 0.02, " oversubscribed", transform=ax.get_xaxis_transform(), fontsize=8,
+                        color="0.3")
     ax1.axhline(0.95, color="0.6", lw=0.8, ls="--")
     ax1.set_ylim(0, 1.08)
     ax1.set_ylabel("throughput / best of its curve")
@@ -202,17 +277,15 @@ def _oversubscription_axes(ax1, ax2, ax3, cells: pd.DataFrame) -> None:
     ax2.set_ylabel("involuntary context switches\nper 1000 samples")
     ax2.set_ylim(bottom=0)
     ax2.set_title("Time-slicing cost")
-    ax3.set_xlabel("num_workers")
     ax3.set_ylabel("memory: USS main + workers (MiB)")
     ax3.set_ylim(bottom=0)
-    ax3.set_title("Memory per extra worker")
-    if cells["num_workers"].max() / max(cells["num_workers"].min(), 1) >= 16:
-        log2_axis(ax3.xaxis)
+    ax3.set_title("Memory past the cores")
 
 
 def oversubscription(a: StudyAnalysis, folder: Path) -> list[Path]:
     """Past the cores: throughput as a fraction of each curve's best, involuntary context switches
-    per 1000 samples, and memory (USS of main + workers) against workers per core."""
+    per 1000 samples, and memory (USS of main + workers), all three against workers per core on the same axis,
+    shaded where there are more workers than cores."""
     cells, ctx = _oversubscribed_cells(a)
     if cells.empty:
         return []
@@ -220,20 +293,28 @@ def oversubscription(a: StudyAnalysis, folder: Path) -> list[Path]:
     cores_values = sorted(cells["cores"].unique())
     styled = len(cores_values) <= 4
     colors, markers, dashes, handles = _line_styles(panels, cores_values)
-    fig, (ax1, ax2, ax3) = grid(3, ncols=3, width=3.9, height=2.9, legend_rows=legend_rows(len(handles), 6))
-    header(fig, f"Oversubscription: workers past the cores · study {a.study} · medians over repetitions", handles,
-           ncol=6)
+    usual = usual_n(cells["n"])
+    fig, (ax1, ax2, ax3) = grid(3, ncols=3, width=3.9, height=2.9)
+    unstable_marker = None  # the marker of a core count drawn hollow, for its legend entry
     for (panel, cores), g in cells.sort_values("num_workers").groupby(["panel", "cores"], sort=False):
         kw = dict(color=colors[panel], lw=1.3 if styled else 0.8, alpha=1 if styled else 0.6,
                   marker=markers[cores] if styled else None, ms=4, ls=dashes[cores] if styled else "-")
         ax1.plot(g["ratio"], g["of_best"], **kw)
         unstable = g[g["unstable"]]
-        if styled:
+        if styled and len(unstable):
             ax1.plot(unstable["ratio"], unstable["of_best"], ls="", marker=markers[cores], ms=6,
                      mfc=UNSTABLE_FACE, mec=colors[panel], mew=1.3)
+            unstable_marker = unstable_marker or markers[cores]
         c = ctx[(ctx["panel"] == panel) & (ctx["cores"] == cores)].sort_values("ratio")
         ax2.plot(c["ratio"], c["ctx_per_ksample"], **kw)
-        ax3.plot(g["num_workers"], g["uss_mib"], **kw)
+        ax3.plot(g["ratio"], g["uss_mib"], **kw)
+        mark_n(ax1, g["ratio"], g["of_best"], g["n"], usual)  # the same cells as in the other two panels
     _oversubscription_axes(ax1, ax2, ax3, cells)
     sns.despine(fig)
+    if unstable_marker:
+        handles.append(Line2D([], [], color="0.3", ls="", marker=unstable_marker, mfc=UNSTABLE_FACE, mew=1.3,
+                              label="unstable (IQR > 10%)"))
+    header(fig, f"Oversubscription: workers past the cores · study {a.study}", handles, ncol=6,
+           note=f"points: medians of {repetitions_text(cells['n']).replace('where stated', 'where stated, left')}; "
+                "shaded: more workers than cores")
     return save(fig, folder, "oversubscription", a.provenance)

@@ -1,14 +1,24 @@
 """The look shared by every figure: seaborn's paper theme, a fixed layout, a provenance footer, PNG + PDF.
 
-Layout: figures made with `grid` are laid out in inches, computed once (title and legend block on
-top, panels, footer at the bottom), not by constrained layout: it is several times faster on
-figures with dozens of panels, and it cannot move a legend onto a title or the footer (constrained
-layout places "outside" legends without regard to either).
+Layout: figures made with `grid` are laid out in inches (title, note and legend block on top, panels,
+footer at the bottom), not by constrained layout: it is several times faster on figures with dozens of
+panels, and it cannot move a legend onto a title or the footer (constrained layout places "outside"
+legends without regard to either). `header` measures the block it draws and sizes the top margin to it
+(a title or note wider than the figure is broken into lines, a legend gets fewer columns).
+
+Every figure is saved by `save`: the footer goes under everything drawn, broken into lines no wider than the
+figure, and then the canvas grows on each side by what still lies outside it (`fit_canvas`), so the saved
+canvas is the figure itself and no title, legend, label or footer is cut. Nothing is cropped at save time.
+
+Repetitions: `repetitions_text` says how many repetitions are behind each point ("n = 3 repetitions per
+point"), and where that differs `mark_n` prints the other counts at their points.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -18,6 +28,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.ticker import FuncFormatter, NullLocator  # noqa: E402
+from matplotlib.transforms import Bbox  # noqa: E402
 
 from analysis.environment import provenance  # noqa: E402,F401  (re-exported: figures name their data)
 
@@ -28,11 +39,14 @@ FAILED_MARKER = "X"
 DPI = 150
 FOOTER_PT = 6.5
 LEGEND_PT = 8
+NOTE_PT = 8
 TITLE_PT = 11
 # Fixed margins, in inches.
 _LEFT, _RIGHT, _WSPACE = 0.8, 0.2, 0.8
 _BOTTOM, _HSPACE = 0.85, 1.15  # x tick labels + x label + footer; between rows: the same plus a panel title
 _TITLE_H, _ROW_H = 0.34, 0.19  # the figure title, one row of legend entries
+_PANEL_TITLES = 0.6  # above the first row of panels: their titles, up to two lines
+_PAD = 0.06  # between what is drawn and the edge of the canvas
 _NUMBER = FuncFormatter(lambda v, _: f"{v:g}")
 
 
@@ -53,25 +67,79 @@ def legend_rows(n_handles: int, ncol: int) -> int:
     return max(1, math.ceil(n_handles / max(1, ncol)))
 
 
+@dataclass
+class _Layout:
+    """A `grid` figure in inches: panels of `width` x `height`, `ncols` x `nrows`, `top` and `bottom` margins."""
+
+    ncols: int
+    nrows: int
+    width: float
+    height: float
+    top: float
+    bottom: float
+
+    def apply(self, fig: plt.Figure) -> None:
+        fw = _LEFT + self.ncols * self.width + (self.ncols - 1) * _WSPACE + _RIGHT
+        fh = self.top + self.nrows * self.height + (self.nrows - 1) * _HSPACE + self.bottom
+        fig.set_size_inches(fw, fh)
+        fig.subplots_adjust(left=_LEFT / fw, right=1 - _RIGHT / fw, bottom=self.bottom / fh, top=1 - self.top / fh,
+                            wspace=_WSPACE / self.width, hspace=_HSPACE / self.height)
+
+
 def grid(n_panels: int, ncols: int = 3, width: float = 3.9, height: float = 2.8, legend_rows: int = 2,
          bottom: float = _BOTTOM):
     """A figure of `n_panels` axes, `ncols` to a row, each `width` x `height` inches (the plot area),
-    with room on top for the title and `legend_rows` rows of legend (see `header`)."""
+    with room on top for the title and about `legend_rows` rows of legend (`header` sets it to what it draws)."""
     ncols = max(1, min(ncols, n_panels))
     nrows = max(1, math.ceil(n_panels / ncols))
-    top = _TITLE_H + _ROW_H * legend_rows + 0.6  # + the first row's panel titles (up to two lines)
-    fw = _LEFT + ncols * width + (ncols - 1) * _WSPACE + _RIGHT
-    fh = top + nrows * height + (nrows - 1) * _HSPACE + bottom
-    fig, axes = plt.subplots(nrows, ncols, figsize=(fw, fh), squeeze=False)
-    fig.subplots_adjust(left=_LEFT / fw, right=1 - _RIGHT / fw, bottom=bottom / fh, top=1 - top / fh,
-                        wspace=_WSPACE / width, hspace=_HSPACE / height)
-    fig._loaderbench_layout = True  # save(): the footer's place is already free
+    layout = _Layout(ncols, nrows, width, height, _TITLE_H + _ROW_H * legend_rows + _PANEL_TITLES, bottom)
+    fig, axes = plt.subplots(nrows, ncols, squeeze=False)
+    layout.apply(fig)
+    fig._loaderbench_layout = layout
     flat = list(axes.ravel())
     for ax in flat[n_panels:]:
         ax.set_visible(False)
     return fig, flat[:n_panels]
 
 
+def _text_width(text: str, artist, renderer) -> float:
+    return renderer.get_text_width_height_descent(text, artist.get_fontproperties(), ismath=False)[0]
+
+
+def _split(line: str, room: float, width) -> list[str]:
+    """`line` as lines no wider than `room` (as `width` measures): broken at " · " first, then between words."""
+    if width(line) <= room:
+        return [line]
+    parts = line.split(" · ") if " · " in line else None
+    if parts is None:
+        words = line.split(" ")
+        if len(words) == 1:
+            return [line]
+        parts, sep = words, " "
+    else:
+        sep = " · "
+    out, cur = [], ""
+    for part in parts:
+        trial = f"{cur}{sep}{part}" if cur else part
+        if cur and width(trial) > room:
+            out.append(cur)
+            cur = part
+        else:
+            cur = trial
+    out.append(cur)
+    return [piece for chunk in out for piece in (_split(chunk, room, width) if sep == " · " else [chunk])]
+
+
+def fit_text(text, room_px: float, renderer) -> None:
+    """Break each line of the text artist `text` into lines no wider than `room_px` pixels."""
+    lines = []
+    for line in text.get_text().split("\n"):
+        lines += _split(line, room_px, lambda s: _text_width(s, text, renderer))
+    text.set_text("\n".join(lines))
+
+
+def _inches(artist, fig: plt.Figure, renderer) -> Bbox:
+    return artist.get_window_extent(renderer).transformed(fig.dpi_scale_trans.inverted())
 
 
 def panel_title(ax, text: str, width: int = 44) -> None:
@@ -123,30 +191,116 @@ def log2_axis(axis) -> None:
     axis.set_minor_locator(NullLocator())
 
 
-def header(fig: plt.Figure, title: str, handles: list, ncol: int = 5) -> None:
-    """The figure's title and its legend, as one block above the panels (room made by `grid`)."""
+def header(fig: plt.Figure, title: str, handles: list, ncol: int = 5, note: str | None = None) -> None:
+    """The figure's title, a `note` under it (what the points and bars are, n and coverage) and its legend, as one
+    block above the panels: for a `grid` figure the top margin is set to the block's measured height; above any
+    other figure the block is stacked over it (save grows the canvas to hold it)."""
+    layout = getattr(fig, "_loaderbench_layout", None)
+    renderer = fig.canvas.get_renderer()
+    room = (fig.get_figwidth() - 2 * _PAD) * fig.dpi
+    texts = [fig.text(0.5, 1, title, ha="center", va="top", fontsize=TITLE_PT)]
+    if note:
+        texts.append(fig.text(0.5, 1, note, ha="center", va="top", fontsize=NOTE_PT, color="0.25"))
+    for t in texts:
+        fit_text(t, room, renderer)
+    leg = None
+    cols = max(1, min(len(handles), ncol))
+    while handles:
+        leg = fig.legend(handles=handles, loc="upper center", ncol=cols, fontsize=LEGEND_PT, borderaxespad=0,
+                         handlelength=2.2, columnspacing=1.6, labelspacing=0.3)
+        if cols == 1 or leg.get_window_extent(renderer).width <= room:
+            break
+        leg.remove()
+        cols -= 1
+    heights = [_inches(t, fig, renderer).height for t in texts]
+    leg_h = _inches(leg, fig, renderer).height + 0.12 if leg is not None else 0.0
+    block = 0.08 + sum(heights) + 0.05 * (len(heights) - 1) + leg_h
+    if isinstance(layout, _Layout):
+        layout.top = block + _PANEL_TITLES
+        layout.apply(fig)
+        y = 0.08
+    else:  # a figure laid out otherwise: the block goes above it, and save grows the canvas to hold it
+        y = 0.08 - block - 0.35
     fh = fig.get_figheight()
-    fig.text(0.5, 1 - 0.08 / fh, title, ha="center", va="top", fontsize=TITLE_PT)
-    if handles:
-        fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 1 - (0.08 + _TITLE_H) / fh),
-                   ncol=max(1, min(len(handles), ncol)), fontsize=LEGEND_PT, borderaxespad=0, handlelength=2.2,
-                   columnspacing=1.6, labelspacing=0.3)
+    for t, h in zip(texts, heights):
+        t.set_position((0.5, 1 - y / fh))
+        y += h + 0.05
+    if leg is not None:
+        leg.set_bbox_to_anchor((0.5, 1 - (y + 0.07) / fh), transform=fig.transFigure)
+
+
+def fit_canvas(fig: plt.Figure, drawn: Bbox) -> None:
+    """Grow the canvas so that `drawn` (inches, what the figure draws) lies inside it with a small pad: by what
+    sticks out on each side, moving everything placed in figure coordinates (axes, figure texts and legends) with
+    it so nothing moves relative to anything else."""
+    w, h = fig.get_size_inches()
+    left, right = max(0.0, _PAD - drawn.x0), max(0.0, drawn.x1 + _PAD - w)
+    bottom, top = max(0.0, _PAD - drawn.y0), max(0.0, drawn.y1 + _PAD - h)
+    if not (left or right or bottom or top):
+        return
+    w2, h2 = w + left + right, h + bottom + top
+
+    def moved(b: Bbox) -> Bbox:  # a box in inches -> the same place, in the new figure's fractions
+        return Bbox.from_extents((b.x0 + left) / w2, (b.y0 + bottom) / h2, (b.x1 + left) / w2, (b.y1 + bottom) / h2)
+
+    for ax in fig.axes:
+        p = ax.get_position()
+        ax.set_position(moved(Bbox.from_extents(p.x0 * w, p.y0 * h, p.x1 * w, p.y1 * h)))
+    for t in fig.texts:
+        if t.get_transform() is fig.transFigure:
+            x, y = t.get_position()
+            t.set_position(((x * w + left) / w2, (y * h + bottom) / h2))
+    for leg in fig.legends:
+        anchor = leg.get_bbox_to_anchor().transformed(fig.dpi_scale_trans.inverted())
+        leg.set_bbox_to_anchor(moved(anchor), transform=fig.transFigure)
+    fig.set_size_inches(w2, h2)
 
 
 def save(fig: plt.Figure, folder: Path, name: str, footer: str) -> list[Path]:
-    """Write `folder/name.png` and `.pdf` with the provenance `footer` under everything else."""
-    if getattr(fig, "_loaderbench_layout", False):
-        fig.text(0.005, 0.06 / fig.get_figheight(), footer, fontsize=FOOTER_PT, color="0.35", ha="left",
-                 va="bottom")
-        kw: dict = {}
-    else:  # someone else's layout (tight_layout, a FacetGrid): below the axes, and the canvas grows to include it
-        fig.text(0.005, -0.02, footer, fontsize=FOOTER_PT, color="0.35", ha="left", va="top")
-        kw = {"bbox_inches": "tight", "pad_inches": 0.08}
+    """Write `folder/name.png` and `.pdf` with the provenance `footer` under everything else, the canvas grown to
+    hold all that is drawn (`fit_canvas`)."""
+    renderer = fig.canvas.get_renderer()
+    drawn = fig.get_tightbbox(renderer)  # places tick labels and axis labels as a draw would, without one
+    w, h = fig.get_size_inches()
+    x0 = max(drawn.x0, 0.0)
+    text = fig.text(x0 / w, (drawn.y0 - 0.08) / h, footer, fontsize=FOOTER_PT, color="0.35", ha="left", va="top")
+    fit_text(text, (max(w, drawn.x1) - x0 - _PAD) * fig.dpi, renderer)
+    fit_canvas(fig, Bbox.union([drawn, _inches(text, fig, renderer)]))
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for ext in ("png", "pdf"):
         path = folder / f"{name}.{ext}"
-        fig.savefig(path, dpi=DPI, **kw)
+        fig.savefig(path, dpi=DPI)
         paths.append(path)
     plt.close(fig)
     return paths
+
+
+def repetitions_text(ns, per: str = "point") -> str:
+    """How many ok repetitions are behind each point (`ns`, one count per point; 0, a point with none, is not
+    drawn as a measurement): "n = 3 repetitions per point", or where the counts differ the most common one and
+    the others, which `mark_n` prints at their points: "n = 3 repetitions per point (2 where stated)"."""
+    usual = usual_n(ns)
+    if usual is None:
+        return f"no {per} has an ok repetition"
+    others = sorted({int(n) for n in ns if _counted(n)} - {usual})
+    text = f"n = {usual} repetition{'s' if usual != 1 else ''} per {per}"
+    return text + (f" ({', '.join(map(str, others))} where stated)" if others else "")
+
+
+def _counted(n) -> bool:
+    return n is not None and np.isfinite(float(n)) and n > 0
+
+
+def usual_n(ns) -> int | None:
+    """The most common repetition count of the points (the larger on a tie); None when no point has any."""
+    counts = Counter(int(n) for n in ns if _counted(n))
+    return max(counts, key=lambda k: (counts[k], k)) if counts else None
+
+
+def mark_n(ax, xs, ys, ns, usual: int | None, **kw) -> None:
+    """Print "n=k" under each point whose repetition count k differs from the `usual` one (see repetitions_text)."""
+    for x, y, n in zip(xs, ys, ns):
+        if _counted(n) and int(n) != usual and np.isfinite(float(y)):
+            ax.annotate(f"n={int(n)}", (x, y), textcoords="offset points", xytext=(0, -11), ha="center",
+                        va="center", fontsize=6.5, color="0.2", **kw)

@@ -5,7 +5,8 @@ a study (by its name, else by the axes it varies).
 Every figure: bars are medians over repetitions, black dots the repetitions themselves (so the dots are the
 spread); ratio whiskers are distribution-free intervals whose real coverage and n the note prints; the header
 names the verdicts of the question's claims as computed by analysis.claims (never written by hand); the
-footer names study, machine and versions. A figure whose rows hold nothing to draw raises NothingToDraw, and a
+footer says how many repetitions are behind each bar or point ("n=k" at those that differ) and names study,
+machine and versions. A figure whose rows hold nothing to draw raises NothingToDraw, and a
 placeholder saying why is drawn instead (parts.py holds what the figures share).
 """
 

@@ -41,7 +41,9 @@ def _timeline_rows(ok: pd.DataFrame) -> pd.DataFrame:
 
 
 def _timelines(axes, tl: pd.DataFrame, combos, palette: dict) -> None:
-    """Top row: each repetition's workers' USS per worker over time, one panel per start method x workers."""
+    """Top row: each repetition's workers' USS per worker over time, one panel per start method x workers, all on
+    the same time axis."""
+    t_max = float(tl["t"].max()) if not tl.empty else 1.0
     for ax, (sm, n) in zip(axes, combos):
         sub = tl[(tl["start_method"] == sm) & (tl["num_workers"] == n)] if not tl.empty else tl
         for (b, rep), g in (sub.groupby(["index_backing", "repetition"]) if not sub.empty else []):
@@ -51,24 +53,28 @@ def _timelines(axes, tl: pd.DataFrame, combos, palette: dict) -> None:
         ax.set_xlabel("time since all workers were up (s)")
         ax.set_ylabel("USS per worker (MiB)")
         ax.set_ylim(bottom=0)
+        ax.set_xlim(-0.03 * t_max, 1.03 * t_max)
         sns.despine(ax=ax)
     for ax in axes[len(combos):]:
         ax.set_visible(False)
 
 
-def _growth_bars(axes, ok: pd.DataFrame, layouts: list[str], backings: list[str], palette: dict) -> None:
-    """Bottom row: growth, peak USS and peak PSS per worker, per layout and backing."""
+def _growth_bars(axes, ok: pd.DataFrame, layouts: list[str], backings: list[str], palette: dict) -> list[tuple]:
+    """Bottom row: growth, peak USS and peak PSS per worker, per layout and backing; returns the bars
+    (parts.bars)."""
+    points = []
     for ax, (metric, label, title) in zip(axes, BARS):
         # growth under spawn is the worker's own start-up (import, unpickling its copy): peaks only
         data = ok[ok["start_method"] == "fork"] if metric == "growth_mib_per_worker" else ok
         lay = [x for x in layouts if x in set(data["layout"])]
-        bars(ax, data, "layout", metric, "index_backing", lay, backings, [palette[b] for b in backings])
+        points += bars(ax, data, "layout", metric, "index_backing", lay, backings, [palette[b] for b in backings])
         ax.axhline(0, color="0.5", lw=0.6)
         ax.set_xlabel("")
         ax.set_ylabel(label)
         ax.set_title(title)
     for ax in axes[len(BARS):]:
         ax.set_visible(False)
+    return points
 
 
 def memory_growth_by_backing(df: pd.DataFrame, study: str, out: Path) -> list[Path]:
@@ -87,7 +93,7 @@ def memory_growth_by_backing(df: pd.DataFrame, study: str, out: Path) -> list[Pa
     ncols = max(len(combos), 3)
     fig, axes = plt.subplots(2, ncols, figsize=(4.2 * ncols, 7.2), squeeze=False)
     _timelines(axes[0], _timeline_rows(ok), combos, palette)
-    _growth_bars(axes[1], ok, [f"{sm}, {_workers(n)}" for sm, n in combos], backings, palette)
+    points = _growth_bars(axes[1], ok, [f"{sm}, {_workers(n)}" for sm, n in combos], backings, palette)
     leg = legend_top(fig, axes[1][0], "index backing", ncol=4)
     for ax in list(axes[1][1:]) + list(axes[0]):
         if ax.get_legend():
@@ -102,4 +108,4 @@ def memory_growth_by_backing(df: pd.DataFrame, study: str, out: Path) -> list[Pa
         "alive. Workers = every process under the cell but the main one (spawn: the resource tracker too)."
         "\nnumpy_bytes is the control (an index that is one object). A step shared by every backing is not "
         "the index's: a full pass of Python's cyclic GC writes to every tracked object the worker inherited "
-        "(gc.freeze() in the parent before forking avoids it).")
+        "(gc.freeze() in the parent before forking avoids it).", points)

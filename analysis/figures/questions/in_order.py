@@ -34,8 +34,9 @@ def tail_latency_in_order(df: pd.DataFrame, study: str, out: Path) -> list[Path]
     for q in ("p50", "p95", "p99"):
         ok[f"wait_{q}_ms"] = ok[f"batch_wait_{q}_s"] * 1e3
     fig, axes = plt.subplots(1, 3, figsize=(max(13, 3 * (1.2 + 0.9 * len(order))), 3.9))
+    points = []
     for ax, (metric, label, title) in zip(axes, PANELS):
-        bars(ax, ok, "straggler", metric, "delivery", order, HUE_ORDER, pal)
+        points += bars(ax, ok, "straggler", metric, "delivery", order, HUE_ORDER, pal)
         ax.set_xlabel("workers / worker 0's extra wait per sample")
         ax.set_ylabel(label)
         ax.set_title(title)
@@ -46,4 +47,4 @@ def tail_latency_in_order(df: pd.DataFrame, study: str, out: Path) -> list[Path]
     claims_header(fig, f"in_order=False with a straggling worker ({study})", df, study, "in-order", legend=leg)
     return save_with_note(fig, df, study, out, "tail_latency_in_order",
                           "Bars: median over repetitions; dots: repetitions. Waits: time the training loop waited "
-                          "for each batch of the measured window.")
+                          "for each batch of the measured window.", points)

@@ -59,14 +59,16 @@ def _speedup_panel(ax, sp: pd.DataFrame, device: str) -> None:
     sns.despine(ax=ax)
 
 
-def _throughput_panel(ax, ok: pd.DataFrame, rungs: list[str]) -> None:
-    bars(ax, ok, "rung", METRIC, None, rungs)
+def _throughput_panel(ax, ok: pd.DataFrame, rungs: list[str]) -> list[tuple]:
+    """End-to-end throughput per rung; returns the bars (parts.bars)."""
+    points = bars(ax, ok, "rung", METRIC, None, rungs)
     ax.set_xlabel("")
     ax.set_ylabel("end-to-end throughput (samples/s)")
     shape = {c: pd.to_numeric(col(ok, c), errors="coerce").max() for c in ("epochs", "measure_batches", "batch_size")}
     ax.set_title(f"{shape['epochs']:g} epochs x {shape['measure_batches']:g} batches of {shape['batch_size']:g}, "
                  f"wall time" if all(np.isfinite(v) for v in shape.values()) else "whole run, wall time")
     ax.tick_params(axis="x", labelrotation=25)
+    return points
 
 
 def ladder_speedups(df: pd.DataFrame, study: str, out: Path) -> list[Path]:
@@ -78,9 +80,9 @@ def ladder_speedups(df: pd.DataFrame, study: str, out: Path) -> list[Path]:
     device = ", ".join(sorted(set(col(ok, "consumer").dropna().astype(str)))) or "?"
     fig, axes = plt.subplots(1, 2, figsize=(12, 4), gridspec_kw={"width_ratios": [1.3, 1]})
     _speedup_panel(axes[0], sp, device)
-    _throughput_panel(axes[1], ok, rungs)
+    points = _throughput_panel(axes[1], ok, rungs)
     claims_header(fig, f"The tutorial's optimization ladder, reproduced ({study})", df, study, "ladder", width=170)
     return save_with_note(fig, df, study, out, "ladder_speedups",
                           f"Left: ratio of medians over the baseline, whisker = {ratio_note(comps)}. Right: bars "
                           "median, dots repetitions. The tutorial's numbers are from a GPU; on a CPU the model step "
-                          "dominates.")
+                          "dominates.", points)

@@ -1,7 +1,9 @@
 """Pieces every question figure shares: the rows it may draw (or NothingToDraw, and a placeholder saying why),
 median bars with the repetitions as dots, a plain log axis, the header naming the verdicts of the question's
 claims (computed by analysis.claims, never written by hand), and saving with a note above the provenance
-footer."""
+footer that says how many repetitions are behind each bar or point (printed at the ones that differ).
+
+A point is `(ax, x, y, n)`: where a bar or point was drawn and how many repetitions it is the median of."""
 
 from __future__ import annotations
 
@@ -15,10 +17,10 @@ import pandas as pd
 import seaborn as sns
 
 from analysis.claims import claims_for
-from analysis.figures.style import provenance
+from analysis.figures.style import mark_n, provenance, repetitions_text, usual_n
 from analysis.figures.style import save as save_figure
 from analysis.intervals import pct
-from analysis.records import ok_rows
+from analysis.records import ok_mask, ok_rows
 
 
 class NothingToDraw(Exception):
@@ -38,12 +40,12 @@ def drawable(rows: pd.DataFrame, with_workers: bool = False) -> pd.DataFrame:
 
 
 def bars(ax, data: pd.DataFrame, x: str, y: str, hue: str | None = None, order=None, hue_order=None,
-          palette=None, log: bool = False) -> None:
-    """Median bars with every repetition as a black dot."""
+          palette=None, log: bool = False) -> list[tuple]:
+    """Median bars with every repetition as a black dot; returns the bars as points (ax, x, median, n)."""
     data = data[np.isfinite(pd.to_numeric(data[y], errors="coerce"))]
     if data.empty:
         ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center", color="0.5")
-        return
+        return []
     kw = dict(data=data, x=x, y=y, order=order, ax=ax)
     if hue is not None:
         kw.update(hue=hue, hue_order=hue_order)
@@ -54,6 +56,28 @@ def bars(ax, data: pd.DataFrame, x: str, y: str, hue: str | None = None, order=N
     if log:
         plain_log(ax)
     sns.despine(ax=ax)
+    return _bar_points(ax, data, x, y, hue, order, hue_order)
+
+
+def _bar_points(ax, data: pd.DataFrame, x: str, y: str, hue: str | None, order, hue_order) -> list[tuple]:
+    """Where seaborn put each bar (categories at 0, 1, ...; hue levels dodged across 0.8 of a category)."""
+    order = list(order) if order is not None else list(dict.fromkeys(data[x]))
+    levels = (list(hue_order) if hue_order is not None else list(dict.fromkeys(data[hue]))) if hue else [None]
+    width = 0.8 / len(levels)
+    points = []
+    for keys, g in data.groupby([x, hue] if hue else [x], sort=False):
+        keys = keys if isinstance(keys, tuple) else (keys,)
+        if keys[0] not in order or (hue and keys[1] not in levels):
+            continue
+        pos = order.index(keys[0]) + ((levels.index(keys[1]) - (len(levels) - 1) / 2) * width if hue else 0)
+        points.append((ax, pos, float(np.median(pd.to_numeric(g[y]))), len(g)))
+    return points
+
+
+def line_points(ax, data: pd.DataFrame, x: str, y: str, by: list[str]) -> list[tuple]:
+    """The medians drawn as points at each `x` of each `by` group, as points (ax, x, median, n)."""
+    data = data[np.isfinite(pd.to_numeric(data[y], errors="coerce"))]
+    return [(ax, float(k[-1]), float(np.median(g[y])), len(g)) for k, g in data.groupby([*by, x], sort=False)]
 
 
 def plain_log(ax, axis: str = "y") -> None:
@@ -73,8 +97,8 @@ def claims_header(fig, title: str, rows: pd.DataFrame, study: str, question: str
     table = claims_for(rows, study, question)
     lines = [textwrap.shorten(f"{r['verdict'].upper()}: {r['claim']}", width, placeholder=" ...")
              for _, r in table.iterrows()]
-    # tight_layout, not constrained layout: style.save then crops with bbox_inches="tight", which keeps
-    # this header (above y = 1) and the footer (below y = 0) on the canvas.
+    # tight_layout, not constrained layout: this header goes above y = 1 and style.save grows the canvas to
+    # hold it (and the footer under the axes).
     fig.tight_layout()
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
@@ -99,16 +123,24 @@ def legend_top(fig, ax, title: str | None = None, ncol: int = 6):
                       frameon=False, fontsize=8, title_fontsize=8)
 
 
-def save_with_note(fig, rows, study, out, name, note: str) -> list[Path]:
-    """Save with the note above the provenance footer (style.save puts the footer below the axes)."""
-    return save_figure(fig, Path(out), name, note + "\n" + provenance(rows, study))
+def save_with_note(fig, rows, study, out, name, note: str, points: list[tuple], per: str = "bar") -> list[Path]:
+    """Save with the note and how many repetitions are behind each of the `points` (bars or points, see the
+    module doc: "n=k" printed at those that differ from the rest) above the provenance footer (style.save puts
+    the footer below the axes)."""
+    ns = [p[3] for p in points]
+    usual = usual_n(ns)
+    for ax, x, y, n in points:
+        if ax is not None:  # None: the figure prints n another way (a heat map's row labels)
+            mark_n(ax, [x], [y], [n], usual)
+    return save_figure(fig, Path(out), name, f"{note}\n{repetitions_text(ns, per=per)}\n{provenance(rows, study)}")
 
 
 def empty(rows: pd.DataFrame, study: str, out: Path, name: str, why: str) -> list[Path]:
     fig, ax = plt.subplots(figsize=(6, 2))
     ax.axis("off")
     ax.text(0.5, 0.5, f"{name}: {why}", ha="center", va="center", fontsize=9)
-    return save_figure(fig, Path(out), name, provenance(rows, study))
+    counted = f"nothing drawn: {int(ok_mask(rows).sum())} of {len(rows)} records ok"
+    return save_figure(fig, Path(out), name, f"{counted}\n{provenance(rows, study)}")
 
 
 def ratio_note(comparisons) -> str:

@@ -11,7 +11,15 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from analysis.figures.questions.parts import bars, claims_header, drawable, plain_log, ratio_note, save_with_note
+from analysis.figures.questions.parts import (
+    bars,
+    claims_header,
+    drawable,
+    line_points,
+    plain_log,
+    ratio_note,
+    save_with_note,
+)
 from analysis.records import is_true
 from analysis.stats import compare
 
@@ -33,8 +41,11 @@ def _per_epoch(many: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(ep)
 
 
-def _epoch_panel(ax, ep: pd.DataFrame, order: list[str], pal: dict, top: int) -> None:
+def _epoch_panel(ax, ep: pd.DataFrame, order: list[str], pal: dict, top: int) -> list[tuple]:
+    """Median time of each epoch, per workers and start method; returns its points (parts.line_points)."""
+    points = []
     if not ep.empty:
+        points = line_points(ax, ep, "epoch", "epoch_s", ["workers", "start_method"])
         sns.lineplot(data=ep, x="epoch", y="epoch_s", hue="workers", hue_order=HUE_ORDER, style="start_method",
                      style_order=order, estimator=np.median, errorbar=None, markers=True, palette=pal, ax=ax)
         plain_log(ax)
@@ -44,6 +55,7 @@ def _epoch_panel(ax, ep: pd.DataFrame, order: list[str], pal: dict, top: int) ->
     ax.set_ylabel("epoch time incl. worker start (s, log)")
     ax.set_title("per-epoch time (median of repetitions)")
     sns.despine(ax=ax)
+    return points
 
 
 def _speedups(ok: pd.DataFrame) -> tuple[pd.DataFrame, list]:
@@ -92,17 +104,19 @@ def epoch_gap_by_persistence(df: pd.DataFrame, study: str, out: Path) -> list[Pa
     top = int(ok["epochs"].max())
     many = ok[ok["epochs"] == top]
     fig, axes = plt.subplots(1, 3, figsize=(14, 4))
-    bars(axes[0], many, "start_method", "epoch_gap_s", "workers", order, HUE_ORDER, [pal[h] for h in HUE_ORDER],
-         log=True)
+    points = bars(axes[0], many, "start_method", "epoch_gap_s", "workers", order, HUE_ORDER,
+                  [pal[h] for h in HUE_ORDER], log=True)
     axes[0].set_xlabel("start method")
     axes[0].set_ylabel("gap at an epoch boundary (s, log)")
     axes[0].set_title(f"last batch of epoch e to first of e+1 ({top} epochs)")
-    _epoch_panel(axes[1], _per_epoch(many), order, pal, top)
+    points += _epoch_panel(axes[1], _per_epoch(many), order, pal, top)
     sp, comps = _speedups(ok)
     _speedup_panel(axes[2], sp, order)
+    axes[2].set_xlim(axes[0].get_xlim())  # the same start methods at the same x as the left panel
     if axes[0].get_legend():
         sns.move_legend(axes[0], "upper left", fontsize=7, title=None)
     claims_header(fig, f"Persistent workers: the cost at every epoch boundary ({study})", df, study, "persistence")
     return save_with_note(fig, df, study, out, "epoch_gap_by_persistence",
                           "Left: bars median, dots repetitions. Right: ratio of median total run time, whisker = "
-                          f"{ratio_note(comps)}; with 1 epoch there is no boundary (control).")
+                          f"{ratio_note(comps)}; with 1 epoch there is no boundary (control).", points,
+                          per="bar or point")

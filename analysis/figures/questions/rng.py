@@ -12,6 +12,7 @@ import seaborn as sns
 
 from analysis.environment import env_one
 from analysis.figures.questions.parts import NothingToDraw, claims_header, save_with_note
+from analysis.figures.style import usual_n
 from analysis.records import col, is_true, ok_rows
 
 COLUMNS = [f"rng_dup_{s}_{p}" for p in ("within", "across") for s in ("python", "numpy", "torch")]
@@ -26,8 +27,13 @@ def rng_duplicates(df: pd.DataFrame, study: str, out: Path) -> list[Path]:
                     if n else "0 workers (main process)"
                     for n, sm, wi, p in zip(ok["num_workers"], col(ok, "start_method"), col(ok, "worker_init"),
                                             col(ok, "persistent_workers"))]
-    med = ok.groupby("config")[[c for c in COLUMNS if c in ok]].median() * 100
+    present = [c for c in COLUMNS if c in ok]
+    med = ok.groupby("config")[present].median() * 100
     med = med.reindex(sorted(med.index, key=lambda s: (int(s.split()[0]), s)))
+    # every cell of a row is the median of that configuration's repetitions with a value
+    ns = ok.groupby("config")[present].count().max(axis=1).reindex(med.index)
+    usual = usual_n(ns)
+    med.index = [f"{c} (n={n})" if n != usual else c for c, n in zip(med.index, ns)]
     med.columns = [f"{c.split('_')[2]}\n{'same epoch' if c.endswith('within') else 'epoch before'}"
                    for c in med.columns]
     fig, ax = plt.subplots(figsize=(10.5, 0.42 * len(med) + 1.8))
@@ -42,4 +48,4 @@ def rng_duplicates(df: pd.DataFrame, study: str, out: Path) -> list[Path]:
     return save_with_note(fig, df, study, out, "rng_duplicates",
                           "same epoch: share of an epoch's draws equal to another draw of that epoch (the same "
                           "augmentation in two workers); epoch before: share already drawn in the previous epoch. "
-                          "n/a: a single epoch.")
+                          "n/a: a single epoch.", [(None, 0, 0, n) for n in ns], per="row")

@@ -22,7 +22,8 @@ PANELS = [("open_fds_peak", "peak open descriptors, all processes (log)", "descr
 
 
 def _outcome_grid(ax, rows: pd.DataFrame, cells: list[str]) -> None:
-    """Ok repetitions out of all, per strategy x limit (rows) and workers x tensors (columns)."""
+    """Ok repetitions out of all, per strategy x limit (rows) and workers x tensors (columns), each column at the
+    x of its bars in the other panels (0, 1, ...: the same x axis)."""
     grid = []
     for (s, lim), g in rows.groupby(["sharing_strategy", "limit"]):
         for c in cells:
@@ -35,19 +36,33 @@ def _outcome_grid(ax, rows: pd.DataFrame, cells: list[str]) -> None:
         return
     piv = grid.pivot(index="row", columns="cell", values="ok")[cells]
     txt = grid.pivot(index="row", columns="cell", values="text")[cells]
-    sns.heatmap(piv, annot=txt, fmt="", cmap="RdYlGn", vmin=0, vmax=1, cbar=False, ax=ax,
-                annot_kws={"fontsize": 7}, linewidths=0.5)
+    share = piv.to_numpy(float)
+    cmap = plt.get_cmap("RdYlGn")
+    ax.imshow(share, aspect="auto", cmap=cmap, vmin=0, vmax=1, interpolation="nearest")
+    for (i, j), text in np.ndenumerate(txt.to_numpy()):
+        r, g, b, _ = cmap(share[i, j]) if np.isfinite(share[i, j]) else (1, 1, 1, 1)
+        dark = 0.2126 * r + 0.7152 * g + 0.0722 * b < 0.45
+        ax.text(j, i, text, ha="center", va="center", fontsize=7, color="white" if dark else "0.1")
+    ax.set_xticks(range(len(cells)), cells)
+    ax.set_yticks(range(len(piv)), piv.index)
+    ax.set_xticks(np.arange(len(cells) + 1) - 0.5, minor=True)
+    ax.set_yticks(np.arange(len(piv) + 1) - 0.5, minor=True)
+    ax.grid(which="minor", color="white", lw=1)
+    ax.tick_params(which="both", length=0)
+    sns.despine(ax=ax, left=True, bottom=True)
     ax.set_xlabel("workers x tensors per sample")
     ax.set_ylabel("")
     ax.set_title("repetitions ok (EMFILE: ran out of descriptors)")
     ax.tick_params(axis="x", labelrotation=30)
 
 
-def _strategy_panels(axes, top: pd.DataFrame, cells: list[str], strategies: list[str], limits: list) -> None:
-    """Descriptors, throughput and /dev/shm per strategy, ok cells at the highest open-file limit (`top`)."""
+def _strategy_panels(axes, top: pd.DataFrame, cells: list[str], strategies: list[str], limits: list) -> list[tuple]:
+    """Descriptors, throughput and /dev/shm per strategy, ok cells at the highest open-file limit (`top`); returns
+    the bars (parts.bars)."""
     pal = dict(zip(STRATEGIES, sns.color_palette("colorblind", 2)))
+    points = []
     for ax, (metric, label, title, log) in zip(axes, PANELS):
-        bars(ax, top, "cell", metric, "sharing_strategy", [c for c in cells if c in set(top["cell"])], strategies,
+        points += bars(ax, top, "cell", metric, "sharing_strategy", cells, strategies,
              [pal[s] for s in strategies], log=log)
         ax.set_xlabel("workers x tensors per sample")
         ax.set_ylabel(label)
@@ -57,6 +72,7 @@ def _strategy_panels(axes, top: pd.DataFrame, cells: list[str], strategies: list
             for lim in limits:
                 ax.axhline(lim, color="C3", ls=":", lw=1)
                 ax.text(ax.get_xlim()[0], lim, f" ulimit -n {lim:g} (per process)", color="C3", fontsize=7, va="bottom")
+    return points
 
 
 def sharing_strategy_limits(df: pd.DataFrame, study: str, out: Path) -> list[Path]:
@@ -74,7 +90,7 @@ def sharing_strategy_limits(df: pd.DataFrame, study: str, out: Path) -> list[Pat
     fig, axes = plt.subplots(1, 4, figsize=(18, 4.2), gridspec_kw={"width_ratios": [1.2, 1, 1, 1]})
     _outcome_grid(axes[0], rows, cells)
     top = ok[ok["limit"] == ok["limit"].max()] if len(ok) else ok
-    _strategy_panels(axes[1:], top, cells, strategies, sorted(rows["limit"].dropna().unique()))
+    points = _strategy_panels(axes[1:], top, cells, strategies, sorted(rows["limit"].dropna().unique()))
     leg = legend_top(fig, axes[1], None, ncol=2)
     for ax in axes[2:]:
         if ax.get_legend():
@@ -84,4 +100,4 @@ def sharing_strategy_limits(df: pd.DataFrame, study: str, out: Path) -> list[Pat
     return save_with_note(fig, df, study, out, "sharing_strategy_limits",
                           "Same 64 KiB per sample as 1 tensor or split into many. Right three panels: ok cells at "
                           "the highest open-file limit; bars median, dots repetitions. /dev/shm is machine-wide: "
-                          "other processes' segments add noise.")
+                          "other processes' segments add noise.", points)

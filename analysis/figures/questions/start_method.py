@@ -44,8 +44,9 @@ def time_to_first_batch_by_start_method(df: pd.DataFrame, study: str, out: Path)
     axes = list(axes.ravel())
     for ax in axes[len(panels):]:
         ax.set_visible(False)
+    points = []
     for ax, (metric, label, log, title) in zip(axes, panels):
-        bars(ax, ok, "method", metric, "cell", order, hue_order, palette, log=log)
+        points += bars(ax, ok, "method", metric, "cell", order, hue_order, palette, log=log)
         ax.set_xlabel("start method")
         ax.set_ylabel(label)
         ax.set_title(title)
@@ -61,4 +62,4 @@ def time_to_first_batch_by_start_method(df: pd.DataFrame, study: str, out: Path)
         "torchvision, the workload). Payload: Python strings the dataset object carries (pickled to "
         "spawn/forkserver workers).\nWorkers = every process under the cell but the main one, per worker: "
         "under forkserver it includes the fork server, under spawn/forkserver the resource tracker. A spawned "
-        "worker's exit can add a transient as large as the payload to its USS peak.")
+        "worker's exit can add a transient as large as the payload to its USS peak.", points)
