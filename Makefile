@@ -12,8 +12,9 @@ CLUSTER ?= slurm
 PYTEST_ARGS ?=
 RUN_ARGS ?=
 BENCH_ARGS ?=
+TUNE_ARGS ?=
 
-.PHONY: setup local run figures test bench submit status clean
+.PHONY: setup local run tune figures test storage-tools bench submit status clean
 .DEFAULT_GOAL := local
 
 $(VENV)/.installed: pyproject.toml
@@ -32,11 +33,21 @@ local: setup  ## run STUDY here, then draw the figures of everything under RESUL
 run: setup  ## run STUDY here without drawing (RUN_ARGS="-k PATTERN --no-retry-failed")
 	$(PY) -m suite run "$(STUDY)" --results "$(RESULTS)" $(RUN_ARGS)
 
+tune: setup  ## the best DataLoader settings of STUDY's matrix without the full grid (TUNE_ARGS="--max-memory-mb 4096")
+	$(PY) -m suite tune "$(STUDY)" --results "$(RESULTS)" $(TUNE_ARGS)
+
 figures: setup  ## figures, tables and the report from every record under RESULTS (CLUSTER=x: that profile's)
 	$(PY) -m suite figures $(if $(filter command line environment,$(origin RESULTS)),"$(RESULTS)",$(if $(filter command line,$(origin CLUSTER)),--cluster "slurm/$(CLUSTER).toml","$(RESULTS)")) --figures "$(FIGURES)"
 
-test: setup  ## the test suite, in parallel
+test: setup storage-tools  ## the test suite, in parallel
 	$(PY) -m pytest -n auto $(PYTEST_ARGS)
+
+# nginx and iproute2 for storage = "http" cells and their tests; exit 75 (no package archive) and 77 (not root)
+# leave the tests to say what is missing
+storage-tools:  ## install nginx and iproute2 when missing (Debian; needs root)
+	@bash suite/storage/install-tools.sh || { rc=$$?; if [ $$rc = 75 ] || [ $$rc = 77 ]; then \
+		echo "storage-tools: nginx/iproute2 not installed (exit $$rc); the storage tests will say so" >&2; \
+		else exit $$rc; fi; }
 
 bench: setup  ## benchmarks of the suite itself (BENCH_ARGS=--quick shortens them)
 	$(PY) -m suite.bench --out $(RESULTS)/bench.json $(BENCH_ARGS)

@@ -95,7 +95,9 @@ def assign_panels(cells: pd.DataFrame) -> pd.DataFrame:
         with_workers = sub[n >= 1]
         basis = with_workers if not with_workers.empty else sub
         values = {a: [plain(v) for v in basis[a]] for a in axes}
-        varying = [a for a in axes if len({repr(v) for v in values[a]}) > 1]
+        # an axis varies when it takes two values; None (it does not apply) comes from another axis that varies
+        # (storage = "local" has no latency_ms), which already names the panel
+        varying = [a for a in axes if len({repr(v) for v in values[a] if v is not None}) > 1]
 
         def label(vals: dict) -> str:
             parts = [f"{a}={_fmt_value(vals[a])}" for a in varying if vals.get(a) is not None]
@@ -359,7 +361,7 @@ def analyze_study(df: pd.DataFrame, study: str, *, within: float = 0.05) -> Stud
     ref_mask = is_reference(cells)
     references, main_cells = cells[ref_mask].copy(), cells[~ref_mask]
     has_jpeg = bool((main_cells["workload"] == "jpeg").any())
-    panels_map = assign_panels(main_cells.drop(columns=["jpeg_stage"], errors="ignore"))
+    panels_map = assign_panels(main_cells)  # jpeg_stage names a panel only where it varies (read vs full)
     cells_p = main_cells.merge(panels_map, on="cell_id", how="inner")
     rows = rows_all[~is_reference(rows_all)].merge(panels_map, on="cell_id", how="inner")
     panels = panel_order(cells_p["panel"])

@@ -32,7 +32,7 @@ from suite.record import OK, SCHEMA  # the record's one definition (pure Python,
 
 CACHE_NAME = ".records-cache.parquet"
 #: Bump when `flatten` changes what it writes, so caches written by older code are rebuilt.
-CACHE_VERSION = "5"
+CACHE_VERSION = "6"
 
 #: Tidy column -> where the record keeps it under `metrics`. Nested lists (epoch_s, memory_timeline...) are kept
 #: as their JSON text, one type per Parquet column.
@@ -57,6 +57,14 @@ METRIC_PATHS = {
     # the share of each generator's draws that repeat (the rng question)
     **{f"rng_dup_{source}_{part}": ("rng_duplicates", source, key) for source in ("python", "numpy", "torch")
        for part, key in (("within", "within_epoch"), ("across", "across_epochs"))},
+    # remote storage (the storage question): what the path did, and the mechanisms that applied it
+    **{f"storage_{key}": ("storage", key) for key in (
+        "payload_mbit_per_s", "bytes_per_sample", "requests", "connections")},
+    "storage_latency_via": ("storage", "path", "latency"),
+    "storage_bandwidth_via": ("storage", "path", "bandwidth"),
+    # streamed shards: exactly once per pass, counted
+    **{f"shard_{key}": ("shard_passes", key) for key in (
+        "seen", "duplicates", "missing", "passes_complete", "expected_per_pass")},
 }
 ENV_KEYS = ("host", "cpu_model", "logical_cpus", "physical_cores", "mem_total", "shm_size", "kernel", "os", "python",
             "torch", "torchvision", "numpy", "pillow", "pillow_simd", "libjpeg_turbo", "libjpeg_turbo_version",

@@ -4,8 +4,8 @@ SUBMIT_ARGS ?=
 
 .PHONY: submit status testcluster-start testcluster-stop
 
-submit: setup  ## submit STUDY's missing cells as Slurm job arrays with the profile slurm/$(CLUSTER).toml
-	$(PY) -m suite submit "$(STUDY)" --cluster "$(PROFILE)" $(if $(filter command line environment,$(origin RESULTS)),--results "$(RESULTS)") $(SUBMIT_ARGS)
+submit: setup  ## submit STUDY's missing cells as Slurm job arrays with the profile slurm/$(CLUSTER).toml (TUNE=1: one tune job)
+	$(PY) -m suite submit "$(STUDY)" --cluster "$(PROFILE)" $(if $(filter command line environment,$(origin RESULTS)),--results "$(RESULTS)") $(if $(TUNE),--tune $(TUNE_ARGS)) $(SUBMIT_ARGS)
 
 status: setup  ## per study: done / running / pending / failed cells on Slurm, with job ids
 	$(PY) -m suite status --cluster "$(PROFILE)" $(if $(filter command line environment,$(origin RESULTS)),--results "$(RESULTS)")

@@ -15,9 +15,15 @@ from pydantic import Field, TypeAdapter, ValidationError
 from suite.workloads import WORKLOADS as _REGISTRY
 
 WORKLOADS = tuple(_REGISTRY)
+SUITE_DATASETS = tuple(name for name, w in _REGISTRY.items() if not w.users_dataset)  # not a user's own dataset
+# module:callable, each a dotted Python name (suite/factory.py)
+FACTORY_PATTERN = r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$"
 SHARING_STRATEGIES = ("file_descriptor", "file_system") if sys.platform.startswith("linux") else ("file_system",)
 START_METHODS = tuple(multiprocessing.get_all_start_methods())
 ALL_START_METHODS = ("fork", "spawn", "forkserver")
+STORAGE_WORKLOADS = ("jpeg", "shards")
+STORAGE_FAULTS = ("none", "server_stop", "server_stall", "truncated_shard")
+URL_PATTERN = r"^http://[A-Za-z0-9.\-]+(:[0-9]{1,5})?(/[^\s]*)?$"
 FAULTS = ("none", "raise", "segfault", "abort", "exit", "kill_self", "hang", "wait_kill", "oom")  # suite/workloads/faulty.py
 
 
@@ -78,7 +84,7 @@ AXES: dict[str, Axis] = {
              needs_workers=True),
         Axis("in_order", bool, True, "deliver batches in sampler order", "true or false", needs_workers=True),
         Axis("batched", bool, False, "fetch a batch with one __getitems__ call instead of per-sample __getitem__",
-             "true or false"),
+             "true or false", applies_to=SUITE_DATASETS),
         Axis("epochs", _int(1, 10000), 1, "passes over the measured window", "an integer from 1 to 10000"),
         Axis("step_ms", _float(0, 600_000), 0.0, "simulated training step per batch, in ms",
              "a number of milliseconds from 0 to 600000"),
@@ -89,28 +95,32 @@ AXES: dict[str, Axis] = {
         Axis("cpu_work", _int(1, 1_000_000), 20, "pure-Python CPU work per sample, in thousands of loop iterations",
              "an integer from 1 to 1000000", applies_to=("cpu",)),
         Axis("decoder", _choice(("pil", "torchvision")), "pil", "JPEG decoder", "pil or torchvision",
-             applies_to=("jpeg",)),
+             applies_to=("jpeg", "shards")),
         Axis("sample_kb", _float(0.001, 1_048_576), 12.0, "size of each sample's tensor(s), in KiB",
              "a number of KiB from 0.001 to 1048576", applies_to=("sleep", "cpu")),
         Axis("tensors_per_sample", _int(1, 100_000), 1, "tensors each sample returns",
              "an integer from 1 to 100000", applies_to=("sleep", "cpu")),
+        Axis("factory", Annotated[str, Field(pattern=FACTORY_PATTERN)], None,
+             "the callable that makes your dataset, from its module (the study file's folder first, then sys.path)",
+             "module:callable, e.g. \"my_pipeline:make_dataset\"", applies_to=("custom",)),
         # --- the claim studies' questions (suite/studies/) ---
-        Axis("jpeg_stage", _choice(("full", "decode")), "full",
-             "the full pipeline, or decode only (the decode ceiling)", "full or decode", applies_to=("jpeg",)),
+        Axis("jpeg_stage", _choice(("full", "decode", "read")), "full",
+             "the full pipeline, decode only (the decode ceiling), or read only (the I/O ceiling: nothing decoded)",
+             "full, decode or read", applies_to=("jpeg", "shards")),
         Axis("forkserver_preload", bool, False, "forkserver: preload torch and the workload in the fork server",
              "true or false", needs_workers=True),
         Axis("parent_payload_mb", _float(0, 65_536), 0.0,
              "MiB of Python objects the dataset object carries (pickled to spawn/forkserver workers)",
-             "a number of MiB from 0 to 65536"),
+             "a number of MiB from 0 to 65536", applies_to=SUITE_DATASETS),
         Axis("index_backing", _choice(("none", "list_str", "numpy_bytes", "numpy_object", "arrow")), "none",
              "how the dataset holds its per-sample index (copy-on-write study)",
-             "none, list_str, numpy_bytes, numpy_object or arrow"),
+             "none, list_str, numpy_bytes, numpy_object or arrow", applies_to=SUITE_DATASETS),
         Axis("index_items", _int(1, 100_000_000), 1_000_000, "entries in the per-sample index",
-             "an integer from 1 to 100000000"),
+             "an integer from 1 to 100000000", applies_to=SUITE_DATASETS),
         Axis("ranks", _int(1, 1024), 1, "loader processes side by side in the cell (DDP-like), each with num_workers",
              "an integer from 1 to 1024"),
         Axis("slow_worker_ms", _float(0, 60_000), 0.0, "extra wait per sample in worker 0 only (a straggler), in ms",
-             "a number of milliseconds from 0 to 60000", needs_workers=True),
+             "a number of milliseconds from 0 to 60000", applies_to=SUITE_DATASETS, needs_workers=True),
         Axis("worker_init", _choice(("none", "seed_all")), "none",
              "worker_init_fn: none, or seed Python's random and NumPy from torch's per-worker seed",
              "none or seed_all"),
@@ -132,10 +142,51 @@ AXES: dict[str, Axis] = {
         Axis("memory_limit_mb", _int(16, 16_777_216), None,
              "memory limit of the cell and its workers together, in MiB (a cgroup where writable, else RLIMIT_AS "
              "per process); unset: none", "an integer from 16 to 16777216"),
+        # --- remote data (suite/storage/): where the JPEGs come from, and the network path to them ---
+        Axis("storage", _choice(("local", "http")), "local",
+             "where the dataset is read: the local disk, or an HTTP server (nginx, started for the cell)",
+             "local or http", applies_to=STORAGE_WORKLOADS),
+        Axis("storage_url", Annotated[str, Field(pattern=URL_PATTERN)], None,
+             "storage = http: your own server, serving the [dataset] folder's files (or the shard set) at these "
+             "paths; unset: the suite starts nginx", "an http:// URL", applies_to=STORAGE_WORKLOADS),
+        Axis("latency_ms", _float(0, 60_000), 0.0, "round-trip time added to the network path, in ms",
+             "a number of milliseconds from 0 to 60000", applies_to=STORAGE_WORKLOADS),
+        Axis("jitter_ms", _float(0, 60_000), 0.0, "uniform jitter on the added delay, in ms",
+             "a number of milliseconds from 0 to 60000", applies_to=STORAGE_WORKLOADS),
+        Axis("bandwidth_mbit", _float(0, 1_000_000), 0.0, "bandwidth cap of the path, in Mbit/s (0: none)",
+             "a number of Mbit/s from 0 to 1000000", applies_to=STORAGE_WORKLOADS),
+        Axis("shaping", _choice(("auto", "kernel", "proxy")), "auto",
+             "what applies latency and bandwidth: kernel qdiscs (netem/tbf) in private network namespaces, the "
+             "suite's delaying proxy, or auto (kernel where the machine allows, else the proxy)",
+             "auto, kernel or proxy",
+             applies_to=STORAGE_WORKLOADS),
+        Axis("http_client", _choice(("pooled", "per_request")), "pooled",
+             "a kept-alive connection per loader process, or a new connection per request", "pooled or per_request",
+             applies_to=STORAGE_WORKLOADS),
+        Axis("http_timeout_s", _float(0.1, 3600), 30.0, "seconds a request may wait for an answer",
+             "a number of seconds from 0.1 to 3600", applies_to=STORAGE_WORKLOADS),
+        Axis("storage_fault", _choice(STORAGE_FAULTS), "none",
+             "a storage fault: the server is killed or stalls after storage_fault_at requests, or a shard is "
+             "truncated",
+             f"one of {', '.join(STORAGE_FAULTS)}", applies_to=STORAGE_WORKLOADS),
+        Axis("storage_fault_at", _int(0, 100_000_000), 0, "requests served before the server fault happens",
+             "an integer from 0 to 100000000", applies_to=STORAGE_WORKLOADS),
+        Axis("sharding", _choice(("split", "none")), "split",
+             "which shards a loader process reads: split across ranks and workers, or none (every worker reads "
+             "every shard: duplicates)", "split or none", applies_to=("shards",)),
+        Axis("shards", _int(1, 1_000_000), 16, "tar shards the dataset is written as", "an integer from 1 to 1000000",
+             applies_to=("shards",)),
+        Axis("shard_samples", _int(1, 1_000_000), 8, "samples per shard (a pass over the shards reads shards x "
+             "shard_samples)", "an integer from 1 to 1000000", applies_to=("shards",)),
     ]
 }
 
 
+# meaningful only with storage = "http" (suite.study.normalize sets them to None otherwise)
+HTTP_ONLY = ("storage_url", "latency_ms", "jitter_ms", "bandwidth_mbit", "shaping", "http_client", "http_timeout_s")
+
+
 def validation_message(axis: Axis, exc: ValidationError) -> str:
     first = exc.errors()[0]
-    return f"{first['msg']}; allowed: {axis.allowed}"
+    msg = "not of the allowed form" if first["type"] == "string_pattern_mismatch" else first["msg"]
+    return f"{msg}; allowed: {axis.allowed}"

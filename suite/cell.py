@@ -21,6 +21,9 @@ class Cell:
 
     axes: tuple[tuple[str, Any], ...]
     measure: tuple[tuple[str, Any], ...]  # warmup_batches, measure_batches, seed, dataset...
+    # where this machine keeps what the cell reads (a custom factory's folder): it travels with the cell into
+    # its process and its Slurm job, but is no part of the id, so moving the folder does not make new cells
+    context: tuple[tuple[str, Any], ...] = field(default=(), compare=False)
     cell_id: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -31,8 +34,8 @@ class Cell:
 
     @property
     def config(self) -> dict[str, Any]:
-        """Flat config as stored in records: axis values, then measuring settings."""
-        return {**dict(self.axes), **dict(self.measure)}
+        """Flat config as stored in records: axis values, then measuring settings, then the context."""
+        return {**dict(self.axes), **dict(self.measure), **dict(self.context)}
 
 
 def cell_id_of(axes: dict[str, Any], measure: dict[str, Any]) -> str:

@@ -66,11 +66,19 @@ def measure_cell(config: dict[str, Any], repetition: int, prepared, loop: Callab
     torch.set_num_threads(cores)
     tmp.set_sharing_strategy(config["sharing_strategy"])
     ranks = config.get("ranks") or 1
-    if ranks == 1:
-        metrics, raw = measure_rank(config, repetition, prepared, rank=0, loop=loop)
-    else:
-        metrics, raw = measure_ranks(config, repetition, prepared, ranks, loop=loop)
-    return {"metrics": metrics, "raw": raw, "cell_env": cell_fingerprint()}
+    from suite.storage.session import serve_for_cell
+
+    with serve_for_cell(config, prepared) as storage:  # storage = "http": the cell's server and network path
+        if ranks == 1:
+            metrics, raw = measure_rank(storage.config, repetition, prepared, rank=0, loop=loop)
+        else:
+            metrics, raw = measure_ranks(storage.config, repetition, prepared, ranks, loop=loop)
+    metrics.update(storage.metrics(metrics.get("samples_per_s")))
+    from suite.workloads import workload_env
+
+    warnings_seen = metrics.pop("warnings", None) or []
+    return {"metrics": metrics, "raw": raw, "cell_env": {**cell_fingerprint(), **workload_env(config)},
+            "warnings": warnings_seen}
 
 
 def _pin_thread_cpu_s(seen: dict[int, float]) -> None:
@@ -87,27 +95,22 @@ def _pin_thread_cpu_s(seen: dict[int, float]) -> None:
                 pass
 
 
-class RngRecorder:
-    """For the rng workload: keeps each epoch's first-tensor draws so duplicates across workers and epochs
-    can be counted after the loop."""
+def observers_for(config: dict[str, Any], parts, plan) -> list:
+    """What watches this cell's batches (suite.observers): the rng workload's draws; an iterable dataset's tail,
+    for samples its workers all yield; the shards workload's passes, each checked for exactly-once (its stream
+    repeats the shards within an epoch by design, so the tail check does not apply to it)."""
+    from suite.observers import RngRecorder, TailDuplicates
 
-    def __init__(self, consume: Callable[[Any], None]):
-        self.consume = consume
-        self.epochs: list[list] = [[]]
+    out: list = []
+    if config["workload"] == "rng":
+        out.append(RngRecorder())
+    if config["workload"] == "shards":
+        from suite.storage.passes import shard_observer
 
-    def step(self, batch) -> None:
-        self.epochs[-1].append(batch[0].numpy().copy())
-        self.consume(batch)
-
-    def next_epoch(self) -> None:
-        self.epochs.append([])
-
-    def metrics(self) -> dict:
-        import numpy as np
-
-        from suite.workloads.rng import duplicate_fractions
-
-        return {"rng_duplicates": duplicate_fractions([np.concatenate(e) for e in self.epochs if e])}
+        out.append(shard_observer(parts, config))
+    elif parts.iterable and plan.tail:
+        out.append(TailDuplicates(plan.warmup + plan.measure, config["num_workers"]))
+    return out
 
 
 def _loader(config: dict[str, Any], parts, samples: int, rank: int, repetition: int):
@@ -166,16 +169,18 @@ def measure_rank(config: dict[str, Any], repetition: int, prepared, rank: int,
     """One loader process: build the dataset, DataLoader and consumer, run the loop, summarise."""
     from suite.consumers import make_consumer
     from suite.harness import measured_steps, run_loop, summarize_loop
+    from suite.observers import ObservedStep
     from suite.precision import StoppingRule
     from suite.window import plan_window
     from suite.workloads import build_dataset
 
     plan = plan_window(config)
     bs = config["batch_size"]
-    parts = build_dataset(config, plan.epoch_batches * bs, prepared)
+    parts = build_dataset({**config, "rank": rank}, plan.epoch_batches * bs, prepared)
     loader, pin = _loader(config, parts, plan.epoch_batches * bs, rank, repetition)
     consumer = make_consumer(config)
-    rng = RngRecorder(consumer) if config["workload"] == "rng" else None
+    observers = observers_for(config, parts, plan)
+    step = ObservedStep(consumer, observers) if observers else consumer
     stop = None
     if config.get("target_precision") is not None:
         stop = StoppingRule(plan.warmup, plan.window_batches, plan.windows, config["target_precision"],
@@ -184,13 +189,13 @@ def measure_rank(config: dict[str, Any], repetition: int, prepared, rank: int,
 
     def on_epoch():
         _pin_thread_cpu_s(pin_cpu)
-        if rng is not None:
-            rng.next_epoch()
+        if observers:
+            step.next_epoch()
 
     _pin_thread_cpu_s(pin_cpu)
     ru0_self = resource.getrusage(resource.RUSAGE_SELF)
-    times = (loop or run_loop)(consumer.wrap(loader), config["epochs"], plan.epoch_batches,
-                               rng.step if rng else consumer, on_epoch_end=on_epoch, stop=stop)
+    times = (loop or run_loop)(consumer.wrap(loader), config["epochs"], plan.epoch_batches, step,
+                               on_epoch_end=on_epoch, stop=stop)
     del loader  # persistent workers shut down: their rusage lands in RUSAGE_CHILDREN below
     ru_self = resource.getrusage(resource.RUSAGE_SELF)
     ru_children = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -205,8 +210,9 @@ def measure_rank(config: dict[str, Any], repetition: int, prepared, rank: int,
     metrics["warmup_batches_effective"] = plan.warmup
     if stop is not None:
         metrics["precision"] = stop.summary()
-    if rng is not None:
-        metrics.update(rng.metrics())
+    if observers:
+        metrics.update(step.metrics())
+        metrics["warnings"] = step.warnings()  # measure_cell lifts them into the record's warnings
     raw = {"t_iter": times.t_iter, "got": times.got, "done": times.done}
     return metrics, raw
 

@@ -28,6 +28,7 @@ EXAMPLES = """examples:
   loaderbench cell --set workload=jpeg --set num_workers=4 --set cores=2
   loaderbench plan suite/studies/scaling.toml --cluster slurm/slurm.toml
   loaderbench submit suite/studies/scaling.toml --cluster slurm/slurm.toml --dry-run
+  loaderbench tune suite/studies/quick.toml                # the best settings without the full grid
   loaderbench compare results-before results-after
   loaderbench figures results --figures figures"""
 
@@ -164,6 +165,8 @@ def cmd_submit(args) -> int:
     from suite.estimate import duration
     from suite.launch.slurm import submit
 
+    if args.tune:
+        return cmd_submit_tune(args)
     profile = _profile(args.cluster)
     study = _load(args.study, profile)
     results = args.results or profile.settings.slurm.results or "results"
@@ -181,6 +184,51 @@ def cmd_submit(args) -> int:
         err.print("nothing to submit")
     err.print(f"{result.skipped_done} already done, {result.skipped_active} pending or running; "
               f"follow with: make status CLUSTER={profile.name}")
+    return 0
+
+
+def cmd_tune(args) -> int:
+    from suite.tune.options import options_from_args
+    from suite.tune.run import print_step, run_tune
+
+    options = options_from_args(args)
+    study = _load(args.study)
+    records = Path(args.results) / f"{study.name}-tune"
+    err.print(f"tune {study.name!r}: {len(study.cells)} cells in its matrix; records -> {records}")
+    try:
+        run = run_tune(study, args.results, options, retry_failed=not args.no_retry_failed, out_path=args.out,
+                       on_step=None if args.quiet else print_step(err))
+    except KeyboardInterrupt:
+        err.print("[yellow]interrupted[/yellow]: the cell in progress left no record; run the same command again "
+                  "to resume from the records written so far")
+        return 130
+    if args.json:
+        _print_json(run.result)
+    else:
+        print(run.text)
+    return run.exit_code
+
+
+def cmd_submit_tune(args) -> int:
+    from suite.estimate import duration
+    from suite.tune.options import options_from_args
+    from suite.tune.slurm import submit_tune
+
+    options = options_from_args(args)
+    if args.k:
+        from suite.tune.options import TuneError
+
+        raise TuneError("submit --tune searches the whole matrix: -k cannot be used with it (write the cells to "
+                        "consider into the study's [matrix] instead)")
+    profile = _profile(args.cluster)
+    study = _load(args.study, profile)
+    results = args.results or profile.settings.slurm.results or "results"
+    sub = submit_tune(study, profile, results, options, dry_run=args.dry_run, time_limit_min=args.time_limit_min)
+    verb = "would submit" if args.dry_run else f"submitted job {sub.job_id}"
+    err.print(f"{verb}: tune {study.name!r} on one node, {sub.cores} cores, {sub.gpus} GPUs, time limit "
+              f"{sub.time_limit_min} min (the grid's estimate: {duration(sub.grid_estimate_s)}); requeued on "
+              f"timeout, it resumes from its records")
+    err.print(f"the answer will be in {sub.out_path}; records under {sub.records}; logs in {sub.logs}")
     return 0
 
 
@@ -254,6 +302,24 @@ def _run_args(s) -> None:
                         "the cell's id or label, e.g. \"workload=cpu num_workers=4\"")
 
 
+TUNE_EPILOG = """examples:
+  loaderbench tune suite/studies/quick.toml
+  loaderbench tune suite/studies/quick.toml --max-memory-mb 4096 --objective end_to_end
+  loaderbench submit suite/studies/scaling.toml --cluster slurm/slurm.toml --tune
+
+exit status:
+  0    every scenario of the study has an answer
+  1    some scenario has none: every setting it measured failed, or none stayed under --max-memory-mb
+  2    bad input: a study or an option that cannot be used (nothing ran)
+  130  interrupted (the cell in progress left no record; run again to resume)"""
+
+
+def _tune_args(s) -> None:
+    from suite.tune.options import add_arguments
+
+    add_arguments(s)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="loaderbench", description=__doc__, epilog=f"{EXAMPLES}\n\n{EXIT}",
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -303,6 +369,26 @@ def build_parser() -> argparse.ArgumentParser:
                    help="validate, check the profile and group the arrays, submit nothing")
     s.add_argument("--no-retry-failed", action="store_true",
                    help="leave cells whose last attempt failed or timed out alone")
+    s.add_argument("--tune", action="store_true",
+                   help="instead of the arrays, submit ONE job with the node's cores (the profile's node_cores) that "
+                        "runs `loaderbench tune` there (the tune options below apply)")
+    g = s.add_argument_group("with --tune")
+    g.add_argument("--time-limit-min", type=int, default=None,
+                   help="the tune job's time limit (default: the grid's estimate + 25%%, at least the profile's "
+                        "time_limit_min)")
+    _tune_args(g)
+
+    s = command("tune", cmd_tune, "the best DataLoader settings of a study's matrix, without the full grid",
+                epilog=TUNE_EPILOG)
+    s.add_argument("study", help="the study file (TOML): its [matrix] lists the values to consider")
+    s.add_argument("--results", default="results", help="records go to RESULTS/<study>-tune/, the answer to "
+                   "RESULTS/<study>-tune.json (default: %(default)s)")
+    s.add_argument("--out", default=None, help="write tune.json here instead (default: RESULTS/<study>-tune.json)")
+    s.add_argument("--no-retry-failed", action="store_true",
+                   help="read failed records back as failures instead of measuring them again")
+    s.add_argument("--json", action="store_true", help="print tune.json instead of the answer")
+    s.add_argument("-q", "--quiet", action="store_true", help="no line per measurement")
+    _tune_args(s)
 
     s = command("status", cmd_status, "per study on Slurm: done / running / pending / failed / lost cells",
                 epilog="exit status: 0 when no cell failed, timed out or was lost; 1 otherwise")

@@ -22,8 +22,17 @@ KINDS = {
     "out_of_memory": "the cell ran out of memory (its memory_limit_mb, or the machine's)",
     "timeout": "the cell did not finish within the study's timeout_s",
     "cell_crashed": "the cell process itself died",
+    "storage_unreachable": "the storage server refused, reset or dropped a connection (it stopped mid-cell)",
+    "storage_timeout": "a request to the storage server got no answer within http_timeout_s",
+    "shard_truncated": "a tar shard ended before the bytes or samples its index promises",
+    "storage_setup": "the storage server or its network path could not be set up (nginx, ip, tc)",
     "error": "an exception in the cell",
 }
+
+# suite.storage's faults, by exception name: each message already says what happened and what to do
+_STORAGE_FAULTS = {"StorageUnreachable": "storage_unreachable", "StorageTimeout": "storage_timeout",
+                   "ShardTruncated": "shard_truncated", "StorageSetupError": "storage_setup",
+                   "ToolMissing": "storage_setup"}
 
 # what torch's DataLoader prints for a worker's death signal (strsignal) -> signal number
 _SIGNAL_TEXT = {"killed": 9, "terminated": 15, "segmentation fault": 11, "aborted": 6, "bus error": 7,
@@ -217,7 +226,11 @@ def classify_exception(exc: BaseException, sharing_strategy: str | None = None) 
                 "message": f"/dev/shm exhausted {where} (no space left for the batches in flight): {SHM_HINT} "
                            f"({_original_error(full)})"}
 
-    if any(type(e).__name__ == "EpochEndedEarly" for e in chain):  # suite.harness
+    storage = _storage_fault(chain, full, caught, where)
+    if storage is not None:
+        return storage
+    # suite.harness: too few batches; suite.factory: a custom factory that failed in the cell
+    if any(type(e).__name__ in ("EpochEndedEarly", "FactoryError") for e in chain):
         return {"kind": "dataset_error", "message": _first_line(texts[0])}
     reported = _reported_death(full)
     if reported is not None:
@@ -238,6 +251,18 @@ def classify_exception(exc: BaseException, sharing_strategy: str | None = None) 
                 "message": f"the dataset raised in the cell process (num_workers = 0): {_first_line(texts[0])} "
                            f"(full traceback in the record's traceback)"}
     return {"kind": "error", "message": _first_lines(full, 3)}
+
+
+def _storage_fault(chain: list[BaseException], full: str, caught, where: str) -> dict | None:
+    """A suite.storage fault, raised in the cell process or (re-raised by the loader) in a worker: its own
+    message, the last one of its name in the text (a worker's traceback ends with the original)."""
+    names = [type(e).__name__ for e in chain] + ([caught.group(1)] if caught else [])
+    name = next((n for n in names if n in _STORAGE_FAULTS), None)
+    if name is None:
+        return None
+    found = re.findall(rf"\b{name}: (.+)", full)
+    message = found[-1].strip() if found else _first_line(full)
+    return {"kind": _STORAGE_FAULTS[name], "message": f"{message} ({where})"}
 
 
 def _classify_reported_death(exc: BaseException, reported) -> dict:

@@ -20,6 +20,7 @@ from typing import Any, Iterable
 from suite.window import plan_window
 
 PROCESS_S = 0.6  # fork of the cell, probe start, teardown and record
+SERVER_S = 0.8  # storage = "http": the cell's server and network path, started and stopped
 FORK_WORKER_S = 0.05  # per worker, fork start method
 SPAWN_S = 3.5  # a spawned (or forkserver without preload) worker pool's start-up: imports torch again
 SPAWN_WORKER_S = 0.5  # per spawned worker
@@ -33,8 +34,13 @@ def sample_cost(config: dict[str, Any]) -> tuple[float, float]:
         return 0.00005, (config.get("sleep_ms") or 0) / 1000
     if w == "cpu":
         return 0.00012 * (config.get("cpu_work") or 0), 0.0
-    if w == "jpeg":
-        return (0.001 if config.get("jpeg_stage") == "decode" else 0.0033), 0.0
+    if w in ("jpeg", "shards"):
+        cpu = {"decode": 0.001, "read": 0.0003}.get(config.get("jpeg_stage"), 0.0033)
+        if config.get("storage") != "http":
+            return cpu, 0.0
+        trips = 2 if config.get("http_client") == "per_request" else 1  # a new connection: one more round trip
+        per_request = (config.get("shard_samples") or 1) if w == "shards" else 1  # shards: one GET per shard
+        return cpu, trips * (config.get("latency_ms") or 0) / 1000 / per_request
     if w == "tutorial":
         return 0.001, (config.get("sleep_ms") or 0) / 1000
     if w in ("rng", "fault"):
@@ -65,7 +71,7 @@ def modelled_seconds(config: dict[str, Any]) -> float:
         slow = config.get("start_method") in ("spawn", "forkserver") and not config.get("forkserver_preload")
         start = SPAWN_S + SPAWN_WORKER_S * workers if slow else FORK_WORKER_S * workers
         seconds += start * (1 if config.get("persistent_workers") else epochs)
-    return PROCESS_S + seconds
+    return PROCESS_S + seconds + (SERVER_S if config.get("storage") == "http" else 0.0)
 
 
 def _wall_s(record: dict) -> float | None:

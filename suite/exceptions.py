@@ -19,3 +19,11 @@ class ProfileError(StudyError):
 
 class DatasetError(LoaderbenchError):
     """A dataset that cannot be generated, found or verified."""
+
+
+class FactoryError(StudyError):
+    """A `custom` workload's factory that cannot be found, imported, called, or returns no dataset."""
+
+
+class ToolMissing(LoaderbenchError):
+    """A program the study's cells need here (nginx, ip, tc) is not installed, or cannot be used by this user."""

@@ -35,7 +35,7 @@ class EpochEndedEarly(RuntimeError):
     def __init__(self, got: int, needed: int):
         super().__init__(f"the dataset's epoch ended after {got} batches; each epoch needs {needed} (warm-up, "
                          f"measured window and tail): make it yield at least {needed} full batches per epoch "
-                         f"(an iterable dataset: all its workers together)")
+                         f"(an iterable dataset: all its workers together, each dropping its last partial batch)")
         self.got, self.needed = got, needed
 
 

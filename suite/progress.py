@@ -9,10 +9,12 @@ from rich.console import Console
 
 def describe(config: dict) -> str:
     parts = [config["workload"], f"w={config['num_workers']}", f"c={config['cores']}"]
-    for key in ("start_method", "sharing_strategy", "batch_size", "decoder", "batched", "persistent_workers",
-                "pin_memory", "step_ms"):
+    for key in ("factory", "start_method", "sharing_strategy", "batch_size", "decoder", "batched",
+                "persistent_workers", "pin_memory", "step_ms", "storage", "latency_ms", "bandwidth_mbit",
+                "http_client", "sharding", "storage_fault"):
         value = config.get(key)
-        if value not in (None, False, 0, 0.0, "fork", "file_descriptor", 32, "pil"):
+        if value not in (None, False, 0, 0.0, "fork", "file_descriptor", 32, "pil", "local", "pooled", "split",
+                         "none"):
             parts.append(f"{key}={value}")
     return " ".join(parts)
 
@@ -45,3 +47,5 @@ class Progress:
             what = f"[red]{record['status']}[/red]: {record['error']['kind']}: {record['error']['message'][:120]}"
         self.console.print(f"[{self.done}/{self.total}] {describe(record['config'])} rep {record['repetition']}: "
                            f"{what}  [dim](elapsed {self._fmt(elapsed)}, ETA {self._fmt(eta)})[/dim]")
+        for warning in record.get("warnings") or ():
+            self.console.print(f"  [yellow]warning[/yellow]: {warning}")

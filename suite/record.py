@@ -17,6 +17,11 @@ from typing import Any, TypedDict
 #             `window = "epoch"`), metrics gain `window` and, with several ranks, `ranks_common_window`;
 #             `drain_prefetch` is gone. record/1 steady throughput read high with many workers and short
 #             windows, so the two are never mixed.
+#             Optional keys a record/2 reader must allow to be absent: `warnings` (a list of sentences about
+#             an ok cell's soundness), metrics `duplicate_samples` / `duplicate_checked_samples` (iterable
+#             datasets), env `factory` and config `factory`, `factory_args`, `factory_sha256`,
+#             `factory_root`, `factory_file` (the custom workload), metrics `storage` (storage = "http") and
+#             `shard_passes` (the shards workload), config axes `storage` ... `shard_samples` (suite.axes).
 SCHEMA = "loaderbench.record/2"
 STATUSES = ("ok", "failed", "timeout")
 OK, FAILED, TIMEOUT = STATUSES
@@ -75,6 +80,10 @@ class Metrics(TypedDict, total=False):
     warmup_batches_effective: int
     precision: dict[str, Any]  # the adaptive rule's summary (suite.precision.StoppingRule.summary)
     rng_duplicates: dict[str, Any]
+    duplicate_samples: int | None  # iterable datasets: tail samples seen before in their epoch (suite.observers)
+    storage: dict[str, Any]  # storage = "http": mechanisms in force, server, requests, bytes (suite.storage.session)
+    shard_passes: dict[str, Any]  # the shards workload: per pass seen, distinct, duplicates, missing (suite.storage)
+    duplicate_checked_samples: int  # tail samples fingerprinted (0: no tail, e.g. window = "epoch")
     ranks: list[dict[str, Any]]
     ranks_common_window: dict[str, float]
     memory_bytes: dict[str, int]  # rss_peak, pss_peak, uss_peak of the cell's process tree
@@ -106,6 +115,7 @@ class Record:
     traceback: str | None = None
     raw: dict[str, Any] | None = None  # per-batch times: t_iter, got, done (seconds from the first iter())
     cleanup: dict[str, Any] | None = None  # what the runner killed and removed after the cell
+    warnings: list[str] | None = None  # what makes an ok measurement doubtful (duplicate samples across workers)
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -124,7 +134,7 @@ class Record:
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"schema": SCHEMA}
         for key in ("study", "cell_id", "repetition", "config", "launcher", "started_at", "finished_at", "status",
-                    "error", "traceback", "metrics", "raw", "env", "cleanup"):
+                    "error", "traceback", "metrics", "raw", "env", "cleanup", "warnings"):
             value = getattr(self, key)
             if value is not None or key in ("metrics", "env"):
                 out[key] = value

@@ -415,7 +415,8 @@ def _record(task: Task, cell: _CellProcess, result: dict | None, timeout_s: floa
     pm = cell.probe.metrics()
     metrics["cpu_s"]["workers"] = max(metrics["cpu_s"]["workers"], pm["probe"]["workers_cpu_s_sampled"])
     metrics.update(pm)
-    return Record.for_task(task, "ok", launcher, started_at, metrics=metrics, raw=_relative(result["raw"]))
+    return Record.for_task(task, "ok", launcher, started_at, metrics=metrics, raw=_relative(result["raw"]),
+                           warnings=result.get("warnings") or None)
 
 
 def _finish(pid: int, cgroup, exclude: set[int], seen: set[int], shm_before: set[str], sentinel_pid, sentinel_w):

@@ -1,7 +1,8 @@
 """Study files: load a TOML study, validate every key before anything runs, expand into cells.
 
 Every problem found is reported at once in a single StudyError that names the file, the key,
-the bad value and what is allowed.
+the bad value and what is allowed. A custom workload's factories are checked last, once the rest of the
+file is valid, since checking one imports and calls it (suite/factory_check.py).
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from suite.axes import AXES, START_METHODS, Axis, validation_message
+from suite.axes import AXES, HTTP_ONLY, START_METHODS, Axis, validation_message
 from suite.cell import Cell
 from suite.exceptions import StudyError
 from suite.precision import MIN_WINDOWS
+from suite.storage.rules import storage_problems
 from suite.window import study_pipeline
 from suite.workloads import WORKLOADS
 
@@ -111,8 +113,13 @@ def parse_study(raw: dict[str, Any], where: str, path: Path | None = None, max_c
     max_cores = allowed_cores() if max_cores is None else max_cores
 
     for key in raw:
-        if key not in ("study", "dataset", "matrix", "exclude"):
-            problems.append(f"[{key}]: unknown table; allowed: [study], [dataset], [matrix], [[exclude]]")
+        if key not in ("study", "dataset", "matrix", "exclude", "factory_args"):
+            problems.append(f"[{key}]: unknown table; allowed: [study], [dataset], [matrix], [[exclude]], "
+                            f"[factory_args]")
+    factory_args = raw.get("factory_args", {})
+    if not isinstance(factory_args, dict):
+        problems.append("[factory_args]: not a table; allowed: a table of keyword arguments for the custom "
+                        "workload's factory")
 
     settings = _model(StudySettings, raw.get("study"), "study", problems, required=True)
     dataset = _model(DatasetSettings, raw.get("dataset", {}), "dataset", problems)
@@ -175,6 +182,16 @@ def parse_study(raw: dict[str, Any], where: str, path: Path | None = None, max_c
                          f"(add an [[exclude]] for the other workloads)")
     if not cells:
         raise StudyError(f"{where}: [[exclude]] removes every cell of [matrix]; nothing would run")
+    storage = storage_problems(cells)
+    if storage:
+        raise StudyError(_format(where, storage))
+    if any(c["workload"] == "custom" for c in cells):  # imports and calls the user's factory: last, once valid
+        from suite.factory_check import bind_factories
+
+        study_dir = (path or Path(where)).resolve().parent
+        cells = bind_factories(cells, factory_args, study_dir, float(settings.timeout_s), problems)
+        if problems:
+            raise StudyError(_format(where, problems))
     return Study(path=path or Path(where), settings=settings, dataset=dataset, cells=tuple(cells))
 
 
@@ -227,7 +244,8 @@ def _axis_values(key: str, value: Any, table: str, problems: list[str], max_core
             problems.append(f"[{table}] {key} = {v!r}: {validation_message(axis, exc)}")
             continue
         if key == "cores" and v > max_cores:
-            problems.append(f"[{table}] cores = {v}: more than the {max_cores} CPUs allowed here; allowed: 1 to {max_cores}")
+            problems.append(f"[{table}] cores = {v}: more than the {max_cores} CPUs allowed here; allowed: 1 to "
+                            f"{max_cores} (for a cluster study: validate or plan with --cluster PROFILE)")
             continue
         if key == "start_method" and v not in START_METHODS:
             problems.append(f"[{table}] start_method = {v!r}: not available on this platform; allowed: {', '.join(START_METHODS)}")
@@ -270,6 +288,10 @@ def normalize(axes: dict[str, Any]) -> dict[str, Any]:
         out["index_items"] = None
     if out["start_method"] != "forkserver" and out["forkserver_preload"] is not None:
         out["forkserver_preload"] = None
+    if out["storage"] != "http":  # latency, bandwidth, client... describe a network path local storage has not
+        out.update(dict.fromkeys(HTTP_ONLY))
+    if out["storage_fault"] in (None, "none"):
+        out["storage_fault_at"] = None
     return out
 
 

@@ -100,3 +100,73 @@ def test_cancelled_job_is_reported_and_resubmitted(slurm_cluster, tmp_path):  # 
     wait_idle(slurm_cluster)
     recs = [json.loads(f.read_text()) for f in (results / "slurm-cancel").glob("*.json")]
     assert len(recs) == 8 and all(r["status"] == "ok" for r in recs), [r.get("error") for r in recs]
+
+
+CUSTOM_STUDY = """
+[study]
+name = "slurm-custom"
+repetitions = 1
+warmup_batches = 1
+measure_batches = 3
+timeout_s = 120
+[matrix]
+workload = ["custom"]
+factory = ["my_pipe:make"]
+num_workers = [0, 2]
+cores = [2]                # the profile's 512 MiB per core: two spawned workers each import torch
+start_method = ["fork", "spawn"]
+batch_size = [4]
+[[exclude]]
+num_workers = 0
+start_method = "spawn"
+[factory_args]
+n = 32
+"""
+
+CUSTOM_PIPE = """
+import torch
+from torch.utils.data import Dataset
+
+
+class Ramp(Dataset):
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return torch.full((16,), float(i)), i
+
+
+def make(n):
+    return Ramp(n)
+"""
+
+
+def test_submit_a_custom_pipeline_from_a_folder_outside_the_project(slurm_cluster, tmp_path):  # noqa: F811
+    """The factory's module lives beside the study in a folder Slurm's array tasks know nothing of: each cell
+    (and its spawned workers) imports it from there, and the record names the module file and its hash."""
+    from suite.factory import sha256_file
+
+    folder = tmp_path / "my_project"
+    folder.mkdir()
+    (folder / "my_pipe.py").write_text(CUSTOM_PIPE)
+    study = folder / "study.toml"
+    study.write_text(CUSTOM_STUDY)
+    results = tmp_path / "results"
+    out = make(slurm_cluster, "submit", "CLUSTER=test", f"STUDY={study}", f"RESULTS={results}")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "submitted array" in out.stderr
+    wait_idle(slurm_cluster)
+
+    recs = [json.loads(f.read_text()) for f in (results / "slurm-custom").glob("*.json")]
+    assert len(recs) == 3, out.stderr + slurm_cluster.logs()
+    digest = sha256_file(folder / "my_pipe.py")
+    for rec in recs:
+        assert rec["status"] == "ok", rec.get("error")
+        assert rec["launcher"]["kind"] == "slurm"
+        assert rec["config"]["factory_sha256"] == digest and rec["config"]["factory_root"] == str(folder)
+        assert rec["env"]["factory"]["sha256"] == digest
+    assert {(r["config"]["num_workers"], r["config"]["start_method"]) for r in recs} == {(0, "fork"), (2, "fork"),
+                                                                                        (2, "spawn")}

@@ -7,7 +7,7 @@ returns one of analysis.verdicts.VERDICTS ("holds", "does not hold", "inconclusi
 constant of its question's module, printed into the rule's text.
 
 One module per question (start_method, cow_memory, persistence, sharing, ladder, oversubscription, rng,
-in_order); `table` binds claims to the records that carry them and writes claims.csv / claims.md. The
+in_order, storage); `table` binds claims to the records that carry them and writes claims.csv / claims.md. The
 public names are importable from here. Columns a rule derives from the table that its figure shows too
 (start-method labels, ladder rungs, memory growth per worker...) live in analysis.derive.
 
@@ -91,6 +91,18 @@ from analysis.claims.start_method import (  # noqa: F401
     preload_restarts_fast,
     spawn_pays_startup,
     spawn_pickles_dataset,
+)
+from analysis.claims.storage import (  # noqa: F401
+    CAP_BINDS,
+    CAP_FLAT,
+    FAR_LATENCY_MS,
+    FAR_PAST,
+    FAR_WORKERS_PER_CORE,
+    PER_REQUEST_MAX,
+    http_rows,
+    per_request_costs_more,
+    scale_until_bandwidth,
+    shards_exactly_once,
 )
 from analysis.claims.table import (  # noqa: F401
     BY_NAME,

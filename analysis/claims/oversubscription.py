@@ -29,13 +29,15 @@ RANKS_GAIN = 1.05
 
 
 def cpu_rows(rows: pd.DataFrame) -> pd.DataFrame:
-    """Rows of CPU-bound loading alone: cpu/jpeg workloads with workers, no decode-only reference, no consumer
-    step or model, one rank."""
+    """Rows of CPU-bound loading alone: cpu/jpeg workloads with workers, no decode-only reference, no read-only
+    or remote (storage = "http") cells, no consumer step or model, one rank."""
     ok = with_workers(rows)
     if ok.empty:
         return ok
     keep = col(ok, "workload").isin(CPU_BOUND) & (ranks(ok) == 1)
     keep &= col(ok, "jpeg_stage").astype(object).ne("decode")
+    keep &= col(ok, "jpeg_stage").astype(object).ne("read")  # reading only: nothing for the cores to bind
+    keep &= col(ok, "storage").astype(object).ne("http")  # remote data waits on the network (the storage question)
     keep &= col(ok, "model").isna() | col(ok, "model").astype(str).isin(("none", ""))
     keep &= pd.to_numeric(col(ok, "step_ms", 0.0), errors="coerce").fillna(0.0) == 0
     return ok[keep]

@@ -23,12 +23,14 @@ from analysis.claims.persistence import QUESTION as PERSISTENCE
 from analysis.claims.rng import QUESTION as RNG
 from analysis.claims.sharing import QUESTION as SHARING
 from analysis.claims.start_method import QUESTION as START_METHOD
+from analysis.claims.storage import QUESTION as STORAGE
 from analysis.records import AXIS_COLUMNS, ok_rows
 from analysis.render import md_table
 from analysis.verdicts import MEANING, NOT_MEASURED, VERDICTS, Outcome, decision_rule_text
 
 COLUMNS = ["question", "study", "claim", "rule", "evidence", "verdict"]
-QUESTION_LIST: list[Question] = [START_METHOD, COW, PERSISTENCE, SHARING, LADDER, OVERSUBSCRIPTION, RNG, IN_ORDER]
+QUESTION_LIST: list[Question] = [START_METHOD, COW, PERSISTENCE, SHARING, LADDER, OVERSUBSCRIPTION, RNG, IN_ORDER,
+                                 STORAGE]
 BY_NAME = {q.name: q for q in QUESTION_LIST}
 #: The questions the studies answer, each with a study file of the same name in suite/studies/.
 QUESTIONS = tuple(BY_NAME)
@@ -62,6 +64,8 @@ def question_of(study: str, rows: pd.DataFrame | None = None) -> str | None:
         return "persistence"
     if varies(rows, "start_method") and (varies(rows, "parent_payload_mb") or varies(rows, "forkserver_preload")):
         return "start-method"
+    if "storage" in rows and (rows["storage"] == "http").any():
+        return "storage"
     if varies(rows, "ranks"):
         return "oversubscription"
     return None

@@ -12,6 +12,7 @@ dict; `render` draws them; `cli` runs them in order and writes one JSON file:
   coverage         4. real coverage of the adaptive stopping rule on synthetic streams
   time_to_answer   5. the suite end to end against one fresh process per run (`script`)
   scale            6. analysis at scale (`python -m analysis.bench_scale --json FILE`)
+  tune_vs_grid     7. `loaderbench tune` against the full grid on the same matrices, in the same run
 
 Helpers: `common` (throwaway cells, load averages, strict JSON), `fork` (a forked child whose dict result
 comes back through `suite.processes.ResultChannel`). Intervals come from `analysis.stats` (paired

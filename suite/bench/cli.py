@@ -9,6 +9,7 @@ JSON schema history (SCHEMA):
                        confidence, n); loop cost and throughput agreement: medians with order-statistic
                        intervals; window_bias and adaptive_coverage added; analysis_scale["result"] is
                        bench_scale's --json output
+  loaderbench.bench/3  tune_vs_grid added (suite.bench.tune_vs_grid)
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 
 from suite.bench.common import IMAGES, describe, json_safe, loadavg
 
-SCHEMA = "loaderbench.bench/2"
+SCHEMA = "loaderbench.bench/3"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-window-bias", action="store_true", help="skip the window-vs-bare-loop check")
     p.add_argument("--skip-coverage", action="store_true", help="skip the adaptive rule's coverage simulation")
     p.add_argument("--skip-tta", action="store_true", help="skip the time-to-answer comparison")
+    p.add_argument("--skip-tune", action="store_true", help="skip loaderbench tune against the full grid")
     p.add_argument("--probe-interval", type=float, default=None,
                    help="probe interval in s (default: the study default, [study] probe_interval_s)")
     p.add_argument("--records", type=int, default=None, help="records for analysis.bench_scale (default 100000)")
@@ -103,6 +105,12 @@ def run_parts(args, result: dict, host: dict, probe_interval: float, err) -> Non
         err.print(f"[dim]5. time to answer: {len(cells)} cells x 2 repetitions, the suite vs one process "
                   f"per run ...[/dim]")
         result["time_to_answer"] = time_to_answer(cells, 2)
+    if not args.skip_tune:
+        from suite.bench.tune_vs_grid import tune_vs_grid
+
+        which = "sleep and cpu on one core" if args.quick else "sleep, cpu, jpeg on 1 and 2 cores"
+        err.print(f"[dim]7. tune against the grid: {which}, the quick study's matrix per workload ...[/dim]")
+        result["tune_vs_grid"] = tune_vs_grid(args.quick)
     records = args.records or (20_000 if args.quick else 100_000)
     if args.skip_scale:
         result["analysis_scale"] = {"available": False, "skipped": True, "records": records}

@@ -193,11 +193,35 @@ def scale(sc: dict, console) -> None:
                   f"largest worker {fmt((r.get('peak_rss_largest_child_bytes') or 0) / 2**30)} GiB")
 
 
+def tune_vs_grid(tg: dict, console) -> None:
+    tgt = tg["targets"]
+    t = _table(f"7. tune against the grid, same matrices, same run (targets: >= {tgt['fraction_of_best']:.0%} of "
+               f"the grid's best for <= {tgt['fraction_of_cost']:.0%} of its cell-seconds); throughput from the "
+               f"grid's own records, comparison at {pct(tg['confidence'])} (3 v 3)",
+               ["matrix", "scenario", "tuned", "grid's best", "of best", "tuned vs best", "tune cell-s",
+                "grid cell-s", "of cost", "runs"], left=("scenario", "tuned", "grid's best", "tuned vs best"))
+    for m in tg["matrices"]:
+        for r in m["scenarios"]:
+            tuned = r.get("tuned") or {}
+            t.add_row(m["workload"], r["scenario"], f"w={tuned.get('num_workers', '?')}",
+                      f"w={r.get('grid_best_num_workers', '?')}", fmt(r.get("fraction_of_best"), ".3f"),
+                      f"{r['verdict']} {r.get('comparison', '')}".strip(), fmt(r["tune_cell_seconds"], ".0f"),
+                      fmt(r["grid_cell_seconds"], ".0f"), fmt(r.get("fraction_of_cost"), ".2f"),
+                      f"{r['tune_measurements']}/{r['grid_measurements']}")
+    console.print(t)
+    s = tg["summary"]
+    console.print(f"   {s['met_best']} of {s['scenarios']} scenarios at >= {tgt['fraction_of_best']:.0%} of the "
+                  f"grid's best (median {fmt(s['median_fraction_of_best'], '.3f')}, lowest "
+                  f"{fmt(s['min_fraction_of_best'], '.3f')}); {s['met_cost']} at <= {tgt['fraction_of_cost']:.0%} of "
+                  f"its cell-seconds (over all: {fmt(s['fraction_of_cost_overall'], '.2f')}, "
+                  f"{s['tune_cell_seconds']:.0f} of {s['grid_cell_seconds']:.0f} cell-s)")
+
+
 def render(result: dict, console) -> None:
     header(result, console)
     for key, draw in (("overhead", overhead), ("precision", precision), ("window_bias", window_bias),
                       ("adaptive_coverage", coverage), ("time_to_answer", time_to_answer),
-                      ("analysis_scale", scale)):
+                      ("analysis_scale", scale), ("tune_vs_grid", tune_vs_grid)):
         if result.get(key) is not None:
             draw(result[key], console)
     console.print(f"total {result['elapsed_s']:.0f} s; JSON: {result.get('out')}")

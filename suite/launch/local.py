@@ -35,6 +35,9 @@ class LocalLauncher(Launcher):
         summary = RunSummary(skipped_done=self.done())
         if not tasks:
             return summary
+        from suite.storage.tools import check_tools
+
+        check_tools([t.cell.config for t in tasks])  # a missing nginx, ip or tc: one clear error, before any cell
         runner = TaskRunner(dataset_spec(self.study))
         progress = Progress(len(tasks))
         previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)

@@ -35,6 +35,7 @@ class Workload:
     reads_images: bool = False  # reads the study's [dataset]: the JPEG files
     image_batches: bool = False  # batches of (images, labels): a real model step can consume them
     self_test: bool = False  # tests the harness, measures nothing about loading
+    users_dataset: bool = False  # the dataset is the user's own: the suite's extras and `batched` do not apply
 
     def load(self):
         return importlib.import_module(f"suite.workloads.{self.module}")
@@ -50,6 +51,10 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     Workload("rng", "rng", "draws from torch, NumPy and random, to count repeats across workers and epochs"),
     Workload("fault", "faulty", "a fault at sample fault_at (worker crash, hang, OOM...): a self-test",
              self_test=True),
+    Workload("shards", "shards", "stream the [dataset] as WebDataset tar shards (an IterableDataset), decode each "
+             "JPEG", reads_images=True),
+    Workload("custom", "custom", "your own dataset, made by the study's factory (suite/factory.py)",
+             users_dataset=True),
 ]}
 
 
@@ -64,8 +69,17 @@ def build_dataset(config: dict[str, Any], length: int, prepared=None) -> LoaderP
         raise ValueError(f"unknown workload {config['workload']!r}")
     built = workload.load().build(config, length, prepared)
     parts = built if isinstance(built, LoaderParts) else LoaderParts(built)
-    with_extras(parts.dataset, config)
+    if not workload.users_dataset:  # the extras are attributes: on a user's object they could replace its own
+        with_extras(parts.dataset, config)
     return parts
+
+
+def workload_env(config: dict[str, Any]) -> dict[str, Any]:
+    """What the cell's workload adds to the record's env (a module's `provenance(config)`, where it has one):
+    for a custom factory, the file it was imported from and its sha256."""
+    workload = WORKLOADS.get(config["workload"])
+    provenance = getattr(workload.load(), "provenance", None) if workload is not None else None
+    return provenance(config) if provenance is not None else {}
 
 
 def import_all() -> None:

@@ -1,7 +1,8 @@
 """Real image loading: read a JPEG, decode it, RandomResizedCrop(224), flip, to float tensor, normalize.
 
 The decoder is PIL (resize then runs in PIL, where pillow-simd helps) or torchvision.io.decode_jpeg
-(resize then runs on uint8 tensors in torch).
+(resize then runs on uint8 tensors in torch). With storage = "http" each file is fetched from the cell's
+server (suite/storage) instead of read from disk.
 """
 
 from __future__ import annotations
@@ -36,6 +37,35 @@ def decode(path: str, decoder: str):
     return decode_jpeg(read_file(path), mode=ImageReadMode.RGB)
 
 
+def decode_bytes(data: bytes, decoder: str):
+    """decode() for a JPEG already in memory (read over the network, or from a shard)."""
+    if decoder == "pil":
+        import io
+
+        from PIL import Image
+
+        with Image.open(io.BytesIO(data)) as img:
+            return img.convert("RGB")
+    from torchvision.io import ImageReadMode, decode_jpeg
+
+    return decode_jpeg(torch.frombuffer(bytearray(data), dtype=torch.uint8), mode=ImageReadMode.RGB)
+
+
+def finish(image, stage: str, transform):
+    """The sample's image: transformed, or, for the decode-only ceiling, only its size (no transform)."""
+    if stage == "decode":
+        size = image.size if hasattr(image, "size") and not callable(image.size) else tuple(image.shape[-2:])
+        return torch.tensor(size)
+    return transform(image)
+
+
+def from_bytes(data: bytes, decoder: str, stage: str, transform):
+    """A sample from a JPEG's bytes; for the read-only stage (the I/O ceiling: nothing decoded) only their count."""
+    if stage == "read":
+        return torch.tensor([len(data)])
+    return finish(decode_bytes(data, decoder), stage, transform)
+
+
 class JpegDataset(Extras, Dataset):
     def __init__(self, length: int, root: Path, files: tuple[str, ...], labels: tuple[int, ...], decoder: str,
                  stage: str = "full"):
@@ -53,11 +83,10 @@ class JpegDataset(Extras, Dataset):
     def __getitem__(self, index: int):
         self.extras(index)
         k = index % len(self.paths)
-        image = decode(self.paths[k], self.decoder)
-        if self.stage == "decode":  # the decode-only ceiling: no transform, only the image's size travels
-            size = image.size if hasattr(image, "size") and not callable(image.size) else tuple(image.shape[-2:])
-            return torch.tensor(size), self.labels[k]
-        return self.transform(image), self.labels[k]
+        if self.stage == "read":
+            with open(self.paths[k], "rb") as fh:
+                return from_bytes(fh.read(), self.decoder, self.stage, self.transform), self.labels[k]
+        return finish(decode(self.paths[k], self.decoder), self.stage, self.transform), self.labels[k]
 
 
 class BatchedJpegDataset(JpegDataset):
@@ -65,9 +94,34 @@ class BatchedJpegDataset(JpegDataset):
         return [self[i] for i in indices]
 
 
+class HttpJpegDataset(JpegDataset):
+    """storage = "http": each JPEG is a GET (its path relative to the dataset's root) from the cell's server."""
+
+    def __init__(self, length: int, root: Path, files: tuple[str, ...], labels: tuple[int, ...], decoder: str,
+                 stage: str, client):
+        super().__init__(length, root, files, labels, decoder, stage)
+        self.files, self.client = list(files), client
+
+    def __getitem__(self, index: int):
+        self.extras(index)
+        k = index % len(self.files)
+        return from_bytes(self.client.get(self.files[k]), self.decoder, self.stage, self.transform), self.labels[k]
+
+
+class BatchedHttpJpegDataset(HttpJpegDataset):
+    def __getitems__(self, indices: list[int]):
+        return [self[i] for i in indices]
+
+
 def build(config: dict, length: int, prepared=None) -> JpegDataset:
     if prepared is None:
         raise ValueError("the jpeg workload needs a prepared dataset")
+    if config.get("storage") == "http":
+        from suite.storage.client import HttpClient
+
+        cls = BatchedHttpJpegDataset if config["batched"] else HttpJpegDataset
+        return cls(length, prepared.root, prepared.files, prepared.labels, config["decoder"],
+                   config.get("jpeg_stage") or "full", HttpClient(config["storage_endpoint"], config.get("rank", 0)))
     cls = BatchedJpegDataset if config["batched"] else JpegDataset
     return cls(length, prepared.root, prepared.files, prepared.labels, config["decoder"],
                config.get("jpeg_stage") or "full")

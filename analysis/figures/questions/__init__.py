@@ -28,6 +28,7 @@ from analysis.figures.questions.persistence import epoch_gap_by_persistence
 from analysis.figures.questions.rng import rng_duplicates
 from analysis.figures.questions.sharing import sharing_strategy_limits
 from analysis.figures.questions.start_method import time_to_first_batch_by_start_method
+from analysis.figures.questions.storage import workers_hide_latency
 from analysis.figures.style import apply_theme
 
 #: question -> the function drawing its figure; each figure's files are named after its function.
@@ -40,6 +41,7 @@ FIGURES = {
     "oversubscription": oversubscription_ranks_x_workers,
     "rng": rng_duplicates,
     "in-order": tail_latency_in_order,
+    "storage": workers_hide_latency,
 }
 
 

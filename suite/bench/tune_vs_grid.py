@@ -1,0 +1,181 @@
+"""Experiment 7, tune against the grid: on the same matrices, in the same run, `loaderbench tune` and the full
+grid (every cell x the study's repetitions), each through the real runner into its own records.
+
+The matrices are the quick study's, one per workload (sleep, cpu, jpeg; num_workers 0..8; 1 and 2 cores;
+its measuring settings and dataset), so each has one scenario per core count. `--quick`: sleep and cpu on
+one core, num_workers 0, 1, 2, 4. The matrices alternate which of the two runs first, so a drift of the
+machine's load does not favour one of them.
+
+Per scenario, from the grid's own records (the tuned setting and the grid's best measured alike): the
+median of the setting tune chose over the grid's best median (`fraction_of_best`; the grid's best is the
+highest of its medians, so this reads a little low where several settings tie), with the distribution-free
+comparison of the two cells (analysis.stats.compare, 5% effect, at the 90% that 3 v 3 repetitions reach);
+and tune's cell-seconds over the grid's (`fraction_of_cost`; a cell-second is a cell repetition's start to
+end, as in the records). Targets reported against, never asserted: at least `TARGET_OF_BEST` of the grid's
+best for at most `TARGET_OF_COST` of its cell-seconds.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from suite.bench.common import REPO, cores
+
+QUICK_STUDY = REPO / "suite" / "studies" / "quick.toml"
+MATRICES = ("sleep", "cpu", "jpeg")
+MATRICES_QUICK = ("sleep", "cpu")
+WORKERS_QUICK = (0, 1, 2, 4)
+TARGET_OF_BEST = 0.95
+TARGET_OF_COST = 0.30
+CONFIDENCE = 0.90  # what 3 v 3 repetitions reach for a comparison of two cells
+
+
+def _toml(v: Any) -> str:
+    import json
+
+    return ("true" if v else "false") if isinstance(v, bool) else json.dumps(v)
+
+
+def matrix_study_text(workload: str, quick: bool, base: Path = QUICK_STUDY) -> str:
+    """The quick study's matrix for one workload (its settings, dataset and other axes), full JPEG pipeline
+    only; with `quick`, one core and num_workers 0, 1, 2, 4."""
+    import tomllib
+
+    raw = tomllib.loads(base.read_text())
+    study = {k: v for k, v in raw["study"].items() if k not in ("name", "description")}
+    matrix = dict(raw["matrix"])
+    matrix["workload"] = [workload]
+    matrix["jpeg_stage"] = ["full"]
+    matrix["cores"] = [1] if quick else sorted({cores(c) for c in matrix["cores"]})
+    if quick:
+        matrix["num_workers"] = list(WORKERS_QUICK)
+    lines = [f"# written by suite.bench: the matrix of {base.name} for the {workload} workload",
+             "[study]", f'name = "bench-tune-{workload}"'] + [f"{k} = {_toml(v)}" for k, v in study.items()]
+    lines += ["", "[dataset]"] + [f"{k} = {_toml(v)}" for k, v in raw.get("dataset", {}).items()]
+    lines += ["", "[matrix]"] + [f"{k} = {_toml(v)}" for k, v in matrix.items()]
+    return "\n".join(lines) + "\n"
+
+
+def grid_cells(records) -> dict[str, dict[str, Any]]:
+    """Per cell id: its num_workers, the ok samples_per_s of the grid's records and their cell-seconds (ok or
+    not)."""
+    from suite.tune.measure import cell_seconds
+
+    out: dict[str, dict[str, Any]] = {}
+    for rec in records:
+        if not isinstance(rec, dict):
+            continue
+        row = out.setdefault(rec["cell_id"], {"values": [], "cell_s": 0.0,
+                                              "num_workers": (rec.get("config") or {}).get("num_workers")})
+        row["cell_s"] += cell_seconds(rec)
+        value = (rec.get("metrics") or {}).get("samples_per_s")
+        if rec.get("status") == "ok" and value is not None:
+            row["values"].append(float(value))
+    return out
+
+
+def scenario_row(scenario: dict[str, Any], cell_ids: list[str], grid: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """One scenario of tune.json against the grid's records of the same cells."""
+    from analysis.stats import compare
+
+    medians = {cid: float(np.median(grid[cid]["values"])) for cid in cell_ids if grid.get(cid, {}).get("values")}
+    grid_s = sum(grid[cid]["cell_s"] for cid in cell_ids if cid in grid)
+    tune_s = scenario["cost"]["cell_seconds"]
+    row: dict[str, Any] = {"scenario": scenario["label"], "grid_cell_seconds": grid_s, "tune_cell_seconds": tune_s,
+                           "fraction_of_cost": tune_s / grid_s if grid_s else None,
+                           "tune_measurements": scenario["cost"]["measurements"],
+                           "grid_measurements": sum(len(grid.get(cid, {}).get("values", [])) for cid in cell_ids),
+                           "grid_estimate_cell_seconds": scenario["cost"]["grid_cell_seconds_estimate"]}
+    answer = scenario["answer"]
+    if answer is None or not medians:
+        return {**row, "fraction_of_best": None, "verdict": "no answer" if answer is None else "grid failed"}
+    best_id = max(medians, key=medians.get)
+    tuned_id = answer["cell_id"]
+    row.update(tuned=answer["settings"], tuned_tune_median=answer["median"], tuned_grid_median=medians.get(tuned_id),
+               grid_best_cell=best_id, grid_best_median=medians[best_id],
+               grid_best_num_workers=grid[best_id]["num_workers"])
+    if tuned_id not in medians:
+        return {**row, "fraction_of_best": None, "verdict": "the grid has no ok record of the tuned setting"}
+    row["fraction_of_best"] = medians[tuned_id] / medians[best_id]
+    if tuned_id == best_id:
+        row["verdict"] = "the grid's best"
+        return row
+    cmp = compare(grid[best_id]["values"], grid[tuned_id]["values"], min_effect=0.05, confidence=CONFIDENCE)
+    row["verdict"] = cmp.verdict
+    row["comparison"] = cmp.interval_text()
+    return row
+
+
+def _run_grid(study, root: Path) -> float:
+    from suite.launch.local import run_local
+    from suite.store import Store
+
+    t0 = time.perf_counter()
+    run_local(study, Store(root))
+    return time.perf_counter() - t0
+
+
+def _run_tune(study, root: Path) -> tuple[dict, float]:
+    from suite.tune.options import TuneOptions
+    from suite.tune.run import run_tune
+
+    t0 = time.perf_counter()
+    run = run_tune(study, root, TuneOptions())
+    return run.result, time.perf_counter() - t0
+
+
+def tune_vs_grid(quick: bool) -> dict[str, Any]:
+    from suite.store import Store
+    from suite.study import load_study
+    from suite.tune.space import scenarios
+
+    matrices = []
+    with tempfile.TemporaryDirectory(prefix="loaderbench-bench-tune-") as tmp:
+        root = Path(tmp)
+        for i, workload in enumerate(MATRICES_QUICK if quick else MATRICES):
+            path = root / f"{workload}.toml"
+            path.write_text(matrix_study_text(workload, quick))
+            study = load_study(path)
+            if i % 2 == 0:
+                grid_wall = _run_grid(study, root / "results")
+                result, tune_wall = _run_tune(study, root / "results")
+            else:
+                result, tune_wall = _run_tune(study, root / "results")
+                grid_wall = _run_grid(study, root / "results")
+            grid = grid_cells(r for _, r in Store(root / "results").records(study.name))
+            spaces = scenarios(study.cells)
+            rows = [scenario_row(sc, [c.key for c in space.candidates], grid)
+                    for sc, space in zip(result["scenarios"], spaces)]
+            matrices.append({"workload": workload, "order": "grid first" if i % 2 == 0 else "tune first",
+                             "cells": len(study.cells), "repetitions": study.settings.repetitions,
+                             "grid_wall_s": grid_wall, "tune_wall_s": tune_wall, "scenarios": rows,
+                             "answers": _answers(result)})
+    return {"quick": quick, "targets": {"fraction_of_best": TARGET_OF_BEST, "fraction_of_cost": TARGET_OF_COST},
+            "confidence": CONFIDENCE, "matrices": matrices, "summary": summary(matrices)}
+
+
+def _answers(result: dict) -> list[str]:
+    from suite.tune.render import answer_line
+
+    return [f"{sc['label']}: {answer_line(sc)}" for sc in result["scenarios"]]
+
+
+def summary(matrices: list[dict]) -> dict[str, Any]:
+    """Over every scenario: how many met each target, the median fractions, and the cost over all."""
+    rows = [r for m in matrices for r in m["scenarios"]]
+    best = [r["fraction_of_best"] for r in rows if r.get("fraction_of_best") is not None]
+    cost = [r["fraction_of_cost"] for r in rows if r.get("fraction_of_cost") is not None]
+    grid_s = sum(r["grid_cell_seconds"] for r in rows)
+    tune_s = sum(r["tune_cell_seconds"] for r in rows)
+    return {"scenarios": len(rows), "met_best": sum(b >= TARGET_OF_BEST for b in best),
+            "met_cost": sum(c <= TARGET_OF_COST for c in cost),
+            "median_fraction_of_best": float(np.median(best)) if best else None,
+            "min_fraction_of_best": min(best) if best else None,
+            "median_fraction_of_cost": float(np.median(cost)) if cost else None,
+            "grid_cell_seconds": grid_s, "tune_cell_seconds": tune_s,
+            "fraction_of_cost_overall": tune_s / grid_s if grid_s else None}

@@ -1,0 +1,395 @@
+"""The search of one scenario: which setting gives the most throughput, measured as little as it can be.
+
+Throughput against num_workers rises to about the core count, then plateaus or falls; the other settings
+(prefetch_factor, persistent_workers, start_method...) usually shift that curve a little, sometimes a lot.
+So the search, with every measurement one repetition of one candidate through `measure`:
+
+1. screen: num_workers on a geometric subset of the listed values (0, 1, 2, 4, ... up to the largest), one
+   repetition each, the other settings at their base (the axis default where listed). With a memory cap,
+   the first num_workers over it ends the screen: memory grows with workers.
+2. refine, guided by the curve's shape, until nothing is left to measure:
+   - peak: where a screened neighbour of the best is below the band (more than `margin` below the best)
+     or missing, the listed value next to the best on that side is measured (hill climbing); where it is
+     in the band, the values between are taken to be on the plateau and are not measured;
+   - knee: the listed values between the cheapest in-band num_workers and the screened value below it are
+     bisected, to find the fewest workers within the margin.
+3. axes: at the best num_workers, every other listed value of every other setting axis, one repetition
+   each. A value better than the incumbent by more than the margin replaces it, and steps 2-3 run once
+   more under the new incumbent; values within the margin keep the incumbent (the axis is not shown to
+   matter by the screen).
+4. confirm (successive halving on repetitions): of the usable candidates within `reach` of the best
+   screened value, the best and the cheapest (or the runner-up: `finalists` in all) are brought to the full
+   repetitions, interleaved. Each is compared with the one of highest median on the distribution-free
+   interval of their ratio (analysis.stats.compare at `confidence`): shown slower by more than the margin,
+   it is dropped. Finalists not yet separated get the extra rung's repetitions, when there is one. Then,
+   with the spread of one repetition now known (pooled over every candidate measured more than once), any
+   screened candidate that could still beat the highest median by more than the margin (within `LATE_Z`
+   of that spread) is confirmed the same way: a screen that read low by chance does not lose the answer.
+   The search stops when one finalist is left ("separated" when the others were shown slower, "out of
+   reach" when none other reached the final rung), when every one left is shown within the margin of the
+   highest ("within margin"), or when the rungs are spent ("not separated").
+
+The answer is the finalist of highest median; when every finalist left is shown within the margin of it,
+the cheapest of them instead (fewest workers, then least memory, then fewest non-default settings). A
+candidate with a failed repetition, or over the memory cap, is never an answer.
+
+Pure: the search decides only from what `measure` returns, so the same observations give the same path
+(resuming from records replays it exactly), and tests drive it with synthetic throughput surfaces.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from analysis.stats import Comparison, compare
+from analysis.verdicts import EQUIVALENT, SLOWER
+from suite.tune.evidence import Evidence, Measure
+from suite.tune.options import TuneOptions
+from suite.tune.space import Candidate, Scenario
+
+#: times steps 2-3 run: once, and once more when step 3 changed a setting
+MAX_PASSES = 2
+#: a screened candidate that this many standard deviations of one repetition would put more than the margin
+#: above the highest median is confirmed too, however far the reach put it
+LATE_Z = 2.0
+
+SEPARATED, WITHIN_MARGIN, NOT_SEPARATED, OUT_OF_REACH, ONE_CANDIDATE, NO_USABLE = (
+    "separated", "within margin", "not separated", "out of reach", "one candidate", "no usable candidate")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One thing the search did: measured a repetition (`repetition` set) or decided something."""
+
+    phase: str  # screen | refine | axes | confirm
+    candidate: str
+    repetition: int | None
+    value: float | None
+    note: str
+
+
+@dataclass
+class AxisDecision:
+    axis: str
+    at_workers: int
+    values: dict[str, float | None]  # value (as text) -> its screened objective
+    kept: Any
+    note: str
+
+
+@dataclass
+class ScenarioOutcome:
+    scenario: Scenario
+    evidence: dict[str, Evidence]
+    steps: list[Step]
+    axes: list[AxisDecision] = field(default_factory=list)
+    finalists: list[Evidence] = field(default_factory=list)
+    comparisons: dict[str, Comparison] = field(default_factory=dict)  # finalist key -> against `highest`
+    highest: Evidence | None = None
+    answer: Evidence | None = None
+    stop: str = NO_USABLE
+
+    @property
+    def measured(self) -> int:
+        return sum(e.n for e in self.evidence.values())
+
+
+def geometric_subset(values: tuple[int, ...] | list[int]) -> list[int]:
+    """The listed num_workers nearest (on a log scale) to 0, 1, 2, 4, ... up to the largest, ends included."""
+    vals = sorted(set(values))
+    top = vals[-1]
+    targets = [0] + [2 ** i for i in range(int(math.ceil(math.log2(top))) + 1 if top > 0 else 0)]
+    picks = {vals[0], top}
+    for t in targets:
+        picks.add(min(vals, key=lambda v: (abs(math.log2(v + 1) - math.log2(t + 1)), v)))
+    return sorted(picks)
+
+
+class ScenarioSearch:
+    """Runs steps 1-4 on one scenario; `run()` returns the outcome."""
+
+    def __init__(self, scenario: Scenario, measure: Measure, options: TuneOptions, rungs: tuple[int, ...],
+                 on_step: Callable[[Scenario, Step], None] | None = None):
+        self.s, self.measure, self.opt, self.rungs, self.on_step = scenario, measure, options, rungs, on_step
+        self.cap = options.max_memory_bytes
+        self.evidence: dict[str, Evidence] = {}
+        self.steps: list[Step] = []
+        self.out = ScenarioOutcome(scenario, self.evidence, self.steps)
+
+    # --- measuring ---------------------------------------------------------------------------------------
+
+    def _ev(self, c: Candidate) -> Evidence:
+        return self.evidence.setdefault(c.key, Evidence(c))
+
+    def _observe(self, c: Candidate, phase: str, note: str) -> Evidence:
+        e = self._ev(c)
+        obs = self.measure(c, e.n)
+        e.observations.append(obs)
+        value = obs.value if obs.ok else None
+        if obs.reused:
+            note = f"{note} (read from its record)"
+        if not obs.ok:
+            note = f"{note}; {obs.status}: {obs.error or 'no value'}"
+        elif e.over_cap(self.cap):
+            note = f"{note}; over the memory cap ({e.memory / 2**20:.0f} MiB)"
+        self._step(Step(phase, self._label(c), e.n - 1, value, note))
+        return e
+
+    def _screened(self, c: Candidate, phase: str, note: str) -> Evidence:
+        e = self._ev(c)
+        return e if e.n else self._observe(c, phase, note)
+
+    def _note(self, phase: str, candidate: str, note: str) -> None:
+        self._step(Step(phase, candidate, None, None, note))
+
+    def _step(self, step: Step) -> None:
+        self.steps.append(step)
+        if self.on_step is not None:
+            self.on_step(self.s, step)
+
+    def _label(self, c: Candidate) -> str:
+        return c.label(self.s.values)
+
+    def _value(self, e: Evidence | None) -> float:
+        return e.median if e is not None and e.usable(self.cap) else math.nan
+
+    # --- num_workers under an assignment of the other settings -------------------------------------------
+
+    def _at(self, inc: dict, n: int) -> Candidate | None:
+        return self.s.find({**inc, "num_workers": n})
+
+    def _curve(self, inc: dict) -> dict[int, Evidence]:
+        """Every measured num_workers under `inc` (usable or not)."""
+        out = {}
+        for n in self.s.workers:
+            c = self._at(inc, n)
+            if c is not None and c.key in self.evidence and self.evidence[c.key].n:
+                out[n] = self.evidence[c.key]
+        return out
+
+    def _listed(self, inc: dict) -> list[int]:
+        """num_workers values with a cell under `inc`, below the first one seen over the memory cap."""
+        over = [n for n, e in self._curve(inc).items() if e.over_cap(self.cap)]
+        limit = min(over) if over else math.inf
+        return [n for n in self.s.workers if n < limit and self._at(inc, n) is not None]
+
+    def _best(self, curve: dict[int, Evidence]) -> tuple[int, float] | None:
+        usable = [(n, self._value(e)) for n, e in curve.items() if e.usable(self.cap)]
+        if not usable:
+            return None
+        return max(usable, key=lambda nv: (nv[1], -nv[0]))
+
+    def _screen(self, inc: dict) -> None:
+        for n in geometric_subset(self.s.workers):
+            c = self._at(inc, n)
+            if c is None:
+                continue
+            e = self._screened(c, "screen", "geometric subset of num_workers")
+            if e.over_cap(self.cap):
+                self._note("screen", self._label(c), f"num_workers above {n} not screened: over the memory cap at "
+                                                    f"{n}, and memory grows with workers")
+                break
+
+    def _peak(self, inc: dict) -> bool:
+        """Measure the listed value next to the best on a side whose screened neighbour is below the band."""
+        curve = self._curve(inc)
+        best = self._best(curve)
+        if best is None:
+            return False
+        b, fb = best
+        band = (1 - self.opt.margin) * fb
+        listed = self._listed(inc)
+        for side in (-1, 1):
+            measured = [n for n in curve if (n - b) * side > 0]
+            nearest = (max if side < 0 else min)(measured) if measured else None
+            if nearest is not None and self._value(curve[nearest]) >= band:
+                continue  # both ends on the plateau: the values between are taken to be on it too
+            gap = [n for n in listed if (n - b) * side > 0 and (nearest is None or (nearest - n) * side > 0)]
+            if gap:
+                n = (max if side < 0 else min)(gap)
+                self._observe(self._at(inc, n), "refine", f"next to the best ({b} workers), towards "
+                                                          f"{'fewer' if side < 0 else 'more'} workers")
+                return True
+        return False
+
+    def _knee(self, inc: dict) -> bool:
+        """Bisect the listed values between the cheapest in-band num_workers and the measured one below it."""
+        curve = self._curve(inc)
+        best = self._best(curve)
+        if best is None:
+            return False
+        band = (1 - self.opt.margin) * best[1]
+        k = min(n for n, e in curve.items() if e.usable(self.cap) and self._value(e) >= band)
+        below_listed = [n for n in self._listed(inc) if n < k]
+        if not below_listed:
+            return False
+        below = [n for n in curve if n < k]
+        if not below:
+            n = below_listed[0]
+            self._observe(self._at(inc, n), "refine", f"fewest workers, below the cheapest within the margin ({k})")
+            return True
+        between = [n for n in below_listed if n > max(below)]
+        if not between:
+            return False
+        n = between[(len(between) - 1) // 2]
+        self._observe(self._at(inc, n), "refine", f"bisecting {max(below)}..{k} workers for the fewest within "
+                                                  "the margin")
+        return True
+
+    # --- the other settings ---------------------------------------------------------------------------------
+
+    def _axes(self, inc: dict, b: int) -> dict:
+        new = dict(inc)
+        for axis, values in self.s.values.items():
+            if axis == "num_workers":
+                continue
+            cur = self._at(new, b)
+            seen: dict[Any, Evidence] = {new[axis]: self._ev(cur)}
+            for v in values:
+                c = self.s.find({**new, "num_workers": b, axis: v})
+                if c is None or c.key == cur.key:
+                    continue
+                seen[v] = self._screened(c, "axes", f"{axis}={v} at the best num_workers ({b})")
+            if len(seen) < 2:
+                continue
+            f_cur = self._value(seen[new[axis]])
+            v_best, f_best = max(((v, self._value(e)) for v, e in seen.items() if e.usable(self.cap)),
+                                 key=lambda vf: vf[1], default=(new[axis], math.nan))
+            shown = {str(v).lower() if isinstance(v, bool) else str(v): (self._value(e) if e.usable(self.cap)
+                                                                        else None) for v, e in seen.items()}
+            if v_best != new[axis] and (math.isnan(f_cur) or f_best > (1 + self.opt.margin) * f_cur):
+                note = f"{axis}={v_best} beats {axis}={new[axis]} by more than the margin (one repetition each)"
+                new[axis] = v_best
+            else:
+                note = f"every value within the margin of {axis}={new[axis]} or below it: kept"
+            self.out.axes.append(AxisDecision(axis, b, shown, new[axis], note))
+            self._note("axes", f"{axis} at num_workers={b}", note)
+        return new
+
+    # --- confirm ---------------------------------------------------------------------------------------------
+
+    def _finalists(self) -> list[Evidence]:
+        usable = [e for e in self.evidence.values() if e.usable(self.cap)]
+        if not usable:
+            return []
+        top = _highest(usable)
+        reach = [e for e in usable if e.median >= (1 - self.opt.reach) * top.median]
+        cheapest = min(reach, key=Evidence.cheapness)
+        ordered = [top, cheapest] + sorted(reach, key=lambda e: -e.median)
+        out: list[Evidence] = []
+        for e in ordered:
+            if e not in out:
+                out.append(e)
+        return out[: self.opt.finalists]
+
+    def _rungs(self, finalists: list[Evidence]) -> bool:
+        """Bring the finalists through the rungs; False when every finalist turned out unusable."""
+        for i, reps in enumerate(self.rungs):
+            for rep in range(reps):  # interleaved: every finalist's repetition r before anyone's r + 1
+                for e in finalists:
+                    if e.n <= rep and not e.failed:
+                        self._observe(e.candidate, "confirm", f"finalist, rung {i + 1}: {reps} repetitions")
+            finalists = [e for e in finalists if e.usable(self.cap)]
+            if not finalists:
+                return False
+            top = _highest(finalists)
+            self.out.comparisons.pop(top.candidate.key, None)  # compared in an earlier rung, when it was not top
+            kept = [top]
+            for e in finalists:
+                if e is top:
+                    continue
+                cmp = compare(top.values, e.values, min_effect=self.opt.margin, confidence=self.opt.confidence)
+                self.out.comparisons[e.candidate.key] = cmp
+                if cmp.verdict == SLOWER:
+                    self._note("confirm", self._label(e.candidate),
+                               f"dropped: shown slower than {self._label(top.candidate)} by more than the margin "
+                               f"({cmp.interval_text()})")
+                else:
+                    kept.append(e)
+            finalists = kept
+            self.out.highest = top
+            if len(finalists) == 1:
+                usable = sum(e.usable(self.cap) for e in self.evidence.values())
+                self.out.stop = (ONE_CANDIDATE if usable == 1 else SEPARATED if self.out.comparisons
+                                 else OUT_OF_REACH)
+                break
+            if all(self.out.comparisons[e.candidate.key].verdict == EQUIVALENT for e in finalists[1:]):
+                self.out.stop = WITHIN_MARGIN
+                break
+        else:
+            self.out.stop = NOT_SEPARATED
+        self.out.finalists = finalists
+        if self.out.stop == WITHIN_MARGIN:  # shown the same within the margin: the cheapest wins
+            self.out.answer = min(finalists, key=Evidence.cheapness)
+        else:
+            self.out.answer = self.out.highest
+        return True
+
+    def _noise(self) -> float:
+        """One repetition's spread: the pooled standard deviation of log values over every candidate with two
+        or more ok repetitions (0 while there is none)."""
+        ss = df = 0.0
+        for e in self.evidence.values():
+            if len(e.values) >= 2 and not e.failed:
+                logs = np.log(e.values)
+                ss += float(((logs - logs.mean()) ** 2).sum())
+                df += len(logs) - 1
+        return math.sqrt(ss / df) if df else 0.0
+
+    def _late(self, reps: int) -> list[Evidence]:
+        """Usable candidates short of the final repetitions that may still beat the highest median by more than
+        the margin, given the noise of one repetition: a screen repetition that read low by chance (out of
+        reach, or past the finalists' number). One that can only be as good is not worth its repetitions."""
+        top = self.out.highest
+        spread = LATE_Z * self._noise() * math.sqrt(1 + 1 / top.n)
+        floor = top.median * (1 + self.opt.margin) * math.exp(-spread)
+        return [e for e in self.evidence.values() if e.usable(self.cap) and e.n < reps and e.median >= floor]
+
+    def _confirm(self) -> None:
+        pool = self._finalists()
+        while pool:
+            if not self._rungs(pool):
+                pool = self._finalists()  # every finalist failed or went over the cap later: pick again
+                continue
+            late = self._late(self.rungs[0])
+            if not late:
+                return
+            self._note("confirm", ", ".join(self._label(e.candidate) for e in late),
+                       f"may beat the highest by more than the margin within {LATE_Z:g} x the spread of one "
+                       f"repetition ({self._noise():.1%}): confirmed too")
+            pool = self.out.finalists + late
+        self.out.stop = NO_USABLE
+
+    # --- the whole search ------------------------------------------------------------------------------------
+
+    def run(self) -> ScenarioOutcome:
+        inc = self.s.base
+        self._screen(inc)  # a scenario of one cell: that cell, which the confirm step brings to full repetitions
+        for _ in range(MAX_PASSES):
+            while self._peak(inc) or self._knee(inc):
+                pass
+            best = self._best(self._curve(inc))
+            if best is None:
+                break
+            new = self._axes(inc, best[0])
+            if new == inc:
+                break
+            inc = new
+        self._confirm()
+        return self.out
+
+
+def _highest(evidence: list[Evidence]) -> Evidence:
+    """The highest median; the cheaper on a tie."""
+    return min(evidence, key=lambda e: (-e.median, e.cheapness()))
+
+
+def search(scenario: Scenario, measure: Measure, options: TuneOptions, rungs: tuple[int, ...],
+           on_step: Callable[[Scenario, Step], None] | None = None) -> ScenarioOutcome:
+    """Search one scenario (see the module doc); `rungs` are the finalists' repetitions (TuneOptions.rungs);
+    `on_step` hears of every measurement and decision as it happens."""
+    return ScenarioSearch(scenario, measure, options, rungs, on_step).run()

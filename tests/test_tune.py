@@ -1,0 +1,402 @@
+"""`loaderbench tune`: the search on synthetic throughput surfaces (no DataLoader: a measure function is
+injected), the space a study is split into, the run through the ordinary runner and store (a runner that
+writes synthetic records), resuming, tune.json, the pasteable answer, the CLI's errors, and one real run."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+
+import numpy as np
+import pytest
+
+from suite.cli import main
+from suite.record import Record
+from suite.store import Store
+from suite.study import load_study, parse_study
+from suite.tune.evidence import Observation
+from suite.tune.options import TuneError, TuneOptions
+from suite.tune.render import answer_line, dataloader_call
+from suite.tune.run import EXIT_ANSWERED, EXIT_NO_ANSWER, run_tune
+from suite.tune.search import NO_USABLE, ONE_CANDIDATE, SEPARATED, WITHIN_MARGIN, geometric_subset, search
+from suite.tune.space import scenarios
+from tests.conftest import REPO
+
+W = [0, 1, 2, 3, 4, 6, 8]
+RUNGS = (3,)
+MIB = 2**20
+
+
+def study_of(matrix: dict, repetitions: int = 3, name: str = "syn"):
+    raw = {"study": {"name": name, "repetitions": repetitions},
+           "matrix": {"workload": ["sleep"], "num_workers": W, "cores": [2], **matrix}}
+    return parse_study(raw, where="synthetic", max_cores=64)
+
+
+def by_workers(values: list[float]):
+    return lambda c: values[W.index(c.num_workers)]
+
+
+PEAKED = by_workers([300, 540, 780, 960, 1050, 900, 750])  # best at 4, the neighbours 9-14% below it
+PLATEAU = by_workers([270, 270, 400, 405, 400, 395, 390])  # CPU-bound on 2 cores: flat from 2 workers
+RISING = by_workers([450, 770, 1400, 1900, 2400, 3200, 3900])  # sleep-bound: more workers, more throughput
+
+
+def prefetch_matters(c):  # prefetch_factor = 4 is 25% faster wherever there are workers
+    return PLATEAU(c) * (1.25 if c["prefetch_factor"] == 4 else 1.0)
+
+
+def memory_of(c) -> float:
+    return (100 + 100 * c.num_workers) * MIB
+
+
+def synthetic(f, noise: float, seed: int, fails=lambda c: False):
+    """measure(candidate, repetition): f times seeded log-normal noise, memory growing with workers."""
+    rng = np.random.default_rng(seed)
+
+    def measure(c, rep):
+        if fails(c):
+            return Observation("failed", cell_s=1.0, error="worker_crash: synthetic")
+        return Observation("ok", f(c) * math.exp(rng.normal(0, noise)), memory_of(c), 1.0)
+    return measure
+
+
+def tune_one(study, f, noise, seed, options=TuneOptions(), fails=lambda c: False):
+    (sc,) = scenarios(study.cells)
+    return sc, search(sc, synthetic(f, noise, seed, fails), options, RUNGS)
+
+
+# --- the space ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("listed, subset", [
+    ([0, 1, 2, 3, 4, 6, 8], [0, 1, 2, 4, 8]),
+    ([2, 4, 6, 8], [2, 4, 8]),
+    ([0, 4, 8, 12, 16, 24, 32, 48, 64], [0, 4, 8, 16, 32, 64]),
+    ([3], [3]),
+])
+def test_geometric_subset(listed, subset):
+    assert geometric_subset(listed) == subset
+
+
+def test_quick_study_splits_into_scenarios_of_work_and_node():
+    study = load_study(REPO / "suite" / "studies" / "quick.toml", max_cores=2)
+    found = scenarios(study.cells)
+    assert sum(len(s.candidates) for s in found) == len(study.cells)
+    labels = sorted(s.label for s in found)
+    # workload x cores, and jpeg's decode-only reference cells on their own
+    assert len(found) == 8 and all("workload=" in lab and "cores=" in lab for lab in labels)
+    decode = [s for s in found if dict(s.context).get("jpeg_stage") == "decode"]
+    assert len(decode) == 2 and all(len(s.candidates) == 1 for s in decode)
+    sleep2 = next(s for s in found if s.label.startswith("workload=sleep cores=2"))
+    assert sleep2.workers == (0, 1, 2, 3, 4, 6, 8) and list(sleep2.values) == ["num_workers"]
+
+
+def test_an_axis_none_without_workers_does_not_split_the_num_workers_curve():
+    study = study_of({"num_workers": [0, 2], "slow_worker_ms": [0, 50]})
+    found = scenarios(study.cells)
+    assert len(found) == 2  # one per straggler delay: both contain the (only) num_workers = 0 cell
+    zero = [c for c in study.cells if c["num_workers"] == 0]
+    assert len(zero) == 1 and all(zero[0].cell_id in {c.key for c in s.candidates} for s in found)
+
+
+def test_find_reads_a_none_as_any_value():
+    study = study_of({"num_workers": [0, 2], "prefetch_factor": [2, 4]})
+    (sc,) = scenarios(study.cells)
+    assert sc.find({"num_workers": 0, "prefetch_factor": 4})["num_workers"] == 0
+    assert sc.find({"num_workers": 2, "prefetch_factor": 4})["prefetch_factor"] == 4
+    assert sc.base == {"num_workers": 0, "prefetch_factor": 2}
+
+
+# --- the search on synthetic surfaces -----------------------------------------------------------------------
+
+SURFACES = {
+    # name: (extra matrix, surface, noise of one repetition, seeded runs, fraction of them that must land within 5%)
+    "known best": ({}, PEAKED, 0.03, 30, 1.0),
+    "plateau": ({}, PLATEAU, 0.03, 30, 1.0),
+    "rising": ({}, RISING, 0.03, 30, 1.0),
+    "noisy plateau": ({}, PLATEAU, 0.08, 40, 0.95),
+    "noisy rising": ({}, RISING, 0.08, 40, 0.95),
+    "prefetch_factor matters": ({"prefetch_factor": [2, 4]}, prefetch_matters, 0.03, 30, 1.0),
+    "three setting axes": ({"prefetch_factor": [2, 4], "persistent_workers": [False, True]}, prefetch_matters,
+                           0.03, 30, 1.0),
+}
+
+
+@pytest.mark.parametrize("name", SURFACES)
+def test_search_lands_within_5_percent_of_the_best_for_less_than_the_grid(name):
+    matrix, f, noise, runs, need = SURFACES[name]
+    study = study_of(matrix)
+    grid = len(study.cells) * study.settings.repetitions
+    hits, spent = 0, []
+    for seed in range(runs):
+        sc, out = tune_one(study, f, noise, seed)
+        best = max(f(c) for c in sc.candidates)
+        hits += f(out.answer.candidate) >= 0.95 * best
+        spent.append(out.measured)
+    assert hits >= need * runs, f"{name}: {hits} of {runs} seeded runs within 5% of the best"
+    assert max(spent) < grid, f"{name}: spent up to {max(spent)} cell repetitions, the grid {grid}"
+
+
+def test_a_setting_other_than_num_workers_is_found_when_it_matters():
+    study = study_of({"prefetch_factor": [2, 4]})
+    for seed in range(10):
+        _, out = tune_one(study, prefetch_matters, 0.03, seed)
+        assert out.answer.candidate["prefetch_factor"] == 4
+        assert any(d.axis == "prefetch_factor" and d.kept == 4 for d in out.axes)
+
+
+def test_a_memory_cap_that_excludes_the_best_gives_the_best_under_it():
+    study = study_of({})
+    cap_mb = 450  # 100 MiB + 100 MiB per worker: at most 3 workers
+    options = TuneOptions(max_memory_mb=cap_mb)
+    for seed in range(20):
+        sc, out = tune_one(study, RISING, 0.03, seed, options)
+        assert memory_of(out.answer.candidate) <= cap_mb * MIB
+        feasible = max(RISING(c) for c in sc.candidates if memory_of(c) <= cap_mb * MIB)
+        assert RISING(out.answer.candidate) >= 0.95 * feasible
+        # the screen stops at the first num_workers over the cap: 8 workers are never measured
+        assert all(e.candidate.num_workers <= 4 for e in out.evidence.values())
+
+
+def test_search_is_deterministic_for_a_seed():
+    study = study_of({"prefetch_factor": [2, 4]})
+    a = tune_one(study, prefetch_matters, 0.08, 7)[1]
+    b = tune_one(study, prefetch_matters, 0.08, 7)[1]
+    assert a.steps == b.steps and a.answer.candidate.key == b.answer.candidate.key
+
+
+def test_finalists_shown_within_the_margin_give_the_cheapest():
+    study = study_of({})
+    _, out = tune_one(study, PLATEAU, 0.0, 0)
+    assert out.stop == WITHIN_MARGIN
+    assert out.answer.candidate.num_workers == 2  # 2, 3, 4, 6 and 8 workers are within 5% of each other
+
+
+def test_a_finalist_shown_slower_by_the_margin_is_dropped():
+    study = study_of({})
+    _, out = tune_one(study, PEAKED, 0.0, 0)
+    assert out.stop == SEPARATED and out.answer.candidate.num_workers == 4
+    assert out.answer.n == 3 and out.highest is out.answer
+    assert all(c.verdict == "slower" for c in out.comparisons.values())
+
+
+def test_a_scenario_of_one_cell_gets_that_cell_at_full_repetitions():
+    study = study_of({"num_workers": [2]})
+    _, out = tune_one(study, RISING, 0.03, 0)
+    assert out.stop == ONE_CANDIDATE and out.answer.n == 3 and out.measured == 3
+
+
+def test_a_setting_that_failed_is_never_the_answer():
+    study = study_of({})
+    _, out = tune_one(study, RISING, 0.03, 0, fails=lambda c: c.num_workers >= 6)
+    assert out.answer.candidate.num_workers == 4
+
+
+def test_every_candidate_failing_gives_no_answer():
+    study = study_of({})
+    sc, out = tune_one(study, RISING, 0.03, 0, fails=lambda c: True)
+    assert out.answer is None and out.stop == NO_USABLE
+    assert all(e.n == 1 for e in out.evidence.values())  # nothing measured twice
+
+
+def test_options_are_validated():
+    with pytest.raises(TuneError, match="margin"):
+        TuneOptions(margin=0.7)
+    with pytest.raises(TuneError, match="repetitions"):
+        TuneOptions(repetitions=2)
+    with pytest.raises(TuneError, match="finalists"):
+        TuneOptions(finalists=1)
+    assert TuneOptions().rungs(3) == (3,) and TuneOptions(max_repetitions=5).rungs(3) == (3, 5)
+
+
+# --- a whole run through the ordinary runner and store --------------------------------------------------------
+
+STUDY_TOML = """
+[study]
+name = "{name}"
+repetitions = 3
+timeout_s = 120
+[matrix]
+workload = ["sleep"]
+num_workers = [0, 1, 2, 3, 4, 6, 8]
+cores = [{cores}]
+batch_size = [16]
+"""
+
+
+class SyntheticRunner:
+    """A TaskRunner that writes the record a cell would, with a throughput from the surface of the test."""
+
+    surface = staticmethod(RISING)
+    fail = False
+    made = 0
+
+    def __init__(self, dataset):
+        type(self).made += 1
+
+    def run(self, task, store, settings, launcher=None):
+        c = task.cell
+        digest = hashlib.sha256(f"{c.cell_id}/{task.repetition}".encode()).digest()
+        noise = math.exp(0.03 * np.random.default_rng(int.from_bytes(digest[:8], "little")).normal())
+        if self.fail:
+            rec = Record.for_task(task, "failed", launcher, error={"kind": "worker_crash", "message": "synthetic"})
+        else:
+            value = self.surface(_Candidate(c)) * noise
+            rec = Record.for_task(task, "ok", launcher, env={"gpus": []},
+                                  metrics={"samples_per_s": value, "end_to_end_samples_per_s": 0.8 * value,
+                                           "memory_bytes": {"uss_peak": memory_of(_Candidate(c))}})
+        out = rec.to_json()
+        store.write(out)
+        return out
+
+
+class _Candidate:
+    def __init__(self, cell):
+        self.num_workers = cell["num_workers"]
+
+
+@pytest.fixture
+def tune_study(study_file):
+    return load_study(study_file(STUDY_TOML.format(name="syn", cores=2)), max_cores=2)
+
+
+def test_run_writes_ordinary_records_and_tune_json(tune_study, tmp_path, monkeypatch):
+    monkeypatch.setattr(SyntheticRunner, "fail", False)
+    results = tmp_path / "results"
+    run = run_tune(tune_study, results, TuneOptions(), runner_factory=SyntheticRunner)
+    assert run.exit_code == EXIT_ANSWERED and run.path == results / "syn-tune.json"
+    saved = json.loads(run.path.read_text())
+    assert saved == json.loads(json.dumps(run.result))
+    records = [r for _, r in Store(results).records("syn-tune")]
+    assert records and all(r["status"] == "ok" and r["study"] == "syn-tune" for r in records)
+    assert {r["cell_id"] for r in records} <= {c.cell_id for c in tune_study.cells}  # the grid's own cells
+    (sc,) = saved["scenarios"]
+    a = sc["answer"]
+    assert a["settings"]["num_workers"] == 8 and a["repetitions"] == 3
+    assert a["interval"]["coverage"] == pytest.approx(0.75) and a["interval"]["low"] <= a["median"]
+    assert sc["cost"]["measurements"] == len(records) < sc["cost"]["grid_measurements"] == 21
+    assert sc["cost"]["cell_seconds"] >= 0 and saved["cost"]["measured_now"] == len(records)
+    rules = {r["rule"]: r for r in sc["rules_of_thumb"]}
+    assert rules["cores"]["num_workers"] == 2 and rules["lightning"]["num_workers"] == 1
+    assert "4_per_gpu" not in rules  # the records saw no GPU
+    explored = {e["settings"]["num_workers"] for e in sc["explored"]}
+    for r in rules.values():
+        assert r["measured"] == (r["num_workers"] in explored)
+        if r["measured"]:
+            assert r["source"] == "measured" and r["value"] > 0
+        elif r["source"].startswith("estimated: interpolated"):  # between two measured num_workers
+            assert r["value"] > 0
+        else:  # never extrapolated
+            assert r["source"].startswith("not estimated") and r["value"] is None
+    assert [w["answer"] for w in sc["within_margin"]].count(True) == 1
+    line = answer_line(sc)
+    assert line.startswith("DataLoader(ds, batch_size=16, num_workers=8, prefetch_factor=2)  # ")
+    assert "samples/s [" in line and "75% interval" in line
+
+
+def test_a_rule_of_thumb_outside_the_matrix_is_interpolated_never_extrapolated(study_file, tmp_path, monkeypatch):
+    monkeypatch.setattr(SyntheticRunner, "fail", False)
+    text = STUDY_TOML.format(name="gaps", cores=2).replace("[0, 1, 2, 3, 4, 6, 8]", "[1, 4, 8]")
+    study = load_study(study_file(text), max_cores=2)
+    run = run_tune(study, tmp_path / "r", TuneOptions(), runner_factory=SyntheticRunner)
+    rules = {r["rule"]: r for r in run.result["scenarios"][0]["rules_of_thumb"]}
+    assert not rules["cores"]["in_matrix"] and not rules["cores"]["measured"]  # 2 workers: between 1 and 4
+    assert rules["cores"]["source"] == "estimated: interpolated between num_workers 1 and 4"
+    assert 770 < rules["cores"]["value"] < 2400
+    assert rules["cores_minus_1"]["measured"] and rules["cores_minus_1"]["num_workers"] == 1
+    text0 = STUDY_TOML.format(name="high", cores=2).replace("[0, 1, 2, 3, 4, 6, 8]", "[4, 8]")
+    high = run_tune(load_study(study_file(text0, "high.toml"), max_cores=2), tmp_path / "r", TuneOptions(),
+                    runner_factory=SyntheticRunner)
+    low = {r["rule"]: r for r in high.result["scenarios"][0]["rules_of_thumb"]}["cores_minus_1"]
+    assert low["value"] is None and low["source"] == "not estimated: outside the measured num_workers (4-8)"
+    assert "not in the matrix" in high.text
+
+
+def test_a_second_run_resumes_from_the_records(tune_study, tmp_path, monkeypatch):
+    monkeypatch.setattr(SyntheticRunner, "fail", False)
+    results = tmp_path / "results"
+    first = run_tune(tune_study, results, TuneOptions(), runner_factory=SyntheticRunner)
+    made = SyntheticRunner.made
+    again = run_tune(tune_study, results, TuneOptions(), runner_factory=SyntheticRunner)
+    assert SyntheticRunner.made == made  # nothing to measure: the runner is not even set up
+    assert again.result["cost"]["measured_now"] == 0
+    assert again.result["cost"]["reused"] == first.result["cost"]["measurements"]
+    assert again.result["scenarios"][0]["answer"] == first.result["scenarios"][0]["answer"]
+
+
+def test_every_cell_failing_exits_1(tune_study, tmp_path, monkeypatch):
+    monkeypatch.setattr(SyntheticRunner, "fail", True)
+    run = run_tune(tune_study, tmp_path / "results", TuneOptions(), runner_factory=SyntheticRunner)
+    assert run.exit_code == EXIT_NO_ANSWER
+    (sc,) = run.result["scenarios"]
+    assert sc["answer"] is None and "worker_crash: synthetic" in sc["errors"]
+    assert "no answer" in run.text
+
+
+def test_end_to_end_objective_reads_its_metric(tune_study, tmp_path, monkeypatch):
+    monkeypatch.setattr(SyntheticRunner, "fail", False)
+    run = run_tune(tune_study, tmp_path / "r", TuneOptions(objective="end_to_end"), runner_factory=SyntheticRunner)
+    a = run.result["scenarios"][0]["answer"]
+    assert a["metric"] == "end_to_end_samples_per_s" and a["median"] < 0.85 * RISING(_Candidate({"num_workers": 8}))
+
+
+def test_dataloader_call_writes_only_what_a_script_needs():
+    ctx = {"batch_size": 64}
+    assert dataloader_call({"num_workers": 0, "prefetch_factor": None}, ctx, ["num_workers"]) == \
+        "DataLoader(ds, batch_size=64, num_workers=0)"
+    settings = {"num_workers": 4, "prefetch_factor": 4, "persistent_workers": True, "pin_memory": False,
+                "start_method": "spawn"}
+    assert dataloader_call(settings, ctx, ["num_workers", "persistent_workers"]) == (
+        "DataLoader(ds, batch_size=64, num_workers=4, prefetch_factor=4, persistent_workers=True, "
+        "multiprocessing_context='spawn')")
+
+
+# --- the CLI -------------------------------------------------------------------------------------------------
+
+
+def test_cli_bad_option_is_one_line_and_exit_2(study_file, tmp_path, capsys):
+    path = study_file(STUDY_TOML.format(name="syn", cores=1))
+    assert main(["tune", str(path), "--results", str(tmp_path), "--margin", "0.7"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: tune: margin 0.7")
+    assert main(["tune", str(tmp_path / "missing.toml")]) == 2
+
+
+def test_submit_tune_dry_run_asks_for_one_job_with_the_node_cores(study_file, tmp_path, capsys):
+    path = study_file(STUDY_TOML.format(name="syn", cores=2))
+    rc = main(["submit", str(path), "--cluster", str(REPO / "slurm" / "test.toml"), "--results",
+               str(tmp_path / "r"), "--tune", "--dry-run"])
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    assert "would submit: tune 'syn' on one node, 2 cores, 0 GPUs" in err
+    assert main(["submit", str(path), "--cluster", str(REPO / "slurm" / "test.toml"), "--tune", "-k", "x"]) == 2
+
+
+@pytest.mark.slow
+def test_tune_measures_real_cells(study_file, tmp_path, capsys):
+    path = study_file("""
+[study]
+name = "tune-real"
+repetitions = 3
+warmup_batches = 1
+measure_batches = 6
+timeout_s = 120
+[matrix]
+workload = ["sleep"]
+num_workers = [0, 2]
+cores = [1]
+batch_size = [4]
+sleep_ms = [2.0]
+""")
+    results = tmp_path / "results"
+    rc = main(["tune", str(path), "--results", str(results), "-q"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    result = json.loads((results / "tune-real-tune.json").read_text())
+    answer = result["scenarios"][0]["answer"]
+    assert answer["repetitions"] == 3 and answer["median"] > 0
+    assert "DataLoader(ds, batch_size=4, num_workers=" in out
+    records = list((results / "tune-real-tune").glob("*.json"))
+    assert len(records) == result["cost"]["measurements"] <= 6
