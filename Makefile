@@ -14,7 +14,7 @@ RUN_ARGS ?=
 BENCH_ARGS ?=
 TUNE_ARGS ?=
 
-.PHONY: setup local run tune figures test storage-tools bench submit status clean
+.PHONY: setup local run tune figures test test-stress storage-tools bench submit status clean
 .DEFAULT_GOAL := local
 
 $(VENV)/.installed: pyproject.toml
@@ -48,6 +48,9 @@ storage-tools:  ## install nginx and iproute2 when missing (Debian; needs root)
 	@bash suite/storage/install-tools.sh || { rc=$$?; if [ $$rc = 75 ] || [ $$rc = 77 ]; then \
 		echo "storage-tools: nginx/iproute2 not installed (exit $$rc); the storage tests will say so" >&2; \
 		else exit $$rc; fi; }
+
+test-stress: setup storage-tools  ## the suite STRESS_RUNS times (default 5) beside two CPU hogs; not part of test or CI
+	PY=$(PY) PYTEST_ARGS="$(PYTEST_ARGS)" tests/stress.sh
 
 bench: setup  ## benchmarks of the suite itself (BENCH_ARGS=--quick shortens them)
 	$(PY) -m suite.bench --out $(RESULTS)/bench.json $(BENCH_ARGS)
