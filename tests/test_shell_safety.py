@@ -55,7 +55,7 @@ def test_local_run_with_a_hostile_path(tmp_path):
     _no_markers(tmp_path, REPO)
 
 
-def test_slurm_and_container_commands_are_quoted(tmp_path):
+def test_slurm_and_container_commands_are_quoted(tmp_path, monkeypatch):
     """The sbatch script built for an Apptainer profile whose image, binds and log folder are hostile: run by
     bash with stand-ins for srun and apptainer, every path arrives as one argument and nothing else runs."""
     pytest.importorskip("submitit")
@@ -69,11 +69,6 @@ def test_slurm_and_container_commands_are_quoted(tmp_path):
     profile.write_text("[slurm]\nnode_cores = 4\n[container]\nkind = \"apptainer\"\n"
                        f"image = {json.dumps(str(image))}\nbinds = [{json.dumps(str(bind))}]\n"
                        f"python = {json.dumps('python3; touch PWNED6')}\n")
-    logs = weird / "logs $(touch PWNED7)"
-    executor = make_executor(load_profile(profile), logs, cores=1, gpus=0, study="tiny", time_limit_min=5)
-    slurm = executor._executor
-    script = slurm._make_submission_file_text(slurm._submitit_command_str, "uid")
-
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     log = tmp_path / "argv.jsonl"
@@ -82,9 +77,16 @@ def test_slurm_and_container_commands_are_quoted(tmp_path):
         fake.write_text(f"#!{sys.executable}\nimport json, sys\n"
                         f"open({str(log)!r}, 'a').write(json.dumps(sys.argv) + '\\n')\n")
         fake.chmod(0o755)
+    # submitit's SlurmExecutor looks for `srun` on PATH when it is built: the stand-in, not a real Slurm that
+    # only exists here if another test happened to install it first
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+
+    logs = weird / "logs $(touch PWNED7)"
+    executor = make_executor(load_profile(profile), logs, cores=1, gpus=0, study="tiny", time_limit_min=5)
+    slurm = executor._executor
+    script = slurm._make_submission_file_text(slurm._submitit_command_str, "uid")
     (tmp_path / "job.sh").write_text(script)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    out = subprocess.run(["bash", str(tmp_path / "job.sh")], cwd=tmp_path, env=env, capture_output=True, text=True,
+    out = subprocess.run(["bash", str(tmp_path / "job.sh")], cwd=tmp_path, capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
     calls = [json.loads(line) for line in log.read_text().splitlines()]
