@@ -4,6 +4,8 @@ Import it from ``tests/conftest.py``::
 
     from slurm_fixtures import slurm_cluster  # noqa: F401
 
+and ``slurm_node`` (function scope) for a test that needs the cluster's one node to itself.
+
 It runs ``slurm/testcluster/install.sh`` (Debian's Slurm 22.05 + munge + slurmdbd/MariaDB, only
 when missing), then ``start.sh`` into a state folder unique to this pytest run, and ``stop.sh``
 when the last user is done.
@@ -26,6 +28,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -62,6 +65,19 @@ class SlurmCluster:
         if check and res.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed ({res.returncode}): {res.stderr}")
         return res.stdout
+
+    def cancel(self, *job_ids: str, timeout: float = 300) -> None:
+        """scancel the jobs, then wait (a bound on hangs only) until they have left the queue: a cancelled job
+        holds its CPUs while it is COMPLETING."""
+        if not job_ids:
+            return
+        self.run("scancel", *job_ids, check=False)
+        deadline = time.monotonic() + timeout
+        while self.run("squeue", "-h", "-o", "%i", "-j", ",".join(job_ids), check=False).strip():
+            if time.monotonic() > deadline:
+                print(f"slurm_cluster: jobs {job_ids} still queued {timeout:.0f} s after scancel", file=sys.stderr)
+                return
+            time.sleep(0.5)
 
     def logs(self, lines: int = 30) -> str:
         """The tail of every daemon log, for failure messages."""
@@ -185,3 +201,14 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmClu
             users.write_text(json.dumps(left))
             if not left:
                 _stop(state)
+
+
+@pytest.fixture
+def slurm_node(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    """The cluster, to this test alone: tests that use it run one at a time, across xdist workers too. Side by side,
+    one test's jobs queue behind another's (the node has 2 CPUs), so how long a test waits for its own jobs would
+    depend on what the other workers happen to run. (``xdist_group`` cannot give this: plain ``-n auto`` ignores it,
+    and with pytest 9.2 even ``--dist loadgroup`` does, pytest-dev/pytest-xdist#1386.) A test's own fixtures cancel
+    its jobs before this lock is released."""
+    with _locked(_shared_dir(tmp_path_factory) / "slurm.node.lock"):
+        yield slurm_cluster

@@ -9,9 +9,10 @@ import time
 import pytest
 
 from tests.conftest import REPO
-from tests.slurm_fixtures import slurm_cluster  # noqa: F401
+from tests.slurm_fixtures import slurm_cluster, slurm_node  # noqa: F401
 
-pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+# slurm_node: the one-node cluster to this test alone, whatever else the other xdist workers run
+pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.usefixtures("slurm_node")]
 
 TINY = """
 [study]
@@ -35,23 +36,40 @@ def make(cluster, *args, timeout=300):
                           capture_output=True, text=True, timeout=timeout)
 
 
-def wait_idle(cluster, timeout=400):
+def own_arrays(results) -> list[str]:
+    """The job arrays submitted into `results` (from the submit ledgers)."""
+    return sorted({json.loads(ln)["job_id"].split("_")[0] for ledger in results.glob("*/.slurm-ledger.jsonl")
+                   for ln in ledger.read_text().splitlines() if ln.strip()})
+
+
+@pytest.fixture
+def results(slurm_node, tmp_path):  # noqa: F811
+    """The test's results folder. Afterwards, passed or failed, its jobs are cancelled: none is left to hold the
+    node for the next test."""
+    path = tmp_path / "results"
+    yield path
+    slurm_node.cancel(*own_arrays(path))
+
+
+def wait_idle(cluster, results, timeout=900):
+    """Until none of the jobs submitted into `results` is pending or running; other jobs on the cluster are not
+    the test's business. The timeout bounds a hang only."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not cluster.run("squeue", "-h", "-o", "%i").strip():
+        arrays = own_arrays(results)
+        if not arrays or not cluster.run("squeue", "-h", "-o", "%i", "-j", ",".join(arrays)).strip():
             return
         time.sleep(1)
     raise AssertionError("jobs still queued:\n" + cluster.run("squeue") + cluster.logs())
 
 
-def test_submit_runs_every_cell_once(slurm_cluster, tmp_path):  # noqa: F811
+def test_submit_runs_every_cell_once(slurm_cluster, tmp_path, results):  # noqa: F811
     study = tmp_path / "tiny.toml"
     study.write_text(TINY.format(name="slurm-tiny", sleep_ms=1.0))
-    results = tmp_path / "results"
     out = make(slurm_cluster, "submit", "CLUSTER=test", f"STUDY={study}", f"RESULTS={results}")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "submitted array" in out.stderr
-    wait_idle(slurm_cluster)
+    wait_idle(slurm_cluster, results)
 
     files = sorted((results / "slurm-tiny").glob("*.json"))
     assert len(files) == 2 * 2 * 2 * 2, out.stderr + slurm_cluster.logs()
@@ -74,11 +92,10 @@ def test_submit_runs_every_cell_once(slurm_cluster, tmp_path):  # noqa: F811
     assert "16 already done" in again.stderr
 
 
-def test_cancelled_job_is_reported_and_resubmitted(slurm_cluster, tmp_path):  # noqa: F811
+def test_cancelled_job_is_reported_and_resubmitted(slurm_cluster, tmp_path, results):  # noqa: F811
     study = tmp_path / "slow.toml"
     # 200 ms per sample: long enough to cancel the array while cells are pending or running
     study.write_text(TINY.format(name="slurm-cancel", sleep_ms=200.0).replace("repetitions = 2", "repetitions = 1"))
-    results = tmp_path / "results"
     out = make(slurm_cluster, "submit", "CLUSTER=test", f"STUDY={study}", f"RESULTS={results}")
     assert out.returncode == 0, out.stderr
     ledger = [json.loads(ln) for ln in (results / "slurm-cancel" / ".slurm-ledger.jsonl").read_text().splitlines()]
@@ -87,7 +104,7 @@ def test_cancelled_job_is_reported_and_resubmitted(slurm_cluster, tmp_path):  # 
     during = make(slurm_cluster, "submit", "CLUSTER=test", f"STUDY={study}", f"RESULTS={results}")
     assert "nothing to submit" in during.stderr, during.stderr
     slurm_cluster.run("scancel", *arrays)
-    wait_idle(slurm_cluster)
+    wait_idle(slurm_cluster, results)
     done = len(list((results / "slurm-cancel").glob("*.json")))
     st = make(slurm_cluster, "status", "CLUSTER=test", f"RESULTS={results}")
     assert f"lost {8 - done}" in st.stdout, st.stdout
@@ -97,7 +114,7 @@ def test_cancelled_job_is_reported_and_resubmitted(slurm_cluster, tmp_path):  # 
     assert resubmit.returncode == 0, resubmit.stderr
     if done < 8:
         assert "submitted array" in resubmit.stderr, resubmit.stderr
-    wait_idle(slurm_cluster)
+    wait_idle(slurm_cluster, results)
     recs = [json.loads(f.read_text()) for f in (results / "slurm-cancel").glob("*.json")]
     assert len(recs) == 8 and all(r["status"] == "ok" for r in recs), [r.get("error") for r in recs]
 

@@ -17,11 +17,13 @@ import pytest
 submitit = pytest.importorskip("submitit")
 
 try:  # the repository root on sys.path (tests/conftest.py puts it there), as the other tests do
-    from tests.slurm_fixtures import SlurmCluster, slurm_cluster  # noqa: F401
+    from tests.slurm_fixtures import SlurmCluster, slurm_cluster, slurm_node  # noqa: F401
 except ImportError:  # only tests/ on sys.path
-    from slurm_fixtures import SlurmCluster, slurm_cluster  # noqa: F401
+    from slurm_fixtures import SlurmCluster, slurm_cluster, slurm_node  # noqa: F401
 
-pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.xdist_group("slurm")]
+# slurm_node: the one-node cluster to this test alone (xdist_group does not give that: see slurm_fixtures)
+pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.xdist_group("slurm"),
+              pytest.mark.usefixtures("slurm_node")]
 
 TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL")
 
@@ -63,6 +65,15 @@ def _debug(cluster: SlurmCluster, jobs) -> str:
     return "\n".join(parts)
 
 
+@pytest.fixture
+def submitted(slurm_node: SlurmCluster):
+    """Jobs the test adds here are cancelled afterwards, passed or failed: none is left to hold the node (or to
+    wait for its begin time) for the next test."""
+    jobs: list = []
+    yield jobs
+    slurm_node.cancel(*(j.job_id for j in jobs))
+
+
 def _wait_until(predicate, timeout: float, what: str, debug=lambda: "") -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -71,7 +82,7 @@ def _wait_until(predicate, timeout: float, what: str, debug=lambda: "") -> None:
         time.sleep(0.25)
 
 
-def test_array_job_sees_one_cpu(slurm_cluster: SlurmCluster, tmp_path: Path, monkeypatch) -> None:
+def test_array_job_sees_one_cpu(slurm_cluster: SlurmCluster, tmp_path: Path, monkeypatch, submitted) -> None:
     ex = _executor(slurm_cluster, tmp_path / "submitit", monkeypatch, slurm_array_parallelism=2)
 
     def probe(i: int) -> dict:  # nested: cloudpickle ships it by value
@@ -93,6 +104,7 @@ def test_array_job_sees_one_cpu(slurm_cluster: SlurmCluster, tmp_path: Path, mon
         }
 
     jobs = ex.map_array(probe, [0, 1])
+    submitted.extend(jobs)
     assert len(jobs) == 2
     _wait_until(lambda: all(j.done() for j in jobs), 180, "the array job",
                 lambda: _debug(slurm_cluster, jobs))
@@ -121,7 +133,7 @@ def test_array_job_sees_one_cpu(slurm_cluster: SlurmCluster, tmp_path: Path, mon
 
 
 def test_job_states_pending_running_failed_cancelled(
-    slurm_cluster: SlurmCluster, tmp_path: Path, monkeypatch
+    slurm_cluster: SlurmCluster, tmp_path: Path, monkeypatch, submitted
 ) -> None:
     ex = _executor(slurm_cluster, tmp_path / "submitit", monkeypatch)
     cluster = slurm_cluster
@@ -130,9 +142,12 @@ def test_job_states_pending_running_failed_cancelled(
         raise RuntimeError("expected failure")
 
     running = ex.submit(time.sleep, 600)
+    submitted.append(running)
     failing = ex.submit(fail)
+    submitted.append(failing)
     ex.update_parameters(slurm_additional_parameters={"begin": "now+1hour"})
     pending = ex.submit(time.sleep, 1)
+    submitted.append(pending)
     jobs = [running, failing, pending]
     debug = lambda: _debug(cluster, jobs)  # noqa: E731
 
