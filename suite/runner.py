@@ -42,6 +42,7 @@ PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 HELPER_GRACE_S = 5.0  # how long cleanup helpers may take to finish on their own before they are killed
 SENTINEL_DONE = b"d"
+CELL_GO = b"g"  # the runner has sampled the cell once: it may start
 
 
 def warm_imports() -> None:
@@ -295,19 +296,25 @@ class _CellProcess:
         self.shm_before = shm_snapshot()
         before_children = _children()
         runner_pid = os.getpid()
+        go_r, self._go_w = os.pipe()  # the cell starts once the probe has seen it (see watch)
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:  # the cell process
             code = 70
             try:
+                os.close(self._go_w)
                 in_cgroup = _cell_start(runner_pid, cgroup)
+                if os.read(go_r, 1) != CELL_GO:  # the runner died before releasing the cell
+                    os._exit(75)
+                os.close(go_r)
                 code = cell_main(config, task.repetition, prepared, channel.path, in_cgroup)
             except BaseException as exc:  # noqa: BLE001 - what cell_main could not record itself
                 code = _record_escaped(exc, channel, config)
             finally:
                 os._exit(code)
         self.pid = pid
+        os.close(go_r)
         try:
             os.setpgid(pid, pid)  # also done by the child; whichever runs first wins the race harmlessly
         except (ProcessLookupError, PermissionError):
@@ -327,6 +334,11 @@ class _CellProcess:
     def watch(self, timeout_s: float, probe_interval_s: float) -> None:
         """Probe the cell's process tree until it exits or its time is up (then kill its group); reap it."""
         deadline = time.monotonic() + timeout_s
+        # A cell shorter than the runner's way here (forking the sentinel, being scheduled on a busy machine)
+        # would be over before the first sample, and its record would say it used no memory and no fds: the
+        # cell waits until the probe has sampled it once, alive.
+        self.probe.sample()
+        self._release()
         while True:
             self.probe.sample()
             if _pidfd_wait(self.pid, probe_interval_s, self.pidfd):
@@ -339,10 +351,24 @@ class _CellProcess:
         _, raw_status = os.waitpid(self.pid, 0)
         self.status = os.waitstatus_to_exitcode(raw_status)
 
+    def _release(self, start: bool = True) -> None:
+        """Let the cell start, or (start=False: the run was interrupted first) tell it to exit. Once. A cell that
+        is already gone failed to start and is recorded as it ended."""
+        if self._go_w is None:
+            return
+        try:
+            if start:
+                os.write(self._go_w, CELL_GO)
+        except OSError:
+            pass
+        os.close(self._go_w)
+        self._go_w = None
+
     def finish(self) -> dict:
         """Kill and reap what is left of the cell, sweep /dev/shm, drop the cgroup; what was cleaned up."""
         if self._cleanup is not None:
             return self._cleanup
+        self._release(start=False)
         if self.status is None:  # interrupted while it ran
             kill_group(self.pid)
             try:

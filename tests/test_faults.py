@@ -346,7 +346,7 @@ def test_cell_faults_fd_exhaustion_and_rlimit_memory(tmp_path):
     assert_clean(report, recs, run.tag)
 
     hang_report = hang_run.wait()
-    assert hang_report["rc"] == 0, hang_run.output()
+    assert hang_report["rc"] == 1, hang_run.output()  # every cell ran; the hang timed out
     hang_recs = records(results, "hang")
     assert len(hang_recs) == len(hang_order) == 2
     hang, after = (by_fault(hang_recs)[("fault", f, n, "file_descriptor")] for f, n in (("hang", 2), ("none", 0)))
@@ -575,3 +575,38 @@ def test_a_symptom_is_traced_to_the_worker_that_died():
     assert c["kind"] == "worker_crashed", c
     assert f"DataLoader worker 1 (pid {dead.pid})" in c["message"] and "SIGABRT" in c["message"]
     assert "ConnectionResetError" in c["message"]
+
+
+SLOW_RUNNER = r"""
+import json, os, select, tempfile
+import suite.runner as R
+from suite.cell import Task
+from suite.runner import run_task
+from suite.store import Store
+from suite.study import parse_study
+
+cell = parse_study({"study": {"name": "d", "warmup_batches": 1, "measure_batches": 1},
+                    "matrix": {"workload": "sleep", "sleep_ms": 0.0, "batch_size": 1}}, where="x").cells[0]
+start = R._start_sentinel
+
+def descheduled(pgid, *args):  # the runner loses the CPU right after the fork, as on a busy machine: it resumes
+    fd = os.pidfd_open(pgid)   # once the cell has ended, or has shown that it waits (then nothing ends it)
+    select.select([fd], [], [], 5)
+    os.close(fd)
+    return start(pgid, *args)
+
+R._start_sentinel = descheduled
+rec = run_task(Task("d", cell, 0), Store(tempfile.mkdtemp()), {}, timeout_s=120)
+m = rec["metrics"]
+print(json.dumps([rec["status"], m["probe"]["samples"], m["memory_bytes"]["pss_peak"], m["open_fds_peak"]]))
+"""
+
+
+def test_the_probe_sees_a_cell_that_ends_before_the_runner_looks():
+    """A cell shorter than the runner's way from fork to its first sample (forking the sentinel, waiting for the
+    CPU) still has its memory and fds measured: it starts only once the probe has seen it alive."""
+    out = subprocess.run([sys.executable, "-c", SLOW_RUNNER], cwd=REPO, capture_output=True, text=True,
+                         timeout=GUARD_S)
+    assert out.returncode == 0, out.stderr
+    status, samples, pss, fds = json.loads(out.stdout.strip().splitlines()[-1])
+    assert status == "ok" and samples >= 1 and pss > 0 and fds > 0, (status, samples, pss, fds)

@@ -161,7 +161,7 @@ def make(n):
 """
 
 
-def test_submit_a_custom_pipeline_from_a_folder_outside_the_project(slurm_cluster, tmp_path):  # noqa: F811
+def test_submit_a_custom_pipeline_from_a_folder_outside_the_project(slurm_cluster, tmp_path, results):  # noqa: F811
     """The factory's module lives beside the study in a folder Slurm's array tasks know nothing of: each cell
     (and its spawned workers) imports it from there, and the record names the module file and its hash."""
     from suite.factory import sha256_file
@@ -171,11 +171,10 @@ def test_submit_a_custom_pipeline_from_a_folder_outside_the_project(slurm_cluste
     (folder / "my_pipe.py").write_text(CUSTOM_PIPE)
     study = folder / "study.toml"
     study.write_text(CUSTOM_STUDY)
-    results = tmp_path / "results"
     out = make(slurm_cluster, "submit", "CLUSTER=test", f"STUDY={study}", f"RESULTS={results}")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "submitted array" in out.stderr
-    wait_idle(slurm_cluster)
+    wait_idle(slurm_cluster, results)
 
     recs = [json.loads(f.read_text()) for f in (results / "slurm-custom").glob("*.json")]
     assert len(recs) == 3, out.stderr + slurm_cluster.logs()

@@ -9,9 +9,10 @@ import time
 import pytest
 
 from tests.conftest import REPO
-from tests.slurm_fixtures import slurm_cluster  # noqa: F401
+from tests.slurm_fixtures import slurm_cluster, slurm_node  # noqa: F401
 
-pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+# slurm_node: the one-node cluster to this test alone, whatever else the other xdist workers run
+pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.usefixtures("slurm_node")]
 
 STUDY = """
 [study]
@@ -34,16 +35,25 @@ def _make(cluster, *args, timeout=300):
                           capture_output=True, text=True, timeout=timeout)
 
 
-def _wait_idle(cluster, timeout=500):
+def _wait_gone(cluster, job_id: str, timeout=900):
+    """Until the test's own job has left the queue; other jobs are not the test's business. A hang bound only."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not cluster.run("squeue", "-h", "-o", "%i").strip():
+        if not cluster.run("squeue", "-h", "-o", "%i", "-j", job_id, check=False).strip():
             return
         time.sleep(1)
-    raise AssertionError("jobs still queued:\n" + cluster.run("squeue") + cluster.logs())
+    raise AssertionError("the tune job is still queued:\n" + cluster.run("squeue") + cluster.logs())
 
 
-def test_submit_tune_runs_one_job_on_the_node(slurm_cluster, tmp_path):  # noqa: F811
+@pytest.fixture
+def submitted(slurm_node):  # noqa: F811
+    """Job ids the test submits; cancelled afterwards, passed or failed, so none holds the node for the next."""
+    ids: list[str] = []
+    yield ids
+    slurm_node.cancel(*ids)
+
+
+def test_submit_tune_runs_one_job_on_the_node(slurm_cluster, tmp_path, submitted):  # noqa: F811
     study = tmp_path / "tune.toml"
     study.write_text(STUDY)
     results = tmp_path / "results"
@@ -52,7 +62,8 @@ def test_submit_tune_runs_one_job_on_the_node(slurm_cluster, tmp_path):  # noqa:
     assert "submitted job" in out.stderr and "2 cores" in out.stderr, out.stderr
     job_id = out.stderr.split("submitted job ")[1].split(":")[0]
     assert job_id.isdigit()  # one job, not an array
-    _wait_idle(slurm_cluster)
+    submitted.append(job_id)
+    _wait_gone(slurm_cluster, job_id)
 
     answer_file = results / "slurm-tune-tune.json"
     logs = "\n".join(p.read_text(errors="replace")[-3000:] for p in (results / "slurm-logs").glob(f"{job_id}*"))
