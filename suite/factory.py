@@ -18,7 +18,6 @@ hash refuses to measure it rather than record new code under an old cell.
 from __future__ import annotations
 
 import difflib
-import hashlib
 import importlib
 import inspect
 import os
@@ -30,6 +29,7 @@ from importlib.machinery import PathFinder
 from pathlib import Path
 from typing import Any
 
+from suite.datasets.manifest import sha256_file  # noqa: F401 - the module file hash, re-exported
 from suite.exceptions import FactoryError
 
 PARTS_KEYS = ("dataset", "collate_fn", "worker_init_fn")
@@ -77,14 +77,6 @@ def not_found_message(spec: FactorySpec, study_dir: Path) -> str:
     hint = f" (did you mean {near[0]!r}?)" if near else ""
     return (f"no module {spec.top!r}: looked for {study_dir / (spec.top + '.py')} (or a package "
             f"{study_dir / spec.top}/) in the study file's folder {study_dir}, then on sys.path{hint}")
-
-
-def sha256_file(path: str | os.PathLike) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def activate_root(root: str | os.PathLike | None) -> None:

@@ -314,7 +314,8 @@ def test_make_test_and_the_image_install_the_storage_tools():
     runtime = next(line for line in dockerfile.splitlines() if "libjpeg62-turbo=" in line and "install" not in line)
     assert " nginx " in f" {runtime} " and " iproute2 " in f" {runtime} "
     script = (REPO / "suite" / "storage" / "install-tools.sh").read_text()
-    assert "pkgs=(nginx iproute2)" in script and "policy-rc.d" in script
+    assert "pkgs=(nginx iproute2)" in script and "tools/apt-ensure.sh" in script
+    assert "policy-rc.d" in (REPO / "tools" / "apt-ensure.sh").read_text()  # no system-wide nginx started
 
 
 def test_a_failed_nginx_start_leaves_neither_workers_nor_its_folder(monkeypatch, tmp_path):
