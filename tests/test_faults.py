@@ -33,9 +33,13 @@ GUARD_S = 120  # a run that takes this long is broken (no test relies on it to p
 # Runs a command in a private /dev/shm (when asked), then waits until no process carrying the tag is left
 # (reaping orphans: it is a subreaper), and reports the leftovers and what /dev/shm holds afterwards.
 WRAPPER = r"""
-import ctypes, json, os, subprocess, sys, time
+import ctypes, json, os, signal, subprocess, sys, time
 args = json.loads(sys.argv[1])
 tag = args["tag"]
+# The run gets SIGINT's default disposition, as a run in a terminal has it for Ctrl-C: a test suite started as a
+# background job of a non-interactive shell (`make test &`, some CI agents) inherits SIGINT ignored, and an
+# ignored SIGINT stays ignored through exec, so the run would never see the test's Ctrl-C.
+signal.signal(signal.SIGINT, signal.SIG_DFL)
 if args["shm_size"]:
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=" + args["shm_size"], "tmpfs", "/dev/shm"], check=True)
 ctypes.CDLL(None).prctl(36, ctypes.c_ulong(1), 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
