@@ -33,18 +33,25 @@ def _values(df, metric: str) -> dict[tuple[str, str], list[float]]:
     return out
 
 
-def _labels(df) -> dict[tuple[str, str], str]:
-    from suite.progress import describe
+def _shown(v) -> bool:
+    return v is not None and not (isinstance(v, float) and math.isnan(v))
 
+
+def _labels(df) -> dict[tuple[str, str], str]:
+    """Each cell named as the progress line names it (workload, w=workers, c=cores), plus every other axis that
+    varies within its study, so two cells of a study never share a label."""
+    from suite.axes import AXES
+
+    short = {"num_workers": "w", "cores": "c"}
     out = {}
-    for _, r in df.drop_duplicates(["study", "cell_id"]).iterrows():
-        config = {k: r.get(k) for k in ("workload", "num_workers", "cores", "start_method", "sharing_strategy",
-                                        "batch_size", "decoder", "batched", "persistent_workers", "pin_memory",
-                                        "step_ms")}
-        try:
-            out[(r["study"], r["cell_id"])] = describe(config)
-        except (KeyError, TypeError):
-            out[(r["study"], r["cell_id"])] = r["cell_id"]
+    for study, g in df.drop_duplicates(["study", "cell_id"]).groupby("study"):
+        varying = [a for a in AXES if a not in ("workload", *short) and a in g.columns
+                   and len({repr(v) for v in g[a] if _shown(v)}) > 1]
+        for _, r in g.iterrows():
+            parts = [str(r["workload"])] if _shown(r.get("workload")) else []
+            parts += [f"{short[a]}={int(r[a])}" for a in short if a in g.columns and _shown(r[a])]
+            parts += [f"{a}={r[a]}" for a in varying if _shown(r[a])]
+            out[(study, r["cell_id"])] = " ".join(parts) or r["cell_id"]
     return out
 
 
@@ -60,7 +67,7 @@ def compare_results(a: str | Path, b: str | Path, metric: str = "samples_per_s",
     labels = {**_labels(da), **_labels(db)} if not (da.empty and db.empty) else {}
     higher = metric not in LOWER_IS_BETTER
     cells = []
-    for key in sorted(set(va) & set(vb)):
+    for key in sorted(set(va) & set(vb), key=lambda k: (k[0], labels.get(k, k[1]))):
         c = compare(va[key], vb[key], min_effect=min_effect, higher_is_better=higher)
         cells.append({"study": key[0], "cell_id": key[1], "label": labels.get(key, key[1]), "n_a": c.n_a,
                       "n_b": c.n_b, "median_a": c.median_a, "median_b": c.median_b, "ratio": c.ratio,

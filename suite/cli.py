@@ -256,6 +256,13 @@ def cmd_compare(args) -> int:
     from analysis.compare import compare_results, render
 
     report = compare_results(args.a, args.b, metric=args.metric, study=args.study, min_effect=args.min_effect)
+    for side, path in (("only_in_a", args.a), ("only_in_b", args.b)):
+        if not report["cells"] and not report[side]:
+            from suite.exceptions import LoaderbenchError
+
+            what = f"study {args.study!r} with {args.metric}" if args.study else f"{args.metric}"
+            raise LoaderbenchError(f"{path}: no records of {what}; give a results folder (one subfolder per study, "
+                                   f"as `loaderbench run --results` writes it), e.g. results, not results/quick")
     if args.json:
         _print_json(report)
     else:

@@ -36,6 +36,8 @@ from pathlib import Path
 
 import pytest
 
+from suite.processes import pid_alive
+
 REPO = Path(__file__).resolve().parents[1]
 TESTCLUSTER = REPO / "slurm" / "testcluster"
 
@@ -110,14 +112,6 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _users(path: Path) -> list[str]:
@@ -126,7 +120,7 @@ def _users(path: Path) -> list[str]:
         tokens = json.loads(path.read_text())
     except (FileNotFoundError, ValueError):
         return []
-    return [t for t in tokens if _alive(int(t.split(":")[0]))]
+    return [t for t in tokens if pid_alive(int(t.split(":")[0]))]
 
 
 def _install() -> None:

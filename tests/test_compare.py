@@ -55,3 +55,29 @@ def test_compare_command_prints_json(tmp_path):
     assert cell["ratio"] < 0.85 and cell["n_a"] == cell["n_b"] == 3
     # every B below every A: at 3 v 3 the widest interval has exactly the 90% every decision is made at
     assert cell["verdict"] == "slower" and cell["ci_coverage"] == pytest.approx(0.9) and cell["ci_high"] < 0.95
+
+
+def test_cells_that_differ_in_one_axis_get_different_labels(tmp_path):
+    from analysis.compare import compare_results
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    for root in (a, b):
+        store = Store(root)
+        for cell_id, stage in (("c00000000000d01", "decode"), ("c00000000000f01", "full")):
+            for rep in range(3):
+                config = {"workload": "jpeg", "num_workers": 0, "cores": 1, "jpeg_stage": stage}
+                store.write(Record(study="s", cell_id=cell_id, repetition=rep, config=config, status="ok",
+                                   launcher={"kind": "local"}, started_at="2026-01-01T00:00:00+00:00",
+                                   finished_at="2026-01-01T00:00:01+00:00",
+                                   metrics={"samples_per_s": 100.0 + rep}).to_json())
+    labels = sorted(c["label"] for c in compare_results(a, b)["cells"])
+    assert labels == ["jpeg w=0 c=1 jpeg_stage=decode", "jpeg w=0 c=1 jpeg_stage=full"]
+
+
+def test_a_study_folder_instead_of_a_results_folder_is_one_clear_error(tmp_path):
+    a = tmp_path / "a"
+    write(a, {"c000000000000a1": [100.0, 101.0, 99.0]})
+    out = subprocess.run([sys.executable, "-m", "suite", "compare", str(a / "s"), str(a / "s")], cwd=REPO,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0 and "Traceback" not in out.stderr
+    assert "give a results folder" in out.stderr and str(a / "s") in out.stderr
