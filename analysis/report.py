@@ -194,11 +194,11 @@ def _methods() -> list:
         "Comparisons (knee vs main process, rule vs knee): the distribution-free interval of the ratio b/a that "
         "inverts the Mann-Whitney test (Moses; exact coverage for its n: "
         + ", ".join(f"{n} v {n}: {pct(widest_shift_coverage(n, n))}" for n in (3, 4, 5))
-        + f" at most), asked for at a nominal {pct(NOMINAL)}. 'faster'/'slower' when the interval lies beyond a "
-        f"{MIN_EFFECT:.0%} "
-        "effect, 'equivalent' when it lies within it, 'inconclusive' when it reaches both or when n cannot "
-        f"reach the nominal {pct(NOMINAL)} (3 v 3: 90% at most), with the reason. The Mann-Whitney p-value is "
-        "printed for reference. "
+        + f" at most), decided at {pct(CLAIM_CONFIDENCE)} two-sided (each end errs at most "
+        f"{pct((1 - CLAIM_CONFIDENCE) / 2)}; 3 v 3 reaches exactly that). 'faster'/'slower' when the interval "
+        f"lies beyond a {MIN_EFFECT:.0%} effect, 'equivalent' when it lies within it, 'inconclusive' when it "
+        "reaches both sides or when n is too small for the interval, with the reason. The Mann-Whitney p-value "
+        "is printed for reference. "
         "A ratio of two single runs is never reported as a result.",
         f"Claims: decided on the same kind of interval at {pct(CLAIM_CONFIDENCE)} (each end errs at most "
         f"{pct((1 - CLAIM_CONFIDENCE) / 2)}), against the threshold each rule names; see the Claims section for "
