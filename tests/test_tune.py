@@ -169,17 +169,47 @@ def test_search_is_deterministic_for_a_seed():
 
 def test_finalists_shown_within_the_margin_give_the_cheapest():
     study = study_of({})
-    _, out = tune_one(study, PLATEAU, 0.0, 0)
+    _, out = tune_one(study, PLATEAU, 0.0, 0, TuneOptions(finalists=2))
     assert out.stop == WITHIN_MARGIN
     assert out.answer.candidate.num_workers == 2  # 2, 3, 4, 6 and 8 workers are within 5% of each other
 
 
 def test_a_finalist_shown_slower_by_the_margin_is_dropped():
     study = study_of({})
-    _, out = tune_one(study, PEAKED, 0.0, 0)
+    _, out = tune_one(study, PEAKED, 0.0, 0, TuneOptions(finalists=2))
     assert out.stop == SEPARATED and out.answer.candidate.num_workers == 4
     assert out.answer.n == 3 and out.highest is out.answer
     assert all(c.verdict == "slower" for c in out.comparisons.values())
+
+
+def test_the_linear_ceiling_keeps_workers_that_cannot_reach_the_best_out_of_the_search():
+    study = study_of({})
+    _, out = tune_one(study, RISING, 0.0, 0)
+    # 0 workers give 450/s, so n < 3705 / (450 x 1.1) workers cannot come within 5% of 8 workers' 3,900
+    assert out.answer.candidate.num_workers == 8 and out.stop == "out of reach"
+    assert sorted(e.candidate.num_workers for e in out.evidence.values()) == [0, 8]
+    assert out.measured == 4  # two screens, and the answer brought to 3 repetitions
+    (note,) = [s for s in out.steps if s.note.startswith("not measured: n x the one-process rate")]
+    assert note.candidate == "num_workers=1,2,3,4,6"
+
+
+def test_the_knee_is_found_from_the_ceiling_and_a_wide_plateau_is_probed():
+    study = study_of({})
+    _, out = tune_one(study, PLATEAU, 0.0, 0)
+    measured = [s.candidate for s in out.steps if s.phase in ("screen", "refine") and s.repetition == 0]
+    # ends, then the fewest workers that can reach the band (1 worker cannot: 270 x 1.1 < 0.95 x 390), then
+    # the middle of the 2..8 plateau, which is too wide to take on trust
+    assert measured == ["num_workers=0", "num_workers=8", "num_workers=2", "num_workers=4"]
+    assert out.answer.candidate.num_workers == 2
+
+
+def test_a_training_step_in_the_loop_screens_one_worker_too():
+    # the main process also runs the step, so its rate does not bound one worker's: 1 worker is measured
+    study = study_of({"step_ms": [5.0]})
+    sc, out = tune_one(study, RISING, 0.0, 0)
+    assert not sc.main_process_is_a_worker
+    screened = [s.candidate for s in out.steps if s.phase == "screen"]
+    assert screened == ["num_workers=0", "num_workers=1", "num_workers=8"]
 
 
 def test_a_scenario_of_one_cell_gets_that_cell_at_full_repetitions():
@@ -207,7 +237,7 @@ def test_options_are_validated():
     with pytest.raises(TuneError, match="repetitions"):
         TuneOptions(repetitions=2)
     with pytest.raises(TuneError, match="finalists"):
-        TuneOptions(finalists=1)
+        TuneOptions(finalists=0)
     assert TuneOptions().rungs(3) == (3,) and TuneOptions(max_repetitions=5).rungs(3) == (3, 5)
 
 
@@ -302,8 +332,9 @@ def test_a_rule_of_thumb_outside_the_matrix_is_interpolated_never_extrapolated(s
     study = load_study(study_file(text), max_cores=2)
     run = run_tune(study, tmp_path / "r", TuneOptions(), runner_factory=SyntheticRunner)
     rules = {r["rule"]: r for r in run.result["scenarios"][0]["rules_of_thumb"]}
-    assert not rules["cores"]["in_matrix"] and not rules["cores"]["measured"]  # 2 workers: between 1 and 4
-    assert rules["cores"]["source"] == "estimated: interpolated between num_workers 1 and 4"
+    assert not rules["cores"]["in_matrix"] and not rules["cores"]["measured"]  # 2 workers: not listed
+    # 4 workers were not measured (their ceiling, 4 x 770 x 1.1, is below the band of 8 workers' 3,900)
+    assert rules["cores"]["source"] == "estimated: interpolated between num_workers 1 and 8"
     assert 770 < rules["cores"]["value"] < 2400
     assert rules["cores_minus_1"]["measured"] and rules["cores_minus_1"]["num_workers"] == 1
     text0 = STUDY_TOML.format(name="high", cores=2).replace("[0, 1, 2, 3, 4, 6, 8]", "[4, 8]")

@@ -19,8 +19,9 @@ DEFAULT_MARGIN = 0.05
 #: a screened candidate further than this below the best screened value does not reach the final rung:
 #: one repetition on a shared machine varies by about this much
 DEFAULT_REACH = 0.10
-#: candidates that reach the final rung: the best screened, and the cheapest within reach (or the runner-up)
-DEFAULT_FINALISTS = 2
+#: candidates brought to the full repetitions from the start: the best screened (2: and the cheapest within
+#: reach, or the runner-up); others follow only when the spread of one repetition says they could beat it
+DEFAULT_FINALISTS = 1
 #: two-sided confidence of the intervals that drop or keep a finalist (3 v 3 repetitions reach exactly 90%)
 DEFAULT_CONFIDENCE = 0.90
 
@@ -51,9 +52,9 @@ class TuneOptions:
             problems.append(f"margin {self.margin!r}: allowed: a fraction above 0 and below 0.5 (0.05 is 5%)")
         if not self.margin <= self.reach < 1:
             problems.append(f"reach {self.reach!r}: allowed: a fraction from the margin ({self.margin}) to below 1")
-        if self.finalists < 2:
-            problems.append(f"finalists {self.finalists!r}: allowed: 2 or more (the best and the cheapest "
-                            "within reach)")
+        if self.finalists < 1:
+            problems.append(f"finalists {self.finalists!r}: allowed: 1 or more (the best screened, then the "
+                            "cheapest within reach, then the runners-up)")
         if self.repetitions is not None and self.repetitions < 3:
             problems.append(f"repetitions {self.repetitions!r}: allowed: 3 or more (an interval needs 3)")
         if self.max_repetitions is not None and self.max_repetitions < (self.repetitions or 3):
@@ -104,8 +105,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "the final rung, unless the spread measured on one repetition says they could still beat "
                         "it (default: %(default)s)")
     p.add_argument("--finalists", type=int, default=DEFAULT_FINALISTS,
-                   help="settings per scenario brought to the full repetitions: the best screened, then the "
-                        "cheapest within reach or the runner-up (default: %(default)s)")
+                   help="settings per scenario brought to the full repetitions from the start: the best screened, "
+                        "then the cheapest within reach, then the runners-up (default: %(default)s; others follow "
+                        "when the spread of one repetition says they could still beat the best)")
     p.add_argument("--repetitions", type=int, default=None,
                    help="repetitions of each finalist (default: the study's [study] repetitions, at least 3)")
     p.add_argument("--max-repetitions", type=int, default=None,

@@ -1,33 +1,39 @@
 """The search of one scenario: which setting gives the most throughput, measured as little as it can be.
 
-Throughput against num_workers rises to about the core count, then plateaus or falls; the other settings
-(prefetch_factor, persistent_workers, start_method...) usually shift that curve a little, sometimes a lot.
-So the search, with every measurement one repetition of one candidate through `measure`:
+Throughput against num_workers rises to about the core count, then plateaus or falls, and n workers give at
+most n times what one gives (the linear ceiling); the other settings (prefetch_factor, persistent_workers,
+start_method...) usually shift that curve a little, sometimes a lot. So the search, with every measurement
+one repetition of one candidate through `measure`:
 
-1. screen: num_workers on a geometric subset of the listed values (0, 1, 2, 4, ... up to the largest), one
-   repetition each, the other settings at their base (the axis default where listed). With a memory cap,
-   the first num_workers over it ends the screen: memory grows with workers.
-2. refine, guided by the curve's shape, until nothing is left to measure:
-   - peak: where a screened neighbour of the best is below the band (more than `margin` below the best)
-     or missing, the listed value next to the best on that side is measured (hill climbing); where it is
-     in the band, the values between are taken to be on the plateau and are not measured;
-   - knee: the listed values between the cheapest in-band num_workers and the screened value below it are
-     bisected, to find the fewest workers within the margin.
+1. screen: the ends of the listed num_workers (and 1 worker where a training step in the loop keeps the
+   main process from standing for one worker), one repetition each, the other settings at their base (the
+   axis default where listed). The ends fix the band (within `margin` of the best) and the one-process rate
+   the ceiling: a listed num_workers n whose ceiling, n x that rate x (1 + `reach`), stays below the band
+   cannot reach it and is never measured. With a memory cap the screen climbs a geometric subset instead
+   (0, 1, 2, 4, ...) and stops at the first num_workers over the cap: memory grows with workers.
+2. refine, guided by the curve's shape and the ceiling, until nothing is left to measure:
+   - knee: of the listed values between the cheapest in-band num_workers and the measured one below it,
+     the fewest workers the ceiling lets reach the band (the scaling model's knee) is measured; without a
+     ceiling (neither 0 nor 1 worker listed), the middle one (bisection);
+   - peak: where a measured neighbour of the best is below the band or missing, the listed value next to
+     the best on that side is measured (hill climbing); where it is in the band, the values between are
+     taken to be on the plateau and are not measured, once the plateau is no wider than `PLATEAU_SPAN`
+     (wider, the value nearest its geometric middle is measured first).
 3. axes: at the best num_workers, every other listed value of every other setting axis, one repetition
    each. A value better than the incumbent by more than the margin replaces it, and steps 2-3 run once
    more under the new incumbent; values within the margin keep the incumbent (the axis is not shown to
    matter by the screen).
 4. confirm (successive halving on repetitions): of the usable candidates within `reach` of the best
-   screened value, the best and the cheapest (or the runner-up: `finalists` in all) are brought to the full
-   repetitions, interleaved. Each is compared with the one of highest median on the distribution-free
-   interval of their ratio (analysis.stats.compare at `confidence`): shown slower by more than the margin,
-   it is dropped. Finalists not yet separated get the extra rung's repetitions, when there is one. Then,
-   with the spread of one repetition now known (pooled over every candidate measured more than once), any
-   screened candidate that could still beat the highest median by more than the margin (within `LATE_Z`
-   of that spread) is confirmed the same way: a screen that read low by chance does not lose the answer.
-   The search stops when one finalist is left ("separated" when the others were shown slower, "out of
-   reach" when none other reached the final rung), when every one left is shown within the margin of the
-   highest ("within margin"), or when the rungs are spent ("not separated").
+   screened value, the best (and, with `finalists` 2 or more, the cheapest, then the runner-up) are brought
+   to the full repetitions, interleaved. Each is compared with the one of highest median on the
+   distribution-free interval of their ratio (analysis.stats.compare at `confidence`): shown slower by more
+   than the margin, it is dropped. Finalists not yet separated get the extra rung's repetitions, when there
+   is one. Then, with the spread of one repetition now known (pooled over every candidate measured more
+   than once), any screened candidate that could still beat the highest median by more than the margin
+   (within `LATE_Z` of that spread) is confirmed the same way: a screen that read low by chance does not
+   lose the answer. The search stops when one finalist is left ("separated" when the others were shown
+   slower, "out of reach" when none other reached the final rung), when every one left is shown within the
+   margin of the highest ("within margin"), or when the rungs are spent ("not separated").
 
 The answer is the finalist of highest median; when every finalist left is shown within the margin of it,
 the cheapest of them instead (fewest workers, then least memory, then fewest non-default settings). A
@@ -53,6 +59,9 @@ from suite.tune.space import Candidate, Scenario
 
 #: times steps 2-3 run: once, and once more when step 3 changed a setting
 MAX_PASSES = 2
+#: two in-band num_workers further apart than this factor (in workers + 1) are not taken to bound a plateau
+#: until the one nearest their geometric middle is measured too: a hump between them would be missed
+PLATEAU_SPAN = 2.0
 #: a screened candidate that this many standard deviations of one repetition would put more than the margin
 #: above the highest median is confirmed too, however far the reach put it
 LATE_Z = 2.0
@@ -183,19 +192,48 @@ class ScenarioSearch:
             return None
         return max(usable, key=lambda nv: (nv[1], -nv[0]))
 
+    def _screen_points(self) -> list[int]:
+        """The ends of the listed num_workers, and 1 worker where the main process does not stand for one (a
+        training step in the loop) or 0 is not listed; with a memory cap, the geometric subset, climbed."""
+        workers = list(self.s.workers)
+        if self.cap is not None:
+            return geometric_subset(workers)
+        points = {workers[0], workers[-1]}
+        if 1 in workers and (workers[0] != 0 or not self.s.main_process_is_a_worker):
+            points.add(1)
+        return sorted(points)
+
     def _screen(self, inc: dict) -> None:
-        for n in geometric_subset(self.s.workers):
+        note = ("geometric subset of num_workers (memory cap)" if self.cap is not None
+                else "the ends of num_workers" + ("" if self.s.main_process_is_a_worker
+                                                  else ", and one worker (a training step in the loop)"))
+        for n in self._screen_points():
             c = self._at(inc, n)
             if c is None:
                 continue
-            e = self._screened(c, "screen", "geometric subset of num_workers")
+            e = self._screened(c, "screen", note)
             if e.over_cap(self.cap):
                 self._note("screen", self._label(c), f"num_workers above {n} not screened: over the memory cap at "
                                                     f"{n}, and memory grows with workers")
                 break
 
+    def _one_process_rate(self, curve: dict[int, Evidence]) -> float | None:
+        """What one loading process gives: 1 worker's value, or the main process's at 0 workers when it stands
+        for a worker (the higher of the two when both are measured); None when neither is."""
+        rates = [self._value(curve[n]) for n in (0, 1) if n in curve and curve[n].usable(self.cap)
+                 and (n == 1 or self.s.main_process_is_a_worker)]
+        rates = [r for r in rates if math.isfinite(r)]
+        return max(rates) if rates else None
+
+    def _reachable(self, curve: dict[int, Evidence], n: int, band: float) -> bool:
+        """Whether n workers could reach the band under the linear ceiling (n x the one-process rate, with the
+        reach's room for the noise of the one repetition that rate rests on)."""
+        rate = self._one_process_rate(curve)
+        return rate is None or n == 0 or n * rate * (1 + self.opt.reach) >= band
+
     def _peak(self, inc: dict) -> bool:
-        """Measure the listed value next to the best on a side whose screened neighbour is below the band."""
+        """Measure the listed value next to the best on a side whose measured neighbour is below the band (one
+        the ceiling lets reach it)."""
         curve = self._curve(inc)
         best = self._best(curve)
         if best is None:
@@ -207,8 +245,17 @@ class ScenarioSearch:
             measured = [n for n in curve if (n - b) * side > 0]
             nearest = (max if side < 0 else min)(measured) if measured else None
             if nearest is not None and self._value(curve[nearest]) >= band:
-                continue  # both ends on the plateau: the values between are taken to be on it too
-            gap = [n for n in listed if (n - b) * side > 0 and (nearest is None or (nearest - n) * side > 0)]
+                inner = [n for n in listed if (n - b) * side > 0 and (nearest - n) * side > 0]
+                if inner and (max(b, nearest) + 1) / (min(b, nearest) + 1) > PLATEAU_SPAN:
+                    mid = (math.log(b + 1) + math.log(nearest + 1)) / 2
+                    n = min(inner, key=lambda v: (abs(math.log(v + 1) - mid), v))
+                    self._observe(self._at(inc, n), "refine", f"probing the plateau between {min(b, nearest)} and "
+                                                              f"{max(b, nearest)} workers, wider than "
+                                                              f"{PLATEAU_SPAN:g}x")
+                    return True
+                continue  # both ends on a short plateau: the values between are taken to be on it too
+            gap = [n for n in listed if (n - b) * side > 0 and (nearest is None or (nearest - n) * side > 0)
+                   and self._reachable(curve, n, band)]
             if gap:
                 n = (max if side < 0 else min)(gap)
                 self._observe(self._at(inc, n), "refine", f"next to the best ({b} workers), towards "
@@ -217,28 +264,41 @@ class ScenarioSearch:
         return False
 
     def _knee(self, inc: dict) -> bool:
-        """Bisect the listed values between the cheapest in-band num_workers and the measured one below it."""
+        """Measure towards the fewest workers within the margin: between the cheapest in-band num_workers and
+        the measured one below it, the fewest the ceiling lets reach the band (bisection without a ceiling)."""
         curve = self._curve(inc)
         best = self._best(curve)
         if best is None:
             return False
         band = (1 - self.opt.margin) * best[1]
         k = min(n for n, e in curve.items() if e.usable(self.cap) and self._value(e) >= band)
-        below_listed = [n for n in self._listed(inc) if n < k]
-        if not below_listed:
-            return False
         below = [n for n in curve if n < k]
-        if not below:
-            n = below_listed[0]
-            self._observe(self._at(inc, n), "refine", f"fewest workers, below the cheapest within the margin ({k})")
-            return True
-        between = [n for n in below_listed if n > max(below)]
+        between = [n for n in self._listed(inc) if n < k and (not below or n > max(below))
+                   and self._reachable(curve, n, band)]
         if not between:
             return False
-        n = between[(len(between) - 1) // 2]
-        self._observe(self._at(inc, n), "refine", f"bisecting {max(below)}..{k} workers for the fewest within "
-                                                  "the margin")
+        if not below or self._one_process_rate(curve) is not None:
+            n, why = between[0], (f"the fewest workers whose ceiling reaches the band below the cheapest within "
+                                  f"the margin ({k})")
+        else:
+            n, why = between[(len(between) - 1) // 2], (f"bisecting {max(below) if below else 'the listed values'}"
+                                                        f"..{k} workers for the fewest within the margin")
+        self._observe(self._at(inc, n), "refine", why)
         return True
+
+    def _ceiling_note(self, inc: dict) -> None:
+        """Say which listed num_workers the linear ceiling kept out of the search."""
+        curve = self._curve(inc)
+        best = self._best(curve)
+        rate = self._one_process_rate(curve)
+        if best is None or rate is None:
+            return
+        band = (1 - self.opt.margin) * best[1]
+        skipped = [n for n in self._listed(inc) if n not in curve and not self._reachable(curve, n, band)]
+        if skipped:
+            self._note("refine", "num_workers=" + ",".join(map(str, skipped)),
+                       f"not measured: n x the one-process rate ({rate:,.0f}) x {1 + self.opt.reach:g} stays below "
+                       f"the band ({band:,.0f}, within {self.opt.margin:.0%} of the best)")
 
     # --- the other settings ---------------------------------------------------------------------------------
 
@@ -370,8 +430,9 @@ class ScenarioSearch:
         inc = self.s.base
         self._screen(inc)  # a scenario of one cell: that cell, which the confirm step brings to full repetitions
         for _ in range(MAX_PASSES):
-            while self._peak(inc) or self._knee(inc):
+            while self._knee(inc) or self._peak(inc):
                 pass
+            self._ceiling_note(inc)
             best = self._best(self._curve(inc))
             if best is None:
                 break

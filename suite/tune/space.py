@@ -84,6 +84,13 @@ class Scenario:
         return tuple(self.values.get("num_workers", (self.candidates[0].num_workers,)))
 
     @property
+    def main_process_is_a_worker(self) -> bool:
+        """With no training step in the loop, the main process at num_workers = 0 does what one worker does and
+        no more, so its rate bounds one worker's; a consumer step (step_ms, a model) slows it down instead."""
+        ctx = dict(self.context)
+        return not ctx.get("step_ms") and ctx.get("model") in (None, "none")
+
+    @property
     def base(self) -> dict[str, Any]:
         out = {}
         for axis, vals in self.values.items():
