@@ -395,7 +395,8 @@ def test_cli_bad_option_is_one_line_and_exit_2(study_file, tmp_path, capsys):
     assert main(["tune", str(tmp_path / "missing.toml")]) == 2
 
 
-def test_submit_tune_dry_run_asks_for_one_job_with_the_node_cores(study_file, tmp_path, capsys):
+def test_submit_tune_dry_run_asks_for_one_job_with_the_node_cores(study_file, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("suite.launch.slurm.shutil.which", lambda name, *a, **k: None)  # no Slurm here
     path = study_file(STUDY_TOML.format(name="syn", cores=2))
     rc = main(["submit", str(path), "--cluster", str(REPO / "slurm" / "test.toml"), "--results",
                str(tmp_path / "r"), "--tune", "--dry-run"])
@@ -403,6 +404,21 @@ def test_submit_tune_dry_run_asks_for_one_job_with_the_node_cores(study_file, tm
     assert rc == 0, err
     assert "would submit: tune 'syn' on one node, 2 cores, 0 GPUs" in err
     assert main(["submit", str(path), "--cluster", str(REPO / "slurm" / "test.toml"), "--tune", "-k", "x"]) == 2
+
+
+@pytest.mark.parametrize("tune", [[], ["--tune"]], ids=["grid", "tune"])
+def test_a_dry_run_needs_no_slurm_here_and_a_submit_without_it_says_what_is_missing(study_file, tmp_path, capsys,
+                                                                                     monkeypatch, tune):
+    monkeypatch.setattr("suite.launch.slurm.shutil.which", lambda name, *a, **k: None)
+    path = study_file(STUDY_TOML.format(name="syn", cores=2))
+    args = ["submit", str(path), "--cluster", str(REPO / "slurm" / "test.toml"), "--results", str(tmp_path / "r"),
+            *tune]
+    assert main([*args, "--dry-run"]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert "no srun on PATH" in err and "test.toml" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "r" / "syn").exists() and not (tmp_path / "r" / "syn-tune").exists()  # nothing began
 
 
 @pytest.mark.slow

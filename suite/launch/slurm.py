@@ -22,7 +22,7 @@ import submitit
 from submitit.core.utils import UncompletedJobError
 
 from suite.cell import Task
-from suite.exceptions import StudyError
+from suite.exceptions import StudyError, ToolMissing
 from suite.estimate import Estimator, StudyEstimate, estimate_study
 from suite.launch.base import Launcher, TaskRunner, dataset_spec, prepare_dataset
 from suite.launch.preflight import check_submission
@@ -92,8 +92,17 @@ def python_command(profile: LoadedProfile) -> str | None:
     return None
 
 
+def can_submit() -> bool:
+    """Whether Slurm's client is here: submitit builds its executor only where `srun` is on PATH."""
+    return shutil.which("srun") is not None
+
+
 def make_executor(profile: LoadedProfile, folder: Path, cores: int, gpus: int, study: str,
                   time_limit_min: int) -> submitit.AutoExecutor:
+    if not can_submit():
+        raise ToolMissing(f"{profile.path}: no srun on PATH: submit from a node of the Slurm cluster (or "
+                          "`make submit CLUSTER=test` for the one-node test cluster); --dry-run shows the plan "
+                          "anywhere")
     s = profile.settings.slurm
     kwargs = {}
     py = python_command(profile)
@@ -226,10 +235,13 @@ class SlurmLauncher(Launcher):
             groups[(task.cell["cores"], s.gpus_per_cell)].append(task)
         root = Path(self.store.root)
         folder = logs_folder(self.profile, root)
+        if self.dry_run:  # where Slurm is at hand, the executors are built too: submitit checks their parameters
+            if can_submit():
+                for c, g in groups:
+                    make_executor(self.profile, folder, c, g, self.study.name, s.time_limit_min)
+            return [("(dry run)", len(ts), c, g) for (c, g), ts in groups.items()]
         executors = {key: make_executor(self.profile, folder, key[0], key[1], self.study.name, s.time_limit_min)
                      for key in groups}
-        if self.dry_run:
-            return [("(dry run)", len(ts), c, g) for (c, g), ts in groups.items()]
         dataset = dataset_spec(self.study)
         prepare_dataset(dataset)  # generate once here (shared cache), not in every array task
         submitted = []

@@ -24,7 +24,7 @@ from suite.estimate import Estimator, estimate_study
 from suite.exceptions import StudyError
 from suite.launch.base import dataset_spec, prepare_dataset
 from suite.launch.preflight import check_submission
-from suite.launch.slurm import logs_folder, make_executor
+from suite.launch.slurm import can_submit, logs_folder, make_executor
 from suite.profile import LoadedProfile
 from suite.store import Store
 from suite.study import Study
@@ -93,8 +93,9 @@ def submit_tune(study: Study, profile: LoadedProfile, results: str | Path, optio
     logs = logs_folder(profile, root)
     check_submission(profile, root, logs, grid)
     gpus = s.gpus_per_cell
-    executor = make_executor(profile, logs, s.node_cores, gpus, tune_study_name(study.name), limit)
     job_id = "(dry run)"
+    if not dry_run or can_submit():  # a dry run builds the executor where Slurm is at hand: submitit checks it
+        executor = make_executor(profile, logs, s.node_cores, gpus, tune_study_name(study.name), limit)
     if not dry_run:
         prepare_dataset(dataset_spec(study))  # generate once here (shared cache), not on the node
         job = executor.submit(TuneJob(study, str(root), options))
