@@ -117,6 +117,9 @@ AXES: dict[str, Axis] = {
              "none, list_str, numpy_bytes, numpy_object or arrow", applies_to=SUITE_DATASETS),
         Axis("index_items", _int(1, 100_000_000), 1_000_000, "entries in the per-sample index",
              "an integer from 1 to 100000000", applies_to=SUITE_DATASETS),
+        Axis("gc_freeze", bool, False, "gc.freeze() in the main process before the workers start, so a full GC "
+             "pass in a forked worker leaves the objects it inherited (and their pages) alone",
+             "true or false", needs_workers=True),
         Axis("ranks", _int(1, 1024), 1, "loader processes side by side in the cell (DDP-like), each with num_workers",
              "an integer from 1 to 1024"),
         Axis("slow_worker_ms", _float(0, 60_000), 0.0, "extra wait per sample in worker 0 only (a straggler), in ms",

@@ -8,6 +8,7 @@ started a DataLoader), so every process-global setting starts clean.
 from __future__ import annotations
 
 import functools
+import gc
 import json
 import os
 import time
@@ -193,6 +194,9 @@ def measure_rank(config: dict[str, Any], repetition: int, prepared, rank: int,
             step.next_epoch()
 
     _pin_thread_cpu_s(pin_cpu)
+    if config.get("gc_freeze"):  # what Python's docs advise before fork: everything made so far is left alone
+        gc.collect()
+        gc.freeze()
     ru0_self = resource.getrusage(resource.RUSAGE_SELF)
     times = (loop or run_loop)(consumer.wrap(loader), config["epochs"], plan.epoch_batches, step,
                                on_epoch_end=on_epoch, stop=stop)

@@ -71,13 +71,22 @@ def timeline(nw, start_mib, growth_mib, samples=10):
             for i in range(samples)] + [[0.2 * samples, 1, 50 * MIB, 0, 40 * MIB, 0]]
 
 
-def cow_table(growth, reps=3, nws=(1, 4), spread=SPREAD):
+def cow_records(growth, reps=3, nws=(1, 4), spread=SPREAD, gc_freeze=None):
+    """growth[backing]: MiB per worker, or f(nw), or f(nw, repetition); gc_freeze: None leaves the axis out."""
     out = []
     for b, nw, r in itertools.product(growth, nws, range(reps)):
-        g = growth[b](nw) if callable(growth[b]) else growth[b]
-        out.append(rec("cow-memory", {"index_backing": b, "index_items": 2_000_000, "num_workers": nw},
+        f = growth[b]
+        g = (f(nw, r) if f.__code__.co_argcount == 2 else f(nw)) if callable(f) else f
+        cfg = {"index_backing": b, "index_items": 2_000_000, "num_workers": nw}
+        if gc_freeze is not None:
+            cfg["gc_freeze"] = gc_freeze
+        out.append(rec("cow-memory", cfg,
                        {"samples_per_s": 1e5, "memory_timeline": timeline(nw, 20, g * jitter(r, spread))}, r))
-    return table(out)
+    return out
+
+
+def cow_table(growth, reps=3, nws=(1, 4), spread=SPREAD, gc_freeze=None):
+    return table(cow_records(growth, reps, nws, spread, gc_freeze))
 
 
 COW_OK = {"list_str": 30.0, "numpy_object": 28.0, "numpy_bytes": 0.5, "arrow": 1.0}

@@ -13,8 +13,8 @@ from analysis import claims as C
 from analysis import derive as D
 from analysis.synthetic import study_cells, study_records
 from tests.question_records import (
-    COW_OK, F, GAP_OK, H, I, MIB, N, PEAK, TOTAL_OK, TUTORIAL, X, cow_table, decide, in_order_table, ladder_table,
-    over_table, pers_table, rec, rng_table, sharing_table, sm_table, table, timeline,
+    COW_OK, F, GAP_OK, H, I, MIB, N, PEAK, TOTAL_OK, TUTORIAL, X, cow_records, cow_table, decide, in_order_table,
+    ladder_table, over_table, pers_table, rec, rng_table, sharing_table, sm_table, table, timeline,
 )
 
 WIDE = 0.3  # repetitions at 0.7, 1.0 and 1.3 of the value: every interval reaches both sides
@@ -112,6 +112,27 @@ def test_cow_growth_common_to_every_backing_is_not_the_index():
     assert decide(C.cow_grows_with_workers, df) == H
     # arrow growing on its own is the index's
     assert decide(C.cow_flat, cow_table({**COW_OK, "arrow": 20.0}, reps=5)) == F
+
+
+def _gc_in_some_repetitions(base):
+    # a full GC pass in the worker copies ~90 MiB of what it inherited, in some repetitions only (seen here)
+    return lambda nw, r: base + (90.0 if (r + nw) % 2 else 0.0)
+
+
+def test_cow_claims_read_the_gc_freeze_cells_and_the_gc_pass_has_a_claim_of_its_own():
+    unfrozen = {b: _gc_in_some_repetitions(v) for b, v in COW_OK.items()}
+    noisy = cow_table(unfrozen, reps=5)
+    assert decide(C.cow_grows("list_str"), noisy) != H  # the pass swamps the index's share
+    assert decide(C.gc_pass_copies, noisy) == N  # no gc_freeze cells: not measured yet
+    both_kinds = table(cow_records(unfrozen, reps=5, gc_freeze=False) + cow_records(COW_OK, reps=5, gc_freeze=True))
+    for rule in (C.cow_grows("list_str"), C.cow_grows("numpy_object"), C.cow_flat, C.cow_grows_with_workers):
+        assert decide(rule, both_kinds) == H, rule
+    assert decide(C.gc_pass_copies, both_kinds) == I  # the pass ran in only some repetitions
+    always = {b: v + 90.0 for b, v in COW_OK.items()}
+    passes = table(cow_records(always, gc_freeze=False) + cow_records(COW_OK, gc_freeze=True))
+    assert decide(C.gc_pass_copies, passes) == H
+    unchanged = table(cow_records(COW_OK, gc_freeze=False) + cow_records(COW_OK, gc_freeze=True))
+    assert decide(C.gc_pass_copies, unchanged) == F
 
 
 def test_timeline_growth_uses_samples_with_all_workers_alive():

@@ -15,8 +15,8 @@ from analysis import derive as D
 from analysis.figures import questions as Q
 from tests.test_figures import all_text, general_problems, kept, outside_canvas  # noqa: F401 (kept: a fixture)
 from tests.question_records import (
-    COW_OK, GAP_OK, PEAK, TOTAL_OK, TUTORIAL, cow_table, in_order_table, ladder_table, over_table, pers_table,
-    rng_table, sharing_table, sm_table, storage_table,
+    COW_OK, GAP_OK, PEAK, TOTAL_OK, TUTORIAL, cow_records, cow_table, in_order_table, ladder_table, over_table,
+    pers_table, rng_table, sharing_table, sm_table, storage_table, table,
 )
 
 P99 = {(True, False): 0.01, (False, False): 0.01, (True, True): 0.08, (False, True): 0.02}
@@ -24,7 +24,8 @@ THR = {(True, False): 1000.0, (False, False): 1000.0, (True, True): 400.0, (Fals
 
 TABLES = {
     "start-method": lambda: sm_table(),
-    "cow-memory": lambda: cow_table(COW_OK),
+    # with and without gc.freeze() in the parent, as the study has them
+    "cow-memory": lambda: table(cow_records(COW_OK, gc_freeze=False) + cow_records(COW_OK, gc_freeze=True)),
     "persistence": lambda: pers_table(GAP_OK, TOTAL_OK),
     "sharing": lambda: sharing_table(),
     "ladder": lambda: ladder_table(TUTORIAL),

@@ -30,6 +30,7 @@ from analysis.claims.cow_memory import (  # noqa: F401
     cow_flat,
     cow_grows,
     cow_grows_with_workers,
+    gc_pass_copies,
 )
 from analysis.claims.in_order import (  # noqa: F401
     TAIL_CUT,

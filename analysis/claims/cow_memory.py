@@ -1,8 +1,12 @@
 """Copy-on-write: do forked workers copy the index they read, by how it is stored?
 
 numpy_bytes is the control: the same worker, loop and samples, with an index that is one object. Growth it
-shows too (e.g. a pass of Python's cyclic GC over the parent's objects, which writes to every tracked object's
-header) is not the index's; the index's share is a backing's growth minus the control's.
+shows too is not the index's; the index's share is a backing's growth minus the control's. The largest such
+growth is a full pass of Python's cyclic GC in the worker, which writes to the header of every tracked object
+the worker inherited: it runs in some repetitions and not others, so it swamps the index's share with noise.
+Where the study has cells with `gc_freeze` (gc.freeze() in the parent before the workers start: the pass then
+leaves inherited objects alone, while reading an object still writes its refcount), the backing claims read
+those cells, and a claim of its own compares the control with and without it.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import pandas as pd
 
 from analysis.claims.common import Claim, Question, finite, g, missing, pick
 from analysis.derive import with_growth
-from analysis.records import col
+from analysis.records import col, is_true
 from analysis.verdicts import Outcome, all_of, at_least, at_most, both, decide_median, decide_shift, either, within
 
 #: "copies what it reads": at least this much more growth per worker than the control (the run reads ~400k index
@@ -26,10 +30,36 @@ FLAT_MIB = 4.0
 COW_WORKERS_RATIO = 2.0
 
 
+def _frozen(rows: pd.DataFrame) -> pd.Series:
+    return col(rows, "gc_freeze", False).map(is_true).astype(bool)
+
+
+def _isolated(rows: pd.DataFrame) -> pd.DataFrame:
+    """The cells that isolate the index: those with gc.freeze() where the records have any."""
+    frozen = _frozen(rows)
+    return rows[frozen] if frozen.any() else rows
+
+
 def _cow(rows, backing, nw, value: str = "growth_mib_per_worker"):
     ok = rows[(col(rows, "index_backing") == backing) & (rows["num_workers"] == nw) &
               (col(rows, "start_method") == "fork")]
     return finite(ok[value])
+
+
+def gc_pass_copies(rows: pd.DataFrame) -> Outcome:
+    """The control's growth per worker without gc.freeze() over with it, at every num_workers."""
+    ok = with_growth(rows)
+    frozen = _frozen(ok)
+    if not frozen.any() or frozen.all():
+        return missing("needs fork cells of numpy_bytes with and without gc_freeze (cow-memory)")
+    checks = []
+    for nw in sorted(set(ok["num_workers"])):
+        off, on = _cow(ok[~frozen], "numpy_bytes", nw), _cow(ok[frozen], "numpy_bytes", nw)
+        if len(off) < 3 or len(on) < 3:
+            continue
+        checks.append(_diff(on, off, at_least(GROW_MIB), f"fork, w={nw}: numpy_bytes growth per worker "
+                                                         "without gc.freeze() - with it"))
+    return all_of(checks, "needs fork numpy_bytes cells with and without gc_freeze, 3 ok repetitions each")
 
 
 def _diff(a, b, region, label) -> Outcome:
@@ -38,7 +68,7 @@ def _diff(a, b, region, label) -> Outcome:
 
 def cow_grows(backing: str) -> Callable[[pd.DataFrame], Outcome]:
     def rule(rows: pd.DataFrame) -> Outcome:
-        ok = with_growth(rows)
+        ok = _isolated(with_growth(rows))
         checks = []
         for nw in sorted(set(ok["num_workers"])):
             gr, ctl = _cow(ok, backing, nw), _cow(ok, "numpy_bytes", nw)
@@ -53,7 +83,7 @@ def cow_grows(backing: str) -> Callable[[pd.DataFrame], Outcome]:
 
 
 def cow_flat(rows: pd.DataFrame) -> Outcome:
-    ok = with_growth(rows)
+    ok = _isolated(with_growth(rows))
     checks = []
     for nw in sorted(set(ok["num_workers"])):
         ref, nb, ar = (_cow(ok, b, nw) for b in ("list_str", "numpy_bytes", "arrow"))
@@ -69,7 +99,7 @@ def cow_flat(rows: pd.DataFrame) -> Outcome:
 
 
 def cow_grows_with_workers(rows: pd.DataFrame) -> Outcome:
-    ok = with_growth(rows)
+    ok = _isolated(with_growth(rows))
     ns = sorted(set(pick(ok, start_method="fork", index_backing="list_str")["num_workers"]))
     if len(ns) < 2:
         return missing("needs fork list_str cells at two or more num_workers")
@@ -93,13 +123,14 @@ def _needs(rows: pd.DataFrame) -> bool:
     return "index_backing" in rows and (rows["index_backing"].dropna() != "none").any()
 
 
-QUESTION = Question("cow-memory", ("index_backing", "num_workers", "start_method"), _needs)
+QUESTION = Question("cow-memory", ("index_backing", "num_workers", "start_method", "gc_freeze"), _needs)
 QUESTION.claims.extend([
     Claim("cow-memory", "forked workers reading a Python list of str copy the index pages they touch: their memory "
           "grows",
           f"fork, workers' USS growth per worker over the run (memory_timeline: highest minus first probe sample "
           f"with all workers alive): holds if at every num_workers list_str grows at least {GROW_MIB:g} MiB per "
-          f"worker more than the numpy_bytes control (same loop, an index that is one object)",
+          f"worker more than the numpy_bytes control (same loop, an index that is one object); cells with "
+          f"gc.freeze() in the parent where the study has them",
           cow_grows("list_str")),
     Claim("cow-memory", "a NumPy object array behaves like a list (its elements carry refcounts)",
           f"as above for numpy_object: at least {GROW_MIB:g} MiB per worker more than numpy_bytes",
@@ -114,4 +145,10 @@ QUESTION.claims.extend([
           f"subtracted): holds if at the most workers it is at least {COW_WORKERS_RATIO:g}x that at the fewest, "
           f"and list_str grows at least {GROW_MIB:g} MiB per worker more than the control there",
           cow_grows_with_workers),
+    Claim("cow-memory", "a full GC pass in a forked worker copies what it inherited, whatever it reads; gc.freeze() "
+          "in the parent before the workers start avoids it",
+          f"fork, the numpy_bytes control (its index is one object): holds if at every num_workers its USS growth "
+          f"per worker without gc_freeze is at least {GROW_MIB:g} MiB more than with it; the backing claims above "
+          f"read the gc_freeze cells where the study has them",
+          gc_pass_copies),
 ])

@@ -11,7 +11,7 @@ import seaborn as sns
 
 from analysis.derive import MIB, alive_samples, peak_pss_mib_per_worker, with_growth
 from analysis.figures.questions.parts import NothingToDraw, bars, claims_header, legend_top, save_with_note
-from analysis.records import col
+from analysis.records import col, is_true
 
 BACKING_ORDER = ["list_str", "numpy_object", "numpy_bytes", "arrow"]
 #: The bottom row: (metric, y label, panel title).
@@ -22,6 +22,10 @@ BARS = [("growth_mib_per_worker", "USS growth per worker over the run (MiB)", "g
 
 def _workers(n) -> str:
     return f"{int(n)} worker{'s' if n > 1 else ''}"
+
+
+def _layout(sm: str, n, frozen: bool) -> str:
+    return f"{sm}, {_workers(n)}" + (", gc.freeze()" if frozen else "")
 
 
 def _timeline_rows(ok: pd.DataFrame) -> pd.DataFrame:
@@ -35,7 +39,7 @@ def _timeline_rows(ok: pd.DataFrame) -> pd.DataFrame:
         t0 = alive[0][0]
         for s in alive:
             out.append({"cell_id": r["cell_id"], "repetition": r["repetition"], "index_backing": r["index_backing"],
-                        "start_method": r["start_method"], "num_workers": n, "t": s[0] - t0,
+                        "start_method": r["start_method"], "num_workers": n, "frozen": r["frozen"], "t": s[0] - t0,
                         "uss_mib": s[5] / MIB / n, "pss_mib": s[3] / MIB / n})
     return pd.DataFrame(out)
 
@@ -44,12 +48,13 @@ def _timelines(axes, tl: pd.DataFrame, combos, palette: dict) -> None:
     """Top row: each repetition's workers' USS per worker over time, one panel per start method x workers, all on
     the same time axis."""
     t_max = float(tl["t"].max()) if not tl.empty else 1.0
-    for ax, (sm, n) in zip(axes, combos):
-        sub = tl[(tl["start_method"] == sm) & (tl["num_workers"] == n)] if not tl.empty else tl
+    for ax, (sm, n, frozen) in zip(axes, combos):
+        sub = (tl[(tl["start_method"] == sm) & (tl["num_workers"] == n) & (tl["frozen"] == frozen)]
+               if not tl.empty else tl)
         for (b, rep), g in (sub.groupby(["index_backing", "repetition"]) if not sub.empty else []):
             ax.plot(g["t"], g["uss_mib"], color=palette[b], lw=1.2, alpha=0.75,
                     label=b if rep == sub[sub["index_backing"] == b]["repetition"].min() else "_nolegend_")
-        ax.set_title(f"{sm}, {_workers(n)}")
+        ax.set_title(_layout(sm, n, frozen))
         ax.set_xlabel("time since all workers were up (s)")
         ax.set_ylabel("USS per worker (MiB)")
         ax.set_ylim(bottom=0)
@@ -87,13 +92,14 @@ def memory_growth_by_backing(df: pd.DataFrame, study: str, out: Path) -> list[Pa
                                                                                     ok["num_workers"])]
     backings = [b for b in BACKING_ORDER if b in set(ok["index_backing"])]
     palette = dict(zip(BACKING_ORDER, sns.color_palette("colorblind", 4)))
-    combos = sorted({(sm, int(n)) for sm, n in zip(ok["start_method"], ok["num_workers"])},
-                    key=lambda c: (c[0] != "fork", c[1]))
-    ok["layout"] = [f"{sm}, {_workers(n)}" for sm, n in zip(ok["start_method"], ok["num_workers"])]
+    ok["frozen"] = col(ok, "gc_freeze", False).map(is_true).astype(bool)
+    combos = sorted({(sm, int(n), bool(f)) for sm, n, f in zip(ok["start_method"], ok["num_workers"], ok["frozen"])},
+                    key=lambda c: (c[0] != "fork", c[2], c[1]))
+    ok["layout"] = [_layout(sm, n, f) for sm, n, f in zip(ok["start_method"], ok["num_workers"], ok["frozen"])]
     ncols = max(len(combos), 3)
     fig, axes = plt.subplots(2, ncols, figsize=(4.2 * ncols, 7.2), squeeze=False)
     _timelines(axes[0], _timeline_rows(ok), combos, palette)
-    points = _growth_bars(axes[1], ok, [f"{sm}, {_workers(n)}" for sm, n in combos], backings, palette)
+    points = _growth_bars(axes[1], ok, [_layout(*c) for c in combos], backings, palette)
     leg = legend_top(fig, axes[1][0], "index backing", ncol=4)
     for ax in list(axes[1][1:]) + list(axes[0]):
         if ax.get_legend():
@@ -108,4 +114,4 @@ def memory_growth_by_backing(df: pd.DataFrame, study: str, out: Path) -> list[Pa
         "alive. Workers = every process under the cell but the main one (spawn: the resource tracker too)."
         "\nnumpy_bytes is the control (an index that is one object). A step shared by every backing is not "
         "the index's: a full pass of Python's cyclic GC writes to every tracked object the worker inherited "
-        "(gc.freeze() in the parent before forking avoids it).", points)
+        "(gc.freeze() in the parent before forking avoids it: the panels marked gc.freeze()).", points)
