@@ -212,6 +212,26 @@ def test_a_training_step_in_the_loop_screens_one_worker_too():
     assert screened == ["num_workers=0", "num_workers=1", "num_workers=8"]
 
 
+def _scripted(values: dict[int, list[float]]):
+    """measure(candidate, repetition): the listed value of that num_workers' repetition."""
+    return lambda c, rep: Observation("ok", values[c.num_workers][rep], memory_of(c), 1.0)
+
+
+@pytest.mark.parametrize("second, answer, reps_of_0", [(1100.0, 0, 3), (900.0, 2, 2)],
+                         ids=["keeps its promise and wins", "dropped after one more"])
+def test_a_screen_that_may_have_read_low_gets_one_more_repetition_at_a_time(second, answer, reps_of_0):
+    # 2 workers are confirmed at 960-1040 (a spread of about 4%); 0 workers screened at 960, which that spread
+    # cannot tell from more than 5% above 2 workers' median: it gets a second repetition, and a third only
+    # if it still may
+    study = study_of({"num_workers": [0, 2]})
+    (sc,) = scenarios(study.cells)
+    out = search(sc, _scripted({0: [960.0, second, 1100.0], 2: [1000.0, 960.0, 1040.0]}), TuneOptions(), RUNGS)
+    assert out.evidence[sc.find({"num_workers": 0}).key].n == reps_of_0
+    assert out.answer.candidate.num_workers == answer
+    climbs = [s for s in out.steps if s.note.startswith("may beat the highest by more than the margin")]
+    assert [s.candidate for s in climbs] == ["num_workers=0"] * (reps_of_0 - 1)
+
+
 def test_a_scenario_of_one_cell_gets_that_cell_at_full_repetitions():
     study = study_of({"num_workers": [2]})
     _, out = tune_one(study, RISING, 0.03, 0)

@@ -30,8 +30,9 @@ one repetition of one candidate through `measure`:
    than the margin, it is dropped. Finalists not yet separated get the extra rung's repetitions, when there
    is one. Then, with the spread of one repetition now known (pooled over every candidate measured more
    than once), any screened candidate that could still beat the highest median by more than the margin
-   (within `LATE_Z` of that spread) is confirmed the same way: a screen that read low by chance does not
-   lose the answer. The search stops when one finalist is left ("separated" when the others were shown
+   (within `LATE_Z` of that spread, for the repetitions it has) gets one more repetition at a time while it
+   still could, and one that reaches the full repetitions that way is compared like a finalist: a screen
+   that read low by chance does not lose the answer. The search stops when one finalist is left ("separated" when the others were shown
    slower, "out of reach" when none other reached the final rung), when every one left is shown within the
    margin of the highest ("within margin"), or when the rungs are spent ("not separated").
 
@@ -402,12 +403,31 @@ class ScenarioSearch:
 
     def _late(self, reps: int) -> list[Evidence]:
         """Usable candidates short of the final repetitions that may still beat the highest median by more than
-        the margin, given the noise of one repetition: a screen repetition that read low by chance (out of
-        reach, or past the finalists' number). One that can only be as good is not worth its repetitions."""
+        the margin, given the noise of one repetition and how many each has: a screen repetition that read low
+        by chance (out of reach, or past the finalists' number). One that can only be as good is not worth its
+        repetitions."""
         top = self.out.highest
-        spread = LATE_Z * self._noise() * math.sqrt(1 + 1 / top.n)
-        floor = top.median * (1 + self.opt.margin) * math.exp(-spread)
-        return [e for e in self.evidence.values() if e.usable(self.cap) and e.n < reps and e.median >= floor]
+        noise = self._noise()
+        target = math.log(top.median * (1 + self.opt.margin))
+        return [e for e in self.evidence.values() if e.usable(self.cap) and e.n < reps
+                and math.log(e.median) + LATE_Z * noise * math.sqrt(1 / e.n + 1 / top.n) >= target]
+
+    def _climb_late(self, reps: int) -> list[Evidence]:
+        """Successive halving for the late candidates: one more repetition each while they may still beat the
+        highest by more than the margin; returns those that reached the final repetitions that way (to be
+        compared like finalists), [] when none is left that may."""
+        while True:
+            late = self._late(reps)
+            if not late:
+                return []
+            self._note("confirm", ", ".join(self._label(e.candidate) for e in late),
+                       f"may beat the highest by more than the margin within {LATE_Z:g} x the spread of one "
+                       f"repetition ({self._noise():.1%}) for its repetitions: one more each")
+            for e in late:
+                self._observe(e.candidate, "confirm", f"may beat the highest: repetition {e.n + 1} of up to {reps}")
+            grown = [e for e in late if e.n >= reps and e.usable(self.cap)]
+            if grown:
+                return grown
 
     def _confirm(self) -> None:
         pool = self._finalists()
@@ -415,13 +435,10 @@ class ScenarioSearch:
             if not self._rungs(pool):
                 pool = self._finalists()  # every finalist failed or went over the cap later: pick again
                 continue
-            late = self._late(self.rungs[0])
-            if not late:
+            grown = self._climb_late(self.rungs[0])
+            if not grown:
                 return
-            self._note("confirm", ", ".join(self._label(e.candidate) for e in late),
-                       f"may beat the highest by more than the margin within {LATE_Z:g} x the spread of one "
-                       f"repetition ({self._noise():.1%}): confirmed too")
-            pool = self.out.finalists + late
+            pool = self.out.finalists + grown
         self.out.stop = NO_USABLE
 
     # --- the whole search ------------------------------------------------------------------------------------
