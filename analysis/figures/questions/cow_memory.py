@@ -24,8 +24,9 @@ def _workers(n) -> str:
     return f"{int(n)} worker{'s' if n > 1 else ''}"
 
 
-def _layout(sm: str, n, frozen: bool) -> str:
-    return f"{sm}, {_workers(n)}" + (", gc.freeze()" if frozen else "")
+def _layout(sm: str, n, frozen: bool, sep: str = ", ") -> str:
+    """A panel's title (sep ", ") or a bar group's tick label (sep "\n": five groups share a panel's width)."""
+    return sep.join([sm, _workers(n)] + ([("gc.freeze()" if sep == ", " else "gc.freeze")] if frozen else []))
 
 
 def _timeline_rows(ok: pd.DataFrame) -> pd.DataFrame:
@@ -95,11 +96,11 @@ def memory_growth_by_backing(df: pd.DataFrame, study: str, out: Path) -> list[Pa
     ok["frozen"] = col(ok, "gc_freeze", False).map(is_true).astype(bool)
     combos = sorted({(sm, int(n), bool(f)) for sm, n, f in zip(ok["start_method"], ok["num_workers"], ok["frozen"])},
                     key=lambda c: (c[0] != "fork", c[2], c[1]))
-    ok["layout"] = [_layout(sm, n, f) for sm, n, f in zip(ok["start_method"], ok["num_workers"], ok["frozen"])]
+    ok["layout"] = [_layout(sm, n, f, "\n") for sm, n, f in zip(ok["start_method"], ok["num_workers"], ok["frozen"])]
     ncols = max(len(combos), 3)
     fig, axes = plt.subplots(2, ncols, figsize=(4.2 * ncols, 7.2), squeeze=False)
     _timelines(axes[0], _timeline_rows(ok), combos, palette)
-    points = _growth_bars(axes[1], ok, [_layout(*c) for c in combos], backings, palette)
+    points = _growth_bars(axes[1], ok, [_layout(*c, sep="\n") for c in combos], backings, palette)
     leg = legend_top(fig, axes[1][0], "index backing", ncol=4)
     for ax in list(axes[1][1:]) + list(axes[0]):
         if ax.get_legend():
