@@ -32,9 +32,10 @@ one repetition of one candidate through `measure`:
    than once), any screened candidate that could still beat the highest median by more than the margin
    (within `LATE_Z` of that spread, for the repetitions it has) gets one more repetition at a time while it
    still could, and one that reaches the full repetitions that way is compared like a finalist: a screen
-   that read low by chance does not lose the answer. The search stops when one finalist is left ("separated" when the others were shown
-   slower, "out of reach" when none other reached the final rung), when every one left is shown within the
-   margin of the highest ("within margin"), or when the rungs are spent ("not separated").
+   that read low by chance does not lose the answer. The search stops when one finalist is left
+   ("separated" when the others were shown slower, "out of reach" when none other reached the final rung),
+   when every one left is shown within the margin of the highest ("within margin"), or when the rungs are
+   spent ("not separated").
 
 The answer is the finalist of highest median; when every finalist left is shown within the margin of it,
 the cheapest of them instead (fewest workers, then least memory, then fewest non-default settings). A
