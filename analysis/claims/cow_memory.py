@@ -52,7 +52,7 @@ def _cow(rows, backing, nw, value: str = PEAK):
 
 
 def gc_pass_copies(rows: pd.DataFrame) -> Outcome:
-    """The control's growth per worker without gc.freeze() over with it, at every num_workers."""
+    """The control's peak USS per worker without gc.freeze() minus with it, at every num_workers."""
     ok = with_growth(rows)
     frozen = _frozen(ok)
     if not frozen.any() or frozen.all():

@@ -283,8 +283,8 @@ class ScenarioSearch:
             n, why = between[0], (f"the fewest workers whose ceiling reaches the band below the cheapest within "
                                   f"the margin ({k})")
         else:
-            n, why = between[(len(between) - 1) // 2], (f"bisecting {max(below) if below else 'the listed values'}"
-                                                        f"..{k} workers for the fewest within the margin")
+            n, why = between[(len(between) - 1) // 2], (f"bisecting {max(below)}..{k} workers for the fewest "
+                                                        "within the margin")
         self._observe(self._at(inc, n), "refine", why)
         return True
 
