@@ -55,7 +55,8 @@ test-stress: setup storage-tools  ## the suite STRESS_RUNS times (default 5) bes
 bench: setup  ## benchmarks of the suite itself (BENCH_ARGS=--quick shortens them)
 	$(PY) -m suite.bench --out $(RESULTS)/bench.json $(BENCH_ARGS)
 
-clean:
-	rm -rf $(RESULTS) $(FIGURES) .cache .pytest_cache
+clean:  ## remove results (all but the shipped results/reference), figures and caches
+	if [ -d "$(RESULTS)" ]; then find "$(RESULTS)" -mindepth 1 -maxdepth 1 ! -name reference -exec rm -rf {} +; fi
+	rm -rf $(FIGURES) .cache .pytest_cache
 
 -include slurm/slurm.mk containers/containers.mk

@@ -30,6 +30,9 @@ FIELDS = [
     ("env_libjpeg_turbo_version", "libjpeg-turbo version", None),
     ("env_torch_threads", "torch threads in the cell", "int"),
     ("env_cuda_available", "CUDA available", None),
+    ("env_cuda_device", "GPU", None),
+    ("env_cuda_runtime", "CUDA runtime", None),
+    ("env_cudnn", "cuDNN", "int"),
     ("env_container_runtime", "container runtime", None),
     ("env_container_image", "container image", None),
     ("env_container_digest", "container digest", None),
@@ -107,6 +110,7 @@ def provenance(df: pd.DataFrame, study: str) -> str:
         vals = df[col].dropna().astype(str).unique()
         return vals[0] if len(vals) == 1 else f"{len(vals)} different"
     simd = " (SIMD)" if "env_pillow_simd" in df and df["env_pillow_simd"].fillna(False).astype(bool).all() else ""
-    return (f"study {study} · {one('env_cpu_model')}, {one('env_logical_cpus')} logical CPUs, host {one('env_host')} · "
-            f"python {one('env_python')}, torch {one('env_torch')}, torchvision {one('env_torchvision')}, "
+    gpu = f", {one('env_cuda_device')}" if "env_cuda_device" in df and df["env_cuda_device"].notna().any() else ""
+    return (f"study {study} · {one('env_cpu_model')}, {one('env_logical_cpus')} logical CPUs{gpu}, "
+            f"host {one('env_host')} · python {one('env_python')}, torch {one('env_torch')}, torchvision {one('env_torchvision')}, "
             f"Pillow {one('env_pillow')}{simd} · commit {one('env_git_commit')[:12]}")

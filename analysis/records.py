@@ -32,7 +32,7 @@ from suite.record import OK, SCHEMA  # the record's one definition (pure Python,
 
 CACHE_NAME = ".records-cache.parquet"
 #: Bump when `flatten` changes what it writes, so caches written by older code are rebuilt.
-CACHE_VERSION = "6"
+CACHE_VERSION = "7"
 
 #: Tidy column -> where the record keeps it under `metrics`. Nested lists (epoch_s, memory_timeline...) are kept
 #: as their JSON text, one type per Parquet column.
@@ -68,7 +68,7 @@ METRIC_PATHS = {
 }
 ENV_KEYS = ("host", "cpu_model", "logical_cpus", "physical_cores", "mem_total", "shm_size", "kernel", "os", "python",
             "torch", "torchvision", "numpy", "pillow", "pillow_simd", "libjpeg_turbo", "libjpeg_turbo_version",
-            "cuda_available", "cuda_version", "git_commit", "container_runtime", "container_image",
+            "cuda_available", "cuda_device", "cuda_runtime", "cudnn", "git_commit", "container_runtime", "container_image",
             "container_digest", "lock_sha256", "loaderbench", "torch_threads", "omp_num_threads")
 #: Config columns that are axes of a study (the user's vocabulary, see suite/axes.py); `jpeg_stage`
 #: ("full" | "decode") marks the decode-only reference cells when a study has them.

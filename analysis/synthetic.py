@@ -101,7 +101,7 @@ def _machine_env(machine: dict, study_index: int, cores: int) -> dict:
         "kernel": "5.14.0-427.el9.x86_64", "os": "Linux-5.14.0-427.el9.x86_64-x86_64-with-glibc2.34",
         "git_commit": "4cc8ae254921c71a3aa147a65f38c6c4394a40d9", "python": "3.11.7", "torch": "2.14.1+cu130",
         "torchvision": "0.29.1+cu130", "numpy": "2.4.6", "pillow": "13.0.0", "pillow_simd": False,
-        "libjpeg_turbo": True, "libjpeg_turbo_version": "3.2.0", "cuda_available": False, "cuda_version": "13.0",
+        "libjpeg_turbo": True, "libjpeg_turbo_version": "3.2.0", "cuda_available": False, "cuda_device": None, "cuda_runtime": None,
         "container_runtime": "apptainer", "container_image": "/scratch/images/loaderbench-0.1.0.sif",
         "container_digest": "sha256:" + hashlib.sha256(b"loaderbench-0.1.0").hexdigest(),
         "lock_sha256": hashlib.sha256(b"lock").hexdigest(),

@@ -33,6 +33,7 @@ from typing import Any
 
 from suite.cell import Task
 from suite.errors import classify_exit, out_of_memory
+from suite.exceptions import LoaderbenchError
 from suite.processes import ResultChannel, kill_group
 from suite.probes import SHM_PREFIXES, TreeProbe, cell_processes, is_cleanup_helper, shm_snapshot, sweep_shm
 from suite.record import Record, now
@@ -43,6 +44,9 @@ PR_SET_CHILD_SUBREAPER = 36
 HELPER_GRACE_S = 5.0  # how long cleanup helpers may take to finish on their own before they are killed
 SENTINEL_DONE = b"d"
 CELL_GO = b"g"  # the runner has sampled the cell once: it may start
+# torch.cuda.is_available() asked through the CUDA runtime marks this process so that every cell forked from it
+# fails at its first CUDA call; through NVML it does not. For code that embeds the runner (the tests, a notebook).
+os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
 
 
 def warm_imports() -> None:
@@ -392,6 +396,7 @@ def run_task(task: Task, store: Store, host_env: dict, prepared=None, timeout_s:
     """
     from suite.limits import MemoryCgroup
 
+    _refuse_cuda_in_runner()
     config = task.cell.config
     _become_subreaper()
     started_at = now()
@@ -419,6 +424,15 @@ def run_task(task: Task, store: Store, host_env: dict, prepared=None, timeout_s:
     out = record.to_json()
     store.write(out)
     return out
+
+
+def _refuse_cuda_in_runner() -> None:
+    """A process that has initialized CUDA cannot hand it to a forked child: every cell forked from it would fail
+    at its first CUDA call (its fingerprint, a model step). Say so once, before forking."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        raise LoaderbenchError("CUDA is initialized in the process that forks the cells, so no cell could use it: "
+                               "measure from a process that has not touched CUDA (python -m suite run STUDY)")
 
 
 def _record(task: Task, cell: _CellProcess, result: dict | None, timeout_s: float, launcher: dict | None,

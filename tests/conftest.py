@@ -7,6 +7,10 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("LOADERBENCH_CACHE", str(REPO / ".cache"))
+# Test modules ask torch.cuda.is_available() while they are collected, in every pytest worker; through the CUDA
+# runtime that marks the worker so that every process it forks (the cells of the in-process runs) fails at its
+# first CUDA call. Through NVML it leaves forks alone.
+os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
 
 
 def write(path: Path, text: str) -> Path:

@@ -1,10 +1,15 @@
 """Consumers: the simulated step, a real model step on the CPU, and the CUDA path where a GPU exists."""
 
+import json
+import subprocess
+import sys
+
 import pandas as pd
 import pytest
 import torch
 
 from suite.consumers import ModelConsumer, SimulatedConsumer, make_consumer
+from tests.conftest import REPO
 
 
 def batches(n, bs=4, dim=64):
@@ -49,19 +54,42 @@ def test_no_gpu_falls_back_to_labelled_simulation(monkeypatch):
         make_consumer({**cfg, "device": "cuda"})
 
 
+CUDA_CHECK = """
+import json, sys, time
+import torch
+from suite.consumers import ModelConsumer
+c = ModelConsumer("tutorial", "cuda", non_blocking=True, prefetcher=sys.argv[1] == "True")
+items = [(torch.randn(4, 3, 224, 224).pin_memory(), torch.randint(0, 10, (4,)).pin_memory()) for _ in range(6)]
+t0 = time.perf_counter()
+for b in c.wrap(items):
+    c(b)
+print(json.dumps(c.metrics(list(range(2, 6)), time.perf_counter() - t0)))
+"""
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(),
                     reason="no CUDA device here: the GPU path runs where one exists "
                            "(make local STUDY=suite/studies/gpu-feed.toml)")
 @pytest.mark.parametrize("prefetcher", [False, True])
 def test_cuda_events_measure_compute_and_copies(prefetcher):
-    c = ModelConsumer("tutorial", "cuda", non_blocking=True, prefetcher=prefetcher)
-    items = [(x.pin_memory(), y.pin_memory()) for x, y in batches(6, dim=224)]
-    wall = run(c, items)
-    m = c.metrics(list(range(2, 6)), wall)
+    # in a process of its own: CUDA initialized in this test worker would break every cell it forks later
+    out = subprocess.run([sys.executable, "-c", CUDA_CHECK, str(prefetcher)], cwd=REPO, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    m = json.loads(out.stdout.strip().splitlines()[-1])
     assert m["consumer"] == "gpu" and 0 < m["accelerator_busy_fraction"] <= 1.0
     assert m["h2d_s"] > 0 and m["h2d_gbps"] > 0
     assert 0.0 <= m["h2d_overlap_fraction"] <= 1.0
+
+
+def test_runner_refuses_to_fork_cells_from_a_cuda_process(monkeypatch):
+    from suite.exceptions import LoaderbenchError
+    from suite.runner import run_task
+
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    with pytest.raises(LoaderbenchError, match="CUDA is initialized in the process that forks the cells"):
+        run_task(None, None, {})
 
 
 def test_smallest_feeding_config():

@@ -110,7 +110,7 @@ def test_other_studies_get_no_question_figure(tmp_path):
 def test_shipped_study_validates_and_answers_its_question(question):
     from suite.study import load_study
 
-    study = load_study(f"suite/studies/{question}.toml", max_cores=2)
+    study = load_study(f"suite/studies/{question}.toml", max_cores=16)
     assert study.name == question
     cells = pd.DataFrame([c.config for c in study.cells]).assign(study=question, status="ok")
     assert C.question_of(question, cells) == question
@@ -120,7 +120,7 @@ def test_shipped_study_validates_and_answers_its_question(question):
 def test_ladder_study_is_exactly_the_six_rungs():
     from suite.study import load_study
 
-    study = load_study("suite/studies/ladder.toml", max_cores=2)
+    study = load_study("suite/studies/ladder.toml", max_cores=16)
     cells = pd.DataFrame([c.config for c in study.cells])
     assert sorted(D.ladder_rung(cells)) == sorted(D.RUNGS)
 

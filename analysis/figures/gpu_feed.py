@@ -15,9 +15,12 @@ from analysis.records import ok_rows
 KEEPS_UP = 0.9  # MLPerf Storage: a configuration keeps the accelerator fed at AU >= 90%
 
 
+VARIANTS = ("pin_memory", "prefetcher")  # the line style when a study varies them
+
+
 def smallest_feeding_config(ok: pd.DataFrame) -> pd.DataFrame:
-    """Per model (and prefetcher): the smallest cores x num_workers whose median AU reaches 90%."""
-    keys = [k for k in ("model", "prefetcher") if k in ok]
+    """Per model (and pin_memory, prefetcher): the smallest cores x num_workers whose median AU reaches 90%."""
+    keys = [k for k in ("model", *VARIANTS) if k in ok]
     med = ok.groupby(keys + ["cores", "num_workers"], dropna=False)["accelerator_busy_fraction"].median().reset_index()
     rows = []
     for key, grp in med.groupby(keys, dropna=False):
@@ -32,8 +35,9 @@ def smallest_feeding_config(ok: pd.DataFrame) -> pd.DataFrame:
 
 
 def accelerator_utilization_vs_workers(df: pd.DataFrame, study: str, folder: Path) -> list[Path]:
-    """AU vs num_workers, one panel per model, one line per core count (style: prefetcher on/off): the median of
-    the repetitions, the band their middle half; every panel has the same axes."""
+    """AU vs num_workers, one panel per model, one line per core count (style: pin_memory and the prefetcher, where
+    the study varies them): the median of the repetitions, the band their middle half; every panel has the same
+    axes."""
     ok = ok_rows(df)
     ok = ok[ok["accelerator_busy_fraction"].notna()].copy()
     if ok.empty:
@@ -42,7 +46,11 @@ def accelerator_utilization_vs_workers(df: pd.DataFrame, study: str, folder: Pat
     ok["cores_label"] = ok["cores"].astype(int).map(lambda c: f"{c} core" + ("s" if c > 1 else ""))
     order = [f"{c} core" + ("s" if c > 1 else "") for c in sorted(ok["cores"].astype(int).unique())]
     models = sorted(ok["model"].dropna().unique()) if "model" in ok else [None]
-    style = "prefetcher" if "prefetcher" in ok and ok["prefetcher"].astype(str).nunique() > 1 else None
+    varied = [k for k in VARIANTS if k in ok and ok[k].astype(str).nunique() > 1]
+    style = "variant" if varied else None
+    if varied:
+        ok["variant"] = ok[varied].astype(str).apply(lambda r: ", ".join(f"{k}={v}" for k, v in r.items()), axis=1)
+    styles = sorted(ok["variant"].unique()) if style else None  # the same line style for a variant in every panel
     fig, axes = plt.subplots(1, len(models), figsize=(max(7.0, 4.6 * len(models)), 3.6), squeeze=False, sharey=True,
                              sharex=True)
     keys = ["cores", "num_workers"] + ([style] if style else [])
@@ -50,7 +58,7 @@ def accelerator_utilization_vs_workers(df: pd.DataFrame, study: str, folder: Pat
     for ax, model in zip(axes[0], models):
         sub = ok if model is None else ok[ok["model"] == model]
         sns.lineplot(data=sub, x="num_workers", y="accelerator_busy_fraction", hue="cores_label", hue_order=order,
-                     style=style, marker="o", estimator="median", errorbar=("pi", 50), ax=ax,
+                     style=style, style_order=styles, marker="o", estimator="median", errorbar=("pi", 50), ax=ax,
                      legend=ax is axes[0][0])
         per = sub.groupby(keys)["accelerator_busy_fraction"].agg(["median", "count"]).reset_index()
         counts.append((ax, per))
@@ -62,9 +70,12 @@ def accelerator_utilization_vs_workers(df: pd.DataFrame, study: str, folder: Pat
         ax.set_xlabel("num_workers")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel("accelerator busy fraction (AU)")
-    if axes[0][0].get_legend() is not None:
-        sns.move_legend(axes[0][0], "upper left", bbox_to_anchor=(0, -0.18), ncol=len(order) + 3, frameon=False,
-                        title=None)
+    legend = axes[0][0].get_legend()
+    if legend is not None:  # one legend for the figure, under the panels
+        handles, labels = axes[0][0].get_legend_handles_labels()
+        legend.remove()
+        keep = [(h, lab) for h, lab in zip(handles, labels) if lab not in ("cores_label", "variant")]
+        fig.legend(*zip(*keep), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=len(keep), frameon=False)
     sns.despine(fig)
     usual = usual_n([n for _, per in counts for n in per["count"]])
     for ax, per in counts:

@@ -1,0 +1,28 @@
+"""The reference records shipped from a GPU node stay readable by the analysis and keep deciding the claims
+they were kept for (a change to the record schema or a claim's rule that orphaned them would show here)."""
+
+from pathlib import Path
+
+from analysis.claims import HOLDS, NOT_MEASURED, claims_table
+from analysis.records import load_records
+from tests.conftest import REPO
+
+H100 = REPO / "results" / "reference" / "h100"
+
+
+def test_h100_records_load_from_a_cuda_device():
+    df, report = load_records(H100, use_cache=False)
+    assert not report.skipped
+    counts = df.groupby("study").size().to_dict()
+    assert counts == {"gpu-feed": 43, "ladder": 30}
+    assert (df["status"] == "ok").all()
+    assert set(df["consumer"]) == {"gpu"} and set(df["env_cuda_device"]) == {"NVIDIA H100 80GB HBM3"}
+    assert (Path(H100) / "README.md").exists()
+
+
+def test_h100_ladder_decides_every_ladder_claim():
+    df, _ = load_records(H100, use_cache=False)
+    ladder = claims_table(df).query("question == 'ladder'")
+    assert len(ladder) == 8
+    assert (ladder["verdict"] != NOT_MEASURED).all()
+    assert (ladder["verdict"] == HOLDS).all(), ladder[["claim", "evidence"]].to_string()
