@@ -148,6 +148,26 @@ def ladder_table(speed, consumer="cpu", reps=3, pin_effective=False, spread=SPRE
 TUTORIAL = {"baseline": 1.0, **C.PUBLISHED}
 
 
+def gpu_table(rate, consumer="gpu", reps=3, spread=SPREAD, models=("resnet50", "tutorial"), nws=(0, 4, 16)):
+    """gpu-feed cells on 16 cores: samples/s `rate(model, num_workers, pinned)`, AU in proportion to it."""
+    out = []
+    for model, nw, pin, r in itertools.product(models, nws, (False, True), range(reps)):
+        x = rate(model, nw, pin) * jitter(r, spread)
+        out.append(rec("gpu-feed", {"workload": "jpeg", "model": model, "device": "auto", "num_workers": nw,
+                                    "cores": 16, "pin_memory": pin, "batch_size": 64},
+                       {"samples_per_s": x, "consumer": consumer, "accelerator_busy_fraction": min(1.0, x / 2000),
+                        "pin_memory_effective": pin and consumer == "gpu"}, r))
+    return table(out)
+
+
+def gpu_rate(model, nw, pin):
+    """ResNet-50: the loader binds up to 16 workers, where pinning pays; the small model: pinning costs a little."""
+    loader = 150.0 * max(nw, 1)
+    if model == "resnet50":
+        return min(loader, 1600.0 if pin else 1250.0)
+    return loader * (0.97 if pin else 1.0)
+
+
 def over_table(curve, ranks2=None, reps=3, spread=SPREAD):
     out = []
     for w in ("cpu", "jpeg"):

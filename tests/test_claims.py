@@ -13,8 +13,8 @@ from analysis import claims as C
 from analysis import derive as D
 from analysis.synthetic import study_cells, study_records
 from tests.question_records import (
-    COW_OK, F, GAP_OK, H, I, MIB, N, PEAK, TOTAL_OK, TUTORIAL, X, cow_records, cow_table, decide, in_order_table,
-    ladder_table, over_table, pers_table, rec, rng_table, sharing_table, sm_table, table, timeline,
+    COW_OK, F, GAP_OK, H, I, MIB, N, PEAK, TOTAL_OK, TUTORIAL, X, cow_records, cow_table, decide, gpu_rate,
+    gpu_table, in_order_table, ladder_table, over_table, pers_table, rec, rng_table, sharing_table, sm_table, table, timeline,
 )
 
 WIDE = 0.3  # repetitions at 0.7, 1.0 and 1.3 of the value: every interval reaches both sides
@@ -194,6 +194,37 @@ def test_any_of_several_comparisons_is_corrected_for_their_number():
     assert out.verdict == I
     assert "Bonferroni" in out.evidence and "reach at most 90%" in out.evidence and "95%" in out.evidence
     assert decide(C.per_tensor_cost_differs, sharing_table(reps=4)) == H
+
+
+# --------------------------------------------------------------------------------------------------------
+# gpu-feed
+
+
+def test_few_workers_suffice_only_where_four_reach_the_best():
+    assert decide(C.few_workers_suffice, gpu_table(gpu_rate)) == F  # 4 workers: 600 of 1600 samples/s
+    enough = gpu_table(lambda m, nw, pin: min(150.0 * max(nw, 1), 580.0))  # the loop binds at 4 workers
+    assert decide(C.few_workers_suffice, enough) == H
+    assert decide(C.few_workers_suffice, gpu_table(gpu_rate, reps=2)) == N
+    assert decide(C.few_workers_suffice, gpu_table(gpu_rate, spread=WIDE)) in (I, F)
+
+
+def test_pin_memory_refuted_by_one_cell_where_it_costs():
+    assert decide(C.pin_memory_speeds_up, gpu_table(gpu_rate)) == F  # the small model: 0.97x
+    helps = gpu_table(lambda m, nw, pin: 100.0 * (nw + 1) * (1.2 if pin else 1.0))
+    assert decide(C.pin_memory_speeds_up, helps) == H
+    assert decide(C.pin_memory_speeds_up, gpu_table(gpu_rate, spread=WIDE)) == I
+
+
+@pytest.mark.parametrize("rule", [C.few_workers_suffice, C.pin_memory_speeds_up])
+def test_gpu_rules_of_thumb_need_a_gpu_step(rule):
+    assert decide(rule, gpu_table(gpu_rate, consumer="simulated (no CUDA device)")) == X
+    assert decide(rule, gpu_table(gpu_rate).assign(status="failed")) == N
+
+
+def test_gpu_feed_claims_are_carried_by_the_gpu_feed_study():
+    table_ = C.claims_table(gpu_table(gpu_rate))
+    mine = table_[table_["question"] == "gpu-feed"]
+    assert len(mine) == 2 and set(mine["study"]) == {"gpu-feed"} and set(mine["verdict"]) == {F}
 
 
 # --------------------------------------------------------------------------------------------------------

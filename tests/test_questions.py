@@ -15,8 +15,8 @@ from analysis import derive as D
 from analysis.figures import questions as Q
 from tests.test_figures import all_text, general_problems, kept, outside_canvas  # noqa: F401 (kept: a fixture)
 from tests.question_records import (
-    COW_OK, GAP_OK, PEAK, TOTAL_OK, TUTORIAL, cow_records, cow_table, in_order_table, ladder_table, over_table,
-    pers_table, rng_table, sharing_table, sm_table, storage_table, table,
+    COW_OK, GAP_OK, PEAK, TOTAL_OK, TUTORIAL, cow_records, cow_table, gpu_rate, gpu_table, in_order_table,
+    ladder_table, over_table, pers_table, rng_table, sharing_table, sm_table, storage_table, table,
 )
 
 P99 = {(True, False): 0.01, (False, False): 0.01, (True, True): 0.08, (False, True): 0.02}
@@ -29,6 +29,7 @@ TABLES = {
     "persistence": lambda: pers_table(GAP_OK, TOTAL_OK),
     "sharing": lambda: sharing_table(),
     "ladder": lambda: ladder_table(TUTORIAL),
+    "gpu-feed": lambda: gpu_table(gpu_rate),
     "oversubscription": lambda: over_table(PEAK, {1: 900.0, 2: 700.0, 4: 600.0}),
     "rng": lambda: rng_table(numpy_within=0.75),
     "in-order": lambda: in_order_table(P99, THR),
@@ -40,7 +41,7 @@ def test_one_figure_per_question_named_after_it():
     assert set(Q.FIGURES) == set(C.QUESTIONS)
     names = {f.__name__ for f in Q.FIGURES.values()}
     assert {"time_to_first_batch_by_start_method", "memory_growth_by_backing", "epoch_gap_by_persistence",
-            "sharing_strategy_limits", "ladder_speedups", "oversubscription_ranks_x_workers", "rng_duplicates",
+            "sharing_strategy_limits", "ladder_speedups", "pin_memory_by_workers", "oversubscription_ranks_x_workers", "rng_duplicates",
             "tail_latency_in_order", "workers_hide_latency"} == names
 
 

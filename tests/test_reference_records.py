@@ -3,7 +3,7 @@ they were kept for (a change to the record schema or a claim's rule that orphane
 
 from pathlib import Path
 
-from analysis.claims import HOLDS, NOT_MEASURED, claims_table
+from analysis.claims import FAILS, HOLDS, NOT_MEASURED, claims_table
 from analysis.records import load_records
 from tests.conftest import REPO
 
@@ -26,3 +26,10 @@ def test_h100_ladder_decides_every_ladder_claim():
     assert len(ladder) == 8
     assert (ladder["verdict"] != NOT_MEASURED).all()
     assert (ladder["verdict"] == HOLDS).all(), ladder[["claim", "evidence"]].to_string()
+
+
+def test_h100_gpu_feed_decides_its_rules_of_thumb():
+    df, _ = load_records(H100, use_cache=False)
+    feed = claims_table(df).query("question == 'gpu-feed'")
+    assert len(feed) == 2 and (feed["study"] == "gpu-feed").all()
+    assert (feed["verdict"] == FAILS).all(), feed[["claim", "evidence"]].to_string()

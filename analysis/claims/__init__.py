@@ -6,8 +6,8 @@ returns one of analysis.verdicts.VERDICTS ("holds", "does not hold", "inconclusi
 "not measurable here") with the numbers it was decided on (the evidence). Every threshold is a named
 constant of its question's module, printed into the rule's text.
 
-One module per question (start_method, cow_memory, persistence, sharing, ladder, oversubscription, rng,
-in_order, storage); `table` binds claims to the records that carry them and writes claims.csv / claims.md. The
+One module per question (start_method, cow_memory, persistence, sharing, ladder, gpu_feed, oversubscription,
+rng, in_order, storage); `table` binds claims to the records that carry them and writes claims.csv / claims.md. The
 public names are importable from here. Columns a rule derives from the table that its figure shows too
 (start-method labels, ladder rungs, memory growth per worker...) live in analysis.derive.
 
@@ -31,6 +31,13 @@ from analysis.claims.cow_memory import (  # noqa: F401
     cow_grows,
     cow_grows_with_workers,
     gc_pass_copies,
+)
+from analysis.claims.gpu_feed import (  # noqa: F401
+    ENOUGH,
+    FEW_WORKERS,
+    PIN_GAIN,
+    few_workers_suffice,
+    pin_memory_speeds_up,
 )
 from analysis.claims.in_order import (  # noqa: F401
     TAIL_CUT,

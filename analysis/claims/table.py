@@ -16,6 +16,7 @@ import pandas as pd
 
 from analysis.claims.common import Claim, Question, narrow, varies, with_workers
 from analysis.claims.cow_memory import QUESTION as COW
+from analysis.claims.gpu_feed import QUESTION as GPU_FEED
 from analysis.claims.in_order import QUESTION as IN_ORDER
 from analysis.claims.ladder import QUESTION as LADDER
 from analysis.claims.oversubscription import QUESTION as OVERSUBSCRIPTION, cpu_rows
@@ -29,8 +30,8 @@ from analysis.render import md_table
 from analysis.verdicts import MEANING, NOT_MEASURED, VERDICTS, Outcome, decision_rule_text
 
 COLUMNS = ["question", "study", "claim", "rule", "evidence", "verdict"]
-QUESTION_LIST: list[Question] = [START_METHOD, COW, PERSISTENCE, SHARING, LADDER, OVERSUBSCRIPTION, RNG, IN_ORDER,
-                                 STORAGE]
+QUESTION_LIST: list[Question] = [START_METHOD, COW, PERSISTENCE, SHARING, LADDER, GPU_FEED, OVERSUBSCRIPTION, RNG,
+                                 IN_ORDER, STORAGE]
 BY_NAME = {q.name: q for q in QUESTION_LIST}
 #: The questions the studies answer, each with a study file of the same name in suite/studies/.
 QUESTIONS = tuple(BY_NAME)
@@ -60,6 +61,8 @@ def question_of(study: str, rows: pd.DataFrame | None = None) -> str | None:
         return "in-order"
     if "model" in rows and (rows["model"] == "tutorial").all() and (rows["workload"] == "tutorial").all():
         return "ladder"
+    if "model" in rows and (rows["model"].fillna("none").astype(str) != "none").any():
+        return "gpu-feed"
     if varies(rows, "persistent_workers") and "epochs" in rows and rows["epochs"].max() > 1:
         return "persistence"
     if varies(rows, "start_method") and (varies(rows, "parent_payload_mb") or varies(rows, "forkserver_preload")):

@@ -20,6 +20,7 @@ import pandas as pd
 
 from analysis.claims import question_of
 from analysis.figures.questions.cow_memory import memory_growth_by_backing
+from analysis.figures.questions.gpu_feed import pin_memory_by_workers
 from analysis.figures.questions.in_order import tail_latency_in_order
 from analysis.figures.questions.ladder import ladder_speedups
 from analysis.figures.questions.oversubscription import oversubscription_ranks_x_workers
@@ -38,6 +39,7 @@ FIGURES = {
     "persistence": epoch_gap_by_persistence,
     "sharing": sharing_strategy_limits,
     "ladder": ladder_speedups,
+    "gpu-feed": pin_memory_by_workers,
     "oversubscription": oversubscription_ranks_x_workers,
     "rng": rng_duplicates,
     "in-order": tail_latency_in_order,
