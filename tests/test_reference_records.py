@@ -33,3 +33,12 @@ def test_h100_gpu_feed_decides_its_rules_of_thumb():
     feed = claims_table(df).query("question == 'gpu-feed'")
     assert len(feed) == 2 and (feed["study"] == "gpu-feed").all()
     assert (feed["verdict"] == FAILS).all(), feed[["claim", "evidence"]].to_string()
+
+
+def test_claims_this_machine_cannot_measure_point_to_the_reference():
+    from analysis.claims.common import GPU_REFERENCE
+    table = claims_table(load_records(H100, use_cache=False)[0].iloc[0:0])  # no records at all
+    gpu = table[table["question"].isin(["ladder", "gpu-feed"])]
+    assert len(gpu) == 10 and (gpu["verdict"] == NOT_MEASURED).all()
+    assert gpu["evidence"].str.contains(f"make figures RESULTS={GPU_REFERENCE}", regex=False).all()
+    assert (REPO / GPU_REFERENCE).is_dir()

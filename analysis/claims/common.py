@@ -29,15 +29,21 @@ class Claim:
     needs: Callable[[pd.DataFrame], bool] | None = None
 
 
+#: shipped records from a GPU node (an H100), for the questions this machine may not be able to answer
+GPU_REFERENCE = "results/reference/h100"
+
+
 @dataclass(frozen=True)
 class Question:
     """A question a study answers: the axes its rules tell apart (a study varying any other axis is not used, so
-    no rule mixes cells that differ in what it does not look at), and what the rows must carry."""
+    no rule mixes cells that differ in what it does not look at), and what the rows must carry. `reference`: a
+    folder of shipped records that decide its claims where this machine cannot (results/reference/...)."""
 
     name: str
     axes: tuple[str, ...]
     needs: Callable[[pd.DataFrame], bool]
     claims: list[Claim] = field(default_factory=list)
+    reference: str | None = None
 
     @property
     def study_file(self) -> str:

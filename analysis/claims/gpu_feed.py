@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.claims.common import Claim, Question, finite, g, missing
+from analysis.claims.common import GPU_REFERENCE, Claim, Question, finite, g, missing
 from analysis.derive import on_gpu
 from analysis.records import col, is_true, ok_rows
 from analysis.verdicts import NOT_MEASURABLE, Outcome, all_of, at_least, decide_shift
@@ -82,7 +82,7 @@ def _needs(rows: pd.DataFrame) -> bool:
 
 
 QUESTION = Question("gpu-feed", ("model", "cores", "num_workers", "pin_memory", "non_blocking", "device",
-                                 "step_ms", "step_kind", "batch_size"), _needs)
+                                 "step_ms", "step_kind", "batch_size"), _needs, reference=GPU_REFERENCE)
 QUESTION.claims.extend([
     Claim("gpu-feed", f"{FEW_WORKERS} workers per GPU are enough (the rule of thumb \"2-4 workers per GPU\")",
           f"per model with a GPU step, on the most cores measured (pinned cells where there are): holds if samples/s "

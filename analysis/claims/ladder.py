@@ -6,7 +6,7 @@ from typing import Callable
 
 import pandas as pd
 
-from analysis.claims.common import NOISY, Claim, Question, finite, missing, quiet
+from analysis.claims.common import GPU_REFERENCE, NOISY, Claim, Question, finite, missing, quiet
 from analysis.derive import RUNGS, ladder_rung, on_gpu
 from analysis.records import col, ok_rows
 from analysis.verdicts import NOT_MEASURABLE, NOT_MEASURED, Outcome, at_least, decide_shift, within
@@ -73,7 +73,7 @@ def _needs(rows: pd.DataFrame) -> bool:
 
 
 QUESTION = Question("ladder", ("num_workers", "pin_memory", "persistent_workers", "prefetcher", "batched",
-                               "prefetch_factor"), _needs)
+                               "prefetch_factor"), _needs, reference=GPU_REFERENCE)
 QUESTION.claims.extend([
     *[Claim("ladder", f"tutorial ladder {rung}: {PUBLISHED[rung]}x over the baseline (published, GPU)",
             f"end-to-end samples/s over all batches, ratio to the baseline: holds if its interval lies within a "

@@ -154,7 +154,9 @@ def claims_table(df: pd.DataFrame) -> pd.DataFrame:
                 why = (f"; study {', '.join(own)} does not carry what this rule reads"
                        + (f" (it also varies {', '.join(extra)})" if extra else "") if own else "")
                 out.append({"question": q.name, "study": "", "claim": c.claim, "rule": c.rule,
-                            "evidence": f"no records carry it{why}; measure with `{q.command}`",
+                            "evidence": f"no records carry it{why}; measure with `{q.command}`" + (
+                                f" (records from a GPU node decide it: `make figures RESULTS={q.reference}`)"
+                                if q.reference else ""),
                             "verdict": NOT_MEASURED})
                 continue
             own = [s for s in carrying if question_of(s) == q.name]
