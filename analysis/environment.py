@@ -112,5 +112,6 @@ def provenance(df: pd.DataFrame, study: str) -> str:
     simd = " (SIMD)" if "env_pillow_simd" in df and df["env_pillow_simd"].fillna(False).astype(bool).all() else ""
     gpu = f", {one('env_cuda_device')}" if "env_cuda_device" in df and df["env_cuda_device"].notna().any() else ""
     return (f"study {study} · {one('env_cpu_model')}, {one('env_logical_cpus')} logical CPUs{gpu}, "
-            f"host {one('env_host')} · python {one('env_python')}, torch {one('env_torch')}, torchvision {one('env_torchvision')}, "
-            f"Pillow {one('env_pillow')}{simd} · commit {one('env_git_commit')[:12]}")
+            f"host {one('env_host')} · python {one('env_python')}, torch {one('env_torch')}, "
+            f"torchvision {one('env_torchvision')}, Pillow {one('env_pillow')}{simd} · "
+            f"commit {one('env_git_commit')[:12]}")

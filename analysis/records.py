@@ -68,8 +68,8 @@ METRIC_PATHS = {
 }
 ENV_KEYS = ("host", "cpu_model", "logical_cpus", "physical_cores", "mem_total", "shm_size", "kernel", "os", "python",
             "torch", "torchvision", "numpy", "pillow", "pillow_simd", "libjpeg_turbo", "libjpeg_turbo_version",
-            "cuda_available", "cuda_device", "cuda_runtime", "cudnn", "git_commit", "container_runtime", "container_image",
-            "container_digest", "lock_sha256", "loaderbench", "torch_threads", "omp_num_threads")
+            "cuda_available", "cuda_device", "cuda_runtime", "cudnn", "git_commit", "container_runtime",
+            "container_image", "container_digest", "lock_sha256", "loaderbench", "torch_threads", "omp_num_threads")
 #: Config columns that are axes of a study (the user's vocabulary, see suite/axes.py); `jpeg_stage`
 #: ("full" | "decode") marks the decode-only reference cells when a study has them.
 AXIS_COLUMNS = list(AXES)  # the study vocabulary (suite.axes): one table for validation, records and analysis

@@ -14,7 +14,8 @@ from analysis import derive as D
 from analysis.synthetic import study_cells, study_records
 from tests.question_records import (
     COW_OK, F, GAP_OK, H, I, MIB, N, PEAK, TOTAL_OK, TUTORIAL, X, cow_records, cow_table, decide, gpu_rate,
-    gpu_table, in_order_table, ladder_table, over_table, pers_table, rec, rng_table, sharing_table, sm_table, table, timeline,
+    gpu_table, in_order_table, ladder_table, over_table, pers_table, rec, rng_table, sharing_table, sm_table, table,
+    timeline,
 )
 
 WIDE = 0.3  # repetitions at 0.7, 1.0 and 1.3 of the value: every interval reaches both sides

@@ -41,7 +41,8 @@ def test_one_figure_per_question_named_after_it():
     assert set(Q.FIGURES) == set(C.QUESTIONS)
     names = {f.__name__ for f in Q.FIGURES.values()}
     assert {"time_to_first_batch_by_start_method", "memory_growth_by_backing", "epoch_gap_by_persistence",
-            "sharing_strategy_limits", "ladder_speedups", "pin_memory_by_workers", "oversubscription_ranks_x_workers", "rng_duplicates",
+            "sharing_strategy_limits", "ladder_speedups", "pin_memory_by_workers", "oversubscription_ranks_x_workers",
+            "rng_duplicates",
             "tail_latency_in_order", "workers_hide_latency"} == names
 
 
