@@ -158,7 +158,9 @@ def test_job_states_pending_running_failed_cancelled(
     if cluster.accounting:
         _wait_until(lambda: running.get_info(mode="force").get("State") == "RUNNING", 30,
                     "sacct to say RUNNING", debug)
-        assert pending.get_info(mode="force").get("State") == "PENDING"
+        # slurmdbd records each job on its own schedule: the pending one may reach sacct a moment later
+        _wait_until(lambda: pending.get_info(mode="force").get("State") == "PENDING", 30,
+                    "sacct to say PENDING", debug)
 
     # a Python exception in the job: FAILED
     _wait_until(lambda: failing.done(), 120, "the failing job", debug)
