@@ -203,6 +203,38 @@ def test_the_knee_is_found_from_the_ceiling_and_a_wide_plateau_is_probed():
     assert out.answer.candidate.num_workers == 2
 
 
+def test_a_lesser_in_band_value_is_climbed_from_too():
+    # JPEG on 2 cores as one run of this machine read it: 4 and 6 workers screened low, so 2 and 8 look like
+    # two peaks of a broken plateau. Climbing from the best (8) alone stops at 6; from 2 it finds 3.
+    rates = {0: 515, 1: 400, 2: 633, 3: 750, 4: 575, 6: 499, 8: 644}
+    study = study_of({})
+    (sc,) = scenarios(study.cells)
+    out = search(sc, synthetic(lambda c: rates[c.num_workers], 0.0, 0), TuneOptions(), RUNGS)
+    assert out.answer.candidate.num_workers == 3
+    assert any(s.candidate == "num_workers=3" and s.note.startswith("next to an in-band value (2 workers)")
+               for s in out.steps)
+
+
+def test_zero_workers_beating_one_and_an_oversubscribed_end_still_gets_a_worker_per_core_measured():
+    # CPU-bound on 8 cores: the main process beats 1 worker (no transfer), 32 workers are far past the cores,
+    # and the peak is at 8. Hill climbing from 0 would stop at 1 worker; the probe at the core count finds it.
+    listed = [0, 1, 2, 4, 8, 16, 32]
+    rates = dict(zip(listed, [500, 400, 780, 1500, 2800, 900, 300]))
+    study = study_of({"num_workers": listed, "cores": [8]})
+    (sc,) = scenarios(study.cells)
+    out = search(sc, synthetic(lambda c: rates[c.num_workers], 0.0, 0), TuneOptions(), RUNGS)
+    assert out.answer.candidate.num_workers == 8
+    probes = [s for s in out.steps if s.note.startswith("0 workers read best")]
+    assert [s.candidate for s in probes] == ["num_workers=8"]
+    # on one core there is no such probe: 0 workers stay the answer of a curve that only falls
+    one = study_of({"num_workers": listed, "cores": [1]})
+    (sc1,) = scenarios(one.cells)
+    out1 = search(sc1, synthetic(lambda c: rates[c.num_workers] if c.num_workers < 2 else 350, 0.0, 0),
+                  TuneOptions(), RUNGS)
+    assert out1.answer.candidate.num_workers == 0
+    assert not [s for s in out1.steps if s.note.startswith("0 workers read best")]
+
+
 def test_a_training_step_in_the_loop_screens_one_worker_too():
     # the main process also runs the step, so its rate does not bound one worker's: 1 worker is measured
     study = study_of({"step_ms": [5.0]})
@@ -217,15 +249,17 @@ def _scripted(values: dict[int, list[float]]):
     return lambda c, rep: Observation("ok", values[c.num_workers][rep], memory_of(c), 1.0)
 
 
-@pytest.mark.parametrize("second, answer, reps_of_0", [(1100.0, 0, 3), (900.0, 2, 2)],
-                         ids=["keeps its promise and wins", "dropped after one more"])
-def test_a_screen_that_may_have_read_low_gets_one_more_repetition_at_a_time(second, answer, reps_of_0):
-    # 2 workers are confirmed at 960-1040 (a spread of about 4%); 0 workers screened at 960, which that spread
-    # cannot tell from more than 5% above 2 workers' median: it gets a second repetition, and a third only
-    # if it still may
+@pytest.mark.parametrize("first, second, answer, reps_of_0", [(1010.0, 1100.0, 0, 3), (1010.0, 900.0, 2, 2),
+                                                             (960.0, 1100.0, 2, 1)],
+                         ids=["keeps its promise and wins", "dropped after one more", "cannot beat it"])
+def test_a_screen_that_may_have_read_low_gets_one_more_repetition_at_a_time(first, second, answer, reps_of_0):
+    # 2 workers screen best and are confirmed at 960-1040 (a spread of about 4%). 0 workers screened at 1010,
+    # which one such spread cannot tell from more than 5% above 2 workers' median (1050): it gets a second
+    # repetition, and a third only if it still may. Screened at 960, it could beat 1000 by more than the
+    # margin only by more than one spread: it is left at one repetition.
     study = study_of({"num_workers": [0, 2]})
     (sc,) = scenarios(study.cells)
-    out = search(sc, _scripted({0: [960.0, second, 1100.0], 2: [1000.0, 960.0, 1040.0]}), TuneOptions(), RUNGS)
+    out = search(sc, _scripted({0: [first, second, 1100.0], 2: [1040.0, 960.0, 1000.0]}), TuneOptions(), RUNGS)
     assert out.evidence[sc.find({"num_workers": 0}).key].n == reps_of_0
     assert out.answer.candidate.num_workers == answer
     climbs = [s for s in out.steps if s.note.startswith("may beat the highest by more than the margin")]

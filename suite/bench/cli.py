@@ -10,6 +10,8 @@ JSON schema history (SCHEMA):
                        intervals; window_bias and adaptive_coverage added; analysis_scale["result"] is
                        bench_scale's --json output
   loaderbench.bench/3  tune_vs_grid added (suite.bench.tune_vs_grid)
+  loaderbench.bench/4  tune_vs_grid: fraction_of_best from fresh repetitions of both chosen settings (holdout),
+                       fraction_of_best_in_grid and grid_best_over_holdout beside it, summary.per_matrix
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 
 from suite.bench.common import IMAGES, describe, json_safe, loadavg
 
-SCHEMA = "loaderbench.bench/3"
+SCHEMA = "loaderbench.bench/4"
 
 
 def build_parser() -> argparse.ArgumentParser:

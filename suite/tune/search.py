@@ -18,24 +18,30 @@ one repetition of one candidate through `measure`:
    - peak: where a measured neighbour of the best is below the band or missing, the listed value next to
      the best on that side is measured (hill climbing); where it is in the band, the values between are
      taken to be on the plateau and are not measured, once the plateau is no wider than `PLATEAU_SPAN`
-     (wider, the value nearest its geometric middle is measured first).
+     (wider, the value nearest its geometric middle is measured first). The same from every other in-band
+     value, the best first: a screen that read low can split one plateau into two apparent peaks, and the
+     gap beside the lesser one may hold the best.
+   - cores: where 0 workers read best, the listed value nearest one worker per core (of the scenario's
+     `cores` over its `ranks`) is measured once: the main process loads without the transfer between
+     processes, so 0 beating 1 worker says nothing of more workers, and with the far end oversubscribed
+     (or read low) hill climbing from 0 would never look between them.
 3. axes: at the best num_workers, every other listed value of every other setting axis, one repetition
    each. A value better than the incumbent by more than the margin replaces it, and steps 2-3 run once
    more under the new incumbent; values within the margin keep the incumbent (the axis is not shown to
    matter by the screen).
-4. confirm (successive halving on repetitions): of the usable candidates within `reach` of the best
-   screened value, the best (and, with `finalists` 2 or more, the cheapest, then the runner-up) are brought
-   to the full repetitions, interleaved. Each is compared with the one of highest median on the
-   distribution-free interval of their ratio (analysis.stats.compare at `confidence`): shown slower by more
-   than the margin, it is dropped. Finalists not yet separated get the extra rung's repetitions, when there
-   is one. Then, with the spread of one repetition now known (pooled over every candidate measured more
-   than once), any screened candidate that could still beat the highest median by more than the margin
-   (within `LATE_Z` of that spread, for the repetitions it has) gets one more repetition at a time while it
-   still could, and one that reaches the full repetitions that way is compared like a finalist: a screen
-   that read low by chance does not lose the answer. The search stops when one finalist is left
-   ("separated" when the others were shown slower, "out of reach" when none other reached the final rung),
-   when every one left is shown within the margin of the highest ("within margin"), or when the rungs are
-   spent ("not separated").
+4. confirm (successive halving on repetitions): of the usable candidates within `reach` of the best screened
+   value, the best (and, with `finalists` 2 or more, the cheapest, then the runner-up) are brought to the
+   full repetitions, interleaved. Each is compared with the one of highest median on the distribution-free
+   interval of their ratio (analysis.stats.compare at `confidence`): shown slower by more than the margin,
+   it is dropped. Finalists not yet separated get the extra rung's repetitions, when there is one. Then,
+   with the spread of one repetition now known (pooled over every candidate measured more than once, shrunk
+   towards `reach` / 2), any other candidate that could still beat the highest median by more than the
+   margin (within `LATE_Z` of that spread, for the repetitions it has) gets one more repetition at a time
+   while it still could, and one that reaches the full repetitions that way is compared like a finalist: the
+   best screen read high by chance and regresses when confirmed, and a screen that read low by chance must
+   not lose the answer. The search stops when one finalist is left ("separated" when the others were shown
+   slower, "out of reach" when none other reached the final rung), when every one left is shown within the
+   margin of the highest ("within margin"), or when the rungs are spent ("not separated").
 
 The answer is the finalist of highest median; when every finalist left is shown within the margin of it,
 the cheapest of them instead (fewest workers, then least memory, then fewest non-default settings). A
@@ -65,8 +71,13 @@ MAX_PASSES = 2
 #: until the one nearest their geometric middle is measured too: a hump between them would be missed
 PLATEAU_SPAN = 2.0
 #: a screened candidate that this many standard deviations of one repetition would put more than the margin
-#: above the highest median is confirmed too, however far the reach put it
-LATE_Z = 2.0
+#: above the highest median is confirmed too, however far the reach put it. At 1, a setting truly better by
+#: the margin is taken up about as often as the grid's 3 v 3 medians would rank it first (5 times in 6 at 5%
+#: noise per repetition); at 2, on synthetic plateaus, 2-10 points more often than at 0, for 30-40% more
+#: measurements
+LATE_Z = 1.0
+#: degrees of freedom the prior spread of one repetition (the reach over 2) counts for in `_noise`
+PRIOR_DF = 2
 
 SEPARATED, WITHIN_MARGIN, NOT_SEPARATED, OUT_OF_REACH, ONE_CANDIDATE, NO_USABLE = (
     "separated", "within margin", "not separated", "out of reach", "one candidate", "no usable candidate")
@@ -234,35 +245,40 @@ class ScenarioSearch:
         return rate is None or n == 0 or n * rate * (1 + self.opt.reach) >= band
 
     def _peak(self, inc: dict) -> bool:
-        """Measure the listed value next to the best on a side whose measured neighbour is below the band (one
-        the ceiling lets reach it)."""
+        """Hill climbing from every in-band num_workers, the best first: measure the listed value next to it on
+        a side whose measured neighbour is below the band (one the ceiling lets reach it). Not from the best
+        alone: a screen that read low can make a lesser in-band value look like a separate peak, and the gap
+        next to it may hold the best."""
         curve = self._curve(inc)
         best = self._best(curve)
         if best is None:
             return False
-        b, fb = best
-        band = (1 - self.opt.margin) * fb
+        band = (1 - self.opt.margin) * best[1]
         listed = self._listed(inc)
-        for side in (-1, 1):
-            measured = [n for n in curve if (n - b) * side > 0]
-            nearest = (max if side < 0 else min)(measured) if measured else None
-            if nearest is not None and self._value(curve[nearest]) >= band:
-                inner = [n for n in listed if (n - b) * side > 0 and (nearest - n) * side > 0]
-                if inner and (max(b, nearest) + 1) / (min(b, nearest) + 1) > PLATEAU_SPAN:
-                    mid = (math.log(b + 1) + math.log(nearest + 1)) / 2
-                    n = min(inner, key=lambda v: (abs(math.log(v + 1) - mid), v))
-                    self._observe(self._at(inc, n), "refine", f"probing the plateau between {min(b, nearest)} and "
-                                                              f"{max(b, nearest)} workers, wider than "
-                                                              f"{PLATEAU_SPAN:g}x")
+        peaks = sorted((n for n, e in curve.items() if e.usable(self.cap) and self._value(e) >= band),
+                       key=lambda n: (-self._value(curve[n]), n))
+        for b in peaks:
+            for side in (-1, 1):
+                measured = [n for n in curve if (n - b) * side > 0]
+                nearest = (max if side < 0 else min)(measured) if measured else None
+                if nearest is not None and self._value(curve[nearest]) >= band:
+                    inner = [n for n in listed if (n - b) * side > 0 and (nearest - n) * side > 0]
+                    if inner and (max(b, nearest) + 1) / (min(b, nearest) + 1) > PLATEAU_SPAN:
+                        mid = (math.log(b + 1) + math.log(nearest + 1)) / 2
+                        n = min(inner, key=lambda v: (abs(math.log(v + 1) - mid), v))
+                        self._observe(self._at(inc, n), "refine", f"probing the plateau between {min(b, nearest)} "
+                                                                  f"and {max(b, nearest)} workers, wider than "
+                                                                  f"{PLATEAU_SPAN:g}x")
+                        return True
+                    continue  # both ends on a short plateau: the values between are taken to be on it too
+                gap = [n for n in listed if (n - b) * side > 0 and (nearest is None or (nearest - n) * side > 0)
+                       and self._reachable(curve, n, band)]
+                if gap:
+                    n = (max if side < 0 else min)(gap)
+                    which = "the best" if b == best[0] else "an in-band value"
+                    self._observe(self._at(inc, n), "refine", f"next to {which} ({b} workers), towards "
+                                                              f"{'fewer' if side < 0 else 'more'} workers")
                     return True
-                continue  # both ends on a short plateau: the values between are taken to be on it too
-            gap = [n for n in listed if (n - b) * side > 0 and (nearest is None or (nearest - n) * side > 0)
-                   and self._reachable(curve, n, band)]
-            if gap:
-                n = (max if side < 0 else min)(gap)
-                self._observe(self._at(inc, n), "refine", f"next to the best ({b} workers), towards "
-                                                          f"{'fewer' if side < 0 else 'more'} workers")
-                return True
         return False
 
     def _knee(self, inc: dict) -> bool:
@@ -286,6 +302,30 @@ class ScenarioSearch:
             n, why = between[(len(between) - 1) // 2], (f"bisecting {max(below)}..{k} workers for the fewest "
                                                         "within the margin")
         self._observe(self._at(inc, n), "refine", why)
+        return True
+
+    def _cores(self) -> int:
+        """The cores one rank of the scenario has (the `cores` axis over `ranks`)."""
+        ctx = dict(self.s.context)
+        return max(1, int(ctx.get("cores") or 1) // max(1, int(ctx.get("ranks") or 1)))
+
+    def _at_cores(self, inc: dict) -> bool:
+        """Where 0 workers read best, measure the listed num_workers (2 or more) nearest the core count, once:
+        loading in the main process has no transfer between processes, so 0 beating 1 worker says nothing of
+        more workers, and the scaling model puts a CPU-bound loader's peak at about one worker per core."""
+        curve = self._curve(inc)
+        best = self._best(curve)
+        cores = self._cores()
+        if best is None or best[0] != 0 or cores < 2:
+            return False
+        listed = [n for n in self._listed(inc) if n >= 2]
+        if not listed:
+            return False
+        n = min(listed, key=lambda v: (abs(math.log(v) - math.log(cores)), v))
+        if n in curve or not self._reachable(curve, n, (1 - self.opt.margin) * best[1]):
+            return False
+        self._observe(self._at(inc, n), "refine", f"0 workers read best; one worker per core ({cores}) is where a "
+                                                  "CPU-bound loader peaks")
         return True
 
     def _ceiling_note(self, inc: dict) -> None:
@@ -393,14 +433,17 @@ class ScenarioSearch:
 
     def _noise(self) -> float:
         """One repetition's spread: the pooled standard deviation of log values over every candidate with two
-        or more ok repetitions (0 while there is none)."""
-        ss = df = 0.0
+        or more ok repetitions, shrunk towards the prior spread (`reach` / 2, the option's "one repetition
+        varies by about this much") as if that prior were `PRIOR_DF` more degrees of freedom: three tight
+        repetitions of one setting (2 degrees of freedom) say little of how far another setting's single
+        screen may have read low."""
+        ss, df = PRIOR_DF * (self.opt.reach / 2) ** 2, float(PRIOR_DF)
         for e in self.evidence.values():
             if len(e.values) >= 2 and not e.failed:
                 logs = np.log(e.values)
                 ss += float(((logs - logs.mean()) ** 2).sum())
                 df += len(logs) - 1
-        return math.sqrt(ss / df) if df else 0.0
+        return math.sqrt(ss / df)
 
     def _late(self, reps: int) -> list[Evidence]:
         """Usable candidates short of the final repetitions that may still beat the highest median by more than
@@ -448,7 +491,7 @@ class ScenarioSearch:
         inc = self.s.base
         self._screen(inc)  # a scenario of one cell: that cell, which the confirm step brings to full repetitions
         for _ in range(MAX_PASSES):
-            while self._knee(inc) or self._peak(inc):
+            while self._knee(inc) or self._peak(inc) or self._at_cores(inc):
                 pass
             self._ceiling_note(inc)
             best = self._best(self._curve(inc))
