@@ -223,11 +223,20 @@ bandwidth_mbit = 50
     groups: set[int] = set()
     while not any(comm == "nginx" for _, comm in in_groups(groups)) or len(spaces) < (3 if KERNEL else 1):
         assert time.monotonic() < deadline, f"the cell's server never came up:\n{run.output()}"
-        for pid, _ in tagged_processes(run.tag) + in_groups(groups):
+        # groups with a tagged process alive now: a group whose members all ended frees its number, which
+        # the kernel may hand to another test's process (pid_max can be 32768, and the suite forks a lot)
+        tagged = tagged_processes(run.tag)
+        live = set()
+        for pid, _ in tagged:
+            try:
+                if os.getpgid(pid) != runners_group:
+                    live.add(os.getpgid(pid))
+            except OSError:
+                pass
+        groups |= live
+        for pid, _ in tagged + in_groups(live):
             try:
                 spaces.add(os.readlink(f"/proc/{pid}/ns/net"))  # the host's, the cell's, the server's
-                if os.getpgid(pid) != runners_group:
-                    groups.add(os.getpgid(pid))
             except OSError:
                 pass
         time.sleep(0.05)
