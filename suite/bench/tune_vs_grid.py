@@ -37,7 +37,7 @@ WORKERS_QUICK = (0, 1, 2, 4)
 TARGET_OF_BEST = 0.95
 TARGET_OF_COST = 0.30
 CONFIDENCE = 0.90  # of the comparisons of two cells (what 3 v 3 repetitions reach)
-HOLDOUT_REPETITIONS = 5  # fresh repetitions of each chosen setting, to score tune's choice against the grid's
+HOLDOUT_REPETITIONS = 8  # fresh repetitions of each chosen setting, to score tune's choice against the grid's
 
 
 def _toml(v: Any) -> str:

@@ -21,6 +21,11 @@ one repetition of one candidate through `measure`:
      (wider, the value nearest its geometric middle is measured first). The same from every other in-band
      value, the best first: a screen that read low can split one plateau into two apparent peaks, and the
      gap beside the lesser one may hold the best.
+   - scaling: where the best reads at its linear ceiling (at least 1 - `reach` of n x the one-process rate),
+     nothing bounds the loader yet and more workers should give more: the listed value next above it, while
+     its median reads below the best, gets one more repetition, up to the final repetitions. One repetition
+     now and then reads 15-40% low on a shared machine, and that one low reading would end the climb below
+     the best.
    - cores: where 0 workers read best, the listed value nearest one worker per core (of the scenario's
      `cores` over its `ranks`) is measured once: the main process loads without the transfer between
      processes, so 0 beating 1 worker says nothing of more workers, and with the far end oversubscribed
@@ -35,9 +40,10 @@ one repetition of one candidate through `measure`:
    interval of their ratio (analysis.stats.compare at `confidence`): shown slower by more than the margin,
    it is dropped. Finalists not yet separated get the extra rung's repetitions, when there is one. Then,
    with the spread of one repetition now known (pooled over every candidate measured more than once, shrunk
-   towards `reach` / 2), any other candidate that could still beat the highest median by more than the
-   margin (within `LATE_Z` of that spread, for the repetitions it has) gets one more repetition at a time
-   while it still could, and one that reaches the full repetitions that way is compared like a finalist: the
+   towards `reach` / 2 and at most that), the other candidate of highest median that could still beat the
+   highest median by more than the margin (within `LATE_Z` of that spread, for the repetitions it has) gets
+   one more repetition at a time while it still could, the others weighed again after it, and one that
+   reaches the full repetitions that way is compared like a finalist: the
    best screen read high by chance and regresses when confirmed, and a screen that read low by chance must
    not lose the answer. The search stops when one finalist is left ("separated" when the others were shown
    slower, "out of reach" when none other reached the final rung), when every one left is shown within the
@@ -304,6 +310,27 @@ class ScenarioSearch:
         self._observe(self._at(inc, n), "refine", why)
         return True
 
+    def _scaling(self, inc: dict) -> bool:
+        """Where the best reads at its linear ceiling (at least 1 - reach of n x the one-process rate), measure
+        the listed num_workers next above it once more while its median reads below the best, up to the final
+        repetitions: a loader still scaling with workers should give more with more, so that reading more
+        likely read low (15-40% low now and then on a shared machine) than found the top of the curve, and a
+        median of three is the first that one low repetition cannot move."""
+        curve = self._curve(inc)
+        best = self._best(curve)
+        rate = self._one_process_rate(curve)
+        if best is None or rate is None or best[0] < 1 or best[1] < (1 - self.opt.reach) * best[0] * rate:
+            return False
+        above = [n for n in self._listed(inc) if n > best[0]]
+        if not above or above[0] not in curve:
+            return False
+        e = curve[above[0]]
+        if e.n >= self.rungs[0] or not e.usable(self.cap) or self._value(e) >= best[1]:
+            return False
+        self._observe(e.candidate, "refine", f"{best[0]} workers read at their linear ceiling ({best[0]} x "
+                                             f"{rate:,.0f}), so more should give more: one more repetition")
+        return True
+
     def _cores(self) -> int:
         """The cores one rank of the scenario has (the `cores` axis over `ranks`)."""
         ctx = dict(self.s.context)
@@ -434,16 +461,20 @@ class ScenarioSearch:
     def _noise(self) -> float:
         """One repetition's spread: the pooled standard deviation of log values over every candidate with two
         or more ok repetitions, shrunk towards the prior spread (`reach` / 2, the option's "one repetition
-        varies by about this much") as if that prior were `PRIOR_DF` more degrees of freedom: three tight
-        repetitions of one setting (2 degrees of freedom) say little of how far another setting's single
-        screen may have read low."""
-        ss, df = PRIOR_DF * (self.opt.reach / 2) ** 2, float(PRIOR_DF)
+        varies by about this much") as if that prior were `PRIOR_DF` more degrees of freedom, and at most the
+        prior. Shrunk: three tight repetitions of one setting (2 degrees of freedom) say little of how far
+        another setting's single screen may have read low. At most the prior: a wider spread comes from the
+        one-sided low outliers of a shared machine (one repetition 15-40% low), which a rule for symmetric
+        scatter cannot tell from a better setting, and with it every setting of a plateau would be measured
+        again."""
+        prior = self.opt.reach / 2
+        ss, df = PRIOR_DF * prior ** 2, float(PRIOR_DF)
         for e in self.evidence.values():
             if len(e.values) >= 2 and not e.failed:
                 logs = np.log(e.values)
                 ss += float(((logs - logs.mean()) ** 2).sum())
                 df += len(logs) - 1
-        return math.sqrt(ss / df)
+        return min(prior, math.sqrt(ss / df))
 
     def _late(self, reps: int) -> list[Evidence]:
         """Usable candidates short of the final repetitions that may still beat the highest median by more than
@@ -457,21 +488,22 @@ class ScenarioSearch:
                 and math.log(e.median) + LATE_Z * noise * math.sqrt(1 / e.n + 1 / top.n) >= target]
 
     def _climb_late(self, reps: int) -> list[Evidence]:
-        """Successive halving for the late candidates: one more repetition each while they may still beat the
-        highest by more than the margin; returns those that reached the final repetitions that way (to be
-        compared like finalists), [] when none is left that may."""
+        """Successive halving for the late candidates: one more repetition for the one of highest median, while
+        it may still beat the highest by more than the margin, the others weighed again after it; returns it
+        once it reached the final repetitions that way (to be compared like a finalist), [] when none is left
+        that may. One at a time: on a plateau several may, and the likeliest decides whether the rest still do."""
         while True:
             late = self._late(reps)
             if not late:
                 return []
-            self._note("confirm", ", ".join(self._label(e.candidate) for e in late),
+            e = max(late, key=lambda x: (x.median, -x.n))
+            self._note("confirm", self._label(e.candidate),
                        f"may beat the highest by more than the margin within {LATE_Z:g} x the spread of one "
-                       f"repetition ({self._noise():.1%}) for its repetitions: one more each")
-            for e in late:
-                self._observe(e.candidate, "confirm", f"may beat the highest: repetition {e.n + 1} of up to {reps}")
-            grown = [e for e in late if e.n >= reps and e.usable(self.cap)]
-            if grown:
-                return grown
+                       f"repetition ({self._noise():.1%}) for its repetitions ({len(late)} may, the highest median "
+                       "first): one more")
+            self._observe(e.candidate, "confirm", f"may beat the highest: repetition {e.n + 1} of up to {reps}")
+            if e.n >= reps and e.usable(self.cap):
+                return [e]
 
     def _confirm(self) -> None:
         pool = self._finalists()
@@ -491,7 +523,7 @@ class ScenarioSearch:
         inc = self.s.base
         self._screen(inc)  # a scenario of one cell: that cell, which the confirm step brings to full repetitions
         for _ in range(MAX_PASSES):
-            while self._knee(inc) or self._peak(inc) or self._at_cores(inc):
+            while self._knee(inc) or self._peak(inc) or self._scaling(inc) or self._at_cores(inc):
                 pass
             self._ceiling_note(inc)
             best = self._best(self._curve(inc))
