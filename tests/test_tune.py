@@ -284,6 +284,30 @@ def test_a_low_reading_next_above_a_best_still_scaling_is_measured_again(eight, 
     assert out.evidence[sc.find({"num_workers": 8}).key].n == 3
 
 
+def test_one_worker_reading_best_is_not_taken_for_a_loader_still_scaling():
+    # CPU-bound on one core, flat: 1 worker read best, and its own value is the one-process rate, so it is
+    # always "at its ceiling"; 2 workers' low screen is not measured again for that
+    study = study_of({"cores": [1]})
+    (sc,) = scenarios(study.cells)
+    values = {n: [990.0, 1000.0, 995.0] for n in W}
+    values[0], values[1], values[2] = [960.0, 1080.0, 1075.0], [1017.0, 999.0, 1012.0], [890.0, 997.0, 990.0]
+    out = search(sc, _scripted(values), TuneOptions(), RUNGS)
+    assert not [s for s in out.steps if "linear ceiling" in s.note]
+    assert out.evidence[sc.find({"num_workers": 2}).key].n == 1
+
+
+def test_a_cpu_bound_best_at_the_core_count_is_not_taken_for_a_loader_still_scaling():
+    # cpu on 2 cores as one run read it: 2 workers at 2 x 0 workers' rate, because a CPU-bound loader scales
+    # linearly up to the cores; 3 workers, past them, reading lower is what it should do
+    study = study_of({})
+    (sc,) = scenarios(study.cells)
+    values = {n: [1900.0, 1950.0, 1920.0] for n in W}
+    values[0], values[1], values[2], values[3] = [1179.0], [1050.0], [2237.0, 2121.0, 1809.0], [1967.0, 1826.0, 1829.0]
+    out = search(sc, _scripted(values), TuneOptions(), RUNGS)
+    assert not [s for s in out.steps if "linear ceiling" in s.note]
+    assert out.evidence[sc.find({"num_workers": 3}).key].n == 1
+
+
 def test_late_candidates_get_one_more_repetition_one_at_a_time_the_highest_first():
     # cpu on 2 cores as one run read it: a flat plateau, and the confirmed best's third repetition read 12%
     # low (1,991, 1,846, 1,619), which took its median down and its spread up. Only the screen of highest

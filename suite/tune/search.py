@@ -21,11 +21,12 @@ one repetition of one candidate through `measure`:
      (wider, the value nearest its geometric middle is measured first). The same from every other in-band
      value, the best first: a screen that read low can split one plateau into two apparent peaks, and the
      gap beside the lesser one may hold the best.
-   - scaling: where the best reads at its linear ceiling (at least 1 - `reach` of n x the one-process rate),
-     nothing bounds the loader yet and more workers should give more: the listed value next above it, while
-     its median reads below the best, gets one more repetition, up to the final repetitions. One repetition
-     now and then reads 15-40% low on a shared machine, and that one low reading would end the climb below
-     the best.
+   - scaling: where the best (2 workers or more) reads at its linear ceiling (at least 1 - `reach` of n x
+     the one-process rate), nothing bounds the loader yet and more workers should give more: the listed value
+     next above it, while its median reads below the best, gets one more repetition, up to the final
+     repetitions. One repetition now and then reads 15-40% low on a shared machine, and that one low reading
+     would end the climb below the best. Not where the best is within the core count and the next value past
+     it: a CPU-bound loader scales linearly up to the cores and no further.
    - cores: where 0 workers read best, the listed value nearest one worker per core (of the scenario's
      `cores` over its `ranks`) is measured once: the main process loads without the transfer between
      processes, so 0 beating 1 worker says nothing of more workers, and with the far end oversubscribed
@@ -311,18 +312,20 @@ class ScenarioSearch:
         return True
 
     def _scaling(self, inc: dict) -> bool:
-        """Where the best reads at its linear ceiling (at least 1 - reach of n x the one-process rate), measure
-        the listed num_workers next above it once more while its median reads below the best, up to the final
-        repetitions: a loader still scaling with workers should give more with more, so that reading more
-        likely read low (15-40% low now and then on a shared machine) than found the top of the curve, and a
-        median of three is the first that one low repetition cannot move."""
+        """Where the best (2 workers or more: 1 worker's own rate may be the one-process rate) reads at its
+        linear ceiling (at least 1 - reach of n x the one-process rate), measure the listed num_workers next
+        above it once more while its median reads below the best, up to the final repetitions: a loader still
+        scaling with workers should give more with more, so that reading more likely read low (15-40% low now
+        and then on a shared machine) than found the top of the curve, and a median of three is the first that
+        one low repetition cannot move. Not where the best is within the core count and the next value past
+        it: a CPU-bound loader scales linearly up to the cores and no further."""
         curve = self._curve(inc)
         best = self._best(curve)
         rate = self._one_process_rate(curve)
-        if best is None or rate is None or best[0] < 1 or best[1] < (1 - self.opt.reach) * best[0] * rate:
+        if best is None or rate is None or best[0] < 2 or best[1] < (1 - self.opt.reach) * best[0] * rate:
             return False
         above = [n for n in self._listed(inc) if n > best[0]]
-        if not above or above[0] not in curve:
+        if not above or above[0] not in curve or best[0] <= self._cores() < above[0]:
             return False
         e = curve[above[0]]
         if e.n >= self.rungs[0] or not e.usable(self.cap) or self._value(e) >= best[1]:
