@@ -44,11 +44,11 @@ one repetition of one candidate through `measure`:
    towards `reach` / 2 and at most that), the other candidate of highest median that could still beat the
    highest median by more than the margin (within `LATE_Z` of that spread, for the repetitions it has) gets
    one more repetition at a time while it still could, the others weighed again after it, and one that
-   reaches the full repetitions that way is compared like a finalist: the
-   best screen read high by chance and regresses when confirmed, and a screen that read low by chance must
-   not lose the answer. The search stops when one finalist is left ("separated" when the others were shown
-   slower, "out of reach" when none other reached the final rung), when every one left is shown within the
-   margin of the highest ("within margin"), or when the rungs are spent ("not separated").
+   reaches the full repetitions that way is compared like a finalist: the best screen read high by chance
+   and regresses when confirmed, and a screen that read low by chance must not lose the answer. The search
+   stops when one finalist is left ("separated" when the others were shown slower, "out of reach" when none
+   other reached the final rung), when every one left is shown within the margin of the highest ("within
+   margin"), or when the rungs are spent ("not separated").
 
 The answer is the finalist of highest median; when every finalist left is shown within the margin of it,
 the cheapest of them instead (fewest workers, then least memory, then fewest non-default settings). A
