@@ -457,6 +457,41 @@ def test_a_rule_of_thumb_outside_the_matrix_is_interpolated_never_extrapolated(s
     assert "not in the matrix" in high.text
 
 
+def test_a_rule_of_thumb_is_never_interpolated_from_0_workers_but_bounded_by_the_linear_ceiling(
+        study_file, tmp_path, monkeypatch):
+    # JPEG-like on 2 cores: 1 worker gives less than both 0 (no transfer between processes) and 2 workers;
+    # between 0 and 2 a straight line would put it at about 615
+    monkeypatch.setattr(SyntheticRunner, "fail", False)
+    monkeypatch.setattr(SyntheticRunner, "surface", staticmethod(by_workers([500, 400, 730, 760, 690, 700, 620])))
+    run = run_tune(load_study(study_file(STUDY_TOML.format(name="jpeg", cores=2)), max_cores=2), tmp_path / "r",
+                   TuneOptions(), runner_factory=SyntheticRunner)
+    (sc,) = run.result["scenarios"]
+    explored = {e["settings"]["num_workers"]: e["median"] for e in sc["explored"]}
+    assert 1 not in explored and {0, 2} <= set(explored)  # 1 x 500 x 1.1 cannot reach the band: not measured
+    one = {r["rule"]: r for r in sc["rules_of_thumb"]}["cores_minus_1"]
+    assert one["num_workers"] == 1 and not one["measured"] and one["value"] is None
+    assert one["at_most"] == pytest.approx(explored[0])  # 1 x the one-process rate: the main process's at 0
+    assert one["source"].startswith("not estimated: at most 1 x the one-process rate")
+    assert one["ratio_at_most"] == pytest.approx(explored[0] / sc["answer"]["median"])
+    assert "workers = cores - 1: 1 (at most -3" in run.text  # 500 / 760: at most -34%, give or take the noise
+    # where the ceiling is no lower than the answer it says nothing: no bound, and still no line from 0 workers
+    monkeypatch.setattr(SyntheticRunner, "surface", staticmethod(by_workers([500, 400, 730, 760, 690, 700, 620])))
+    only0 = STUDY_TOML.format(name="only0", cores=2).replace("[0, 1, 2, 3, 4, 6, 8]", "[0, 8]")
+    run = run_tune(load_study(study_file(only0, "only0.toml"), max_cores=2), tmp_path / "r", TuneOptions(),
+                   runner_factory=SyntheticRunner)
+    (sc,) = run.result["scenarios"]
+    assert sc["answer"]["settings"]["num_workers"] == 8
+    rules = {r["rule"]: r for r in sc["rules_of_thumb"]}
+    assert rules["cores"]["source"] == "not estimated: outside the measured num_workers (8), 0 workers aside"
+    assert "at_most" not in rules["2x_cores"] and rules["2x_cores"]["value"] is None  # 4 x 500 > 620
+    zero = STUDY_TOML.format(name="zero", cores=2).replace("[0, 1, 2, 3, 4, 6, 8]", "[0]")
+    run = run_tune(load_study(study_file(zero, "zero.toml"), max_cores=2), tmp_path / "r", TuneOptions(),
+                   runner_factory=SyntheticRunner)
+    rules = {r["rule"]: r for r in run.result["scenarios"][0]["rules_of_thumb"]}
+    assert rules["cores"]["source"] == "not estimated: no num_workers of 1 or more measured"
+    assert rules["cores_minus_1"]["source"] == "not estimated: no num_workers of 1 or more measured"
+
+
 def test_a_second_run_resumes_from_the_records(tune_study, tmp_path, monkeypatch):
     monkeypatch.setattr(SyntheticRunner, "fail", False)
     results = tmp_path / "results"

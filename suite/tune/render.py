@@ -90,7 +90,10 @@ def _rules_line(sc: dict[str, Any]) -> str | None:
     parts = []
     for r in sc.get("rules_of_thumb", []):
         ratio = r.get("ratio_to_answer")
-        if ratio is None:
+        if ratio is None and r.get("ratio_at_most") is not None:
+            what = (f"at most {100 * (r['ratio_at_most'] - 1):+.0f}%, its linear ceiling"
+                    + ("" if r["in_matrix"] else ", not in the matrix"))
+        elif ratio is None:
             what = "not in the matrix" if not r["in_matrix"] else "not measured"
         elif r["measured"]:
             what = f"{100 * (ratio - 1):+.0f}%" + (f", {r['repetitions']} rep" if r["repetitions"] < 3 else "")

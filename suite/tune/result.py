@@ -3,10 +3,11 @@
 Per scenario: the answer (the setting, its median, its order-statistic interval with the coverage it really
 has for its n: analysis.intervals), the setting of highest median, every measured setting within the margin
 of it (the cheapest first), the finalists with their comparison against the highest, what each rule of thumb
-of analysis.recommend would have picked and what that gave (measured, or estimated from the measured
-num_workers curve and said so), the decisions on the other axes, every point explored, the search's steps,
-and the cost: cell repetitions and cell-seconds spent against the full grid's estimate (its cells x the
-study's repetitions x the mean cell-seconds seen in this scenario).
+of analysis.recommend would have picked and what that gave (measured; or estimated from the measured
+num_workers curve and said so: interpolated between two measured values of 1 worker or more, else bounded by
+the linear ceiling, n x the one-process rate), the decisions on the other axes, every point explored, the
+search's steps, and the cost: cell repetitions and cell-seconds spent against the full grid's estimate (its
+cells x the study's repetitions x the mean cell-seconds seen in this scenario).
 
 Schema history (SCHEMA):
   loaderbench.tune/1  first format.
@@ -24,7 +25,7 @@ from suite.record import now
 from suite.study import Study
 from suite.tune.evidence import Evidence
 from suite.tune.options import TuneOptions
-from suite.tune.search import ScenarioOutcome
+from suite.tune.search import ScenarioOutcome, one_process_rate
 from suite.tune.space import SETTING_AXES
 
 SCHEMA = "loaderbench.tune/1"
@@ -66,7 +67,10 @@ def _rules(out: ScenarioOutcome, ctx: dict[str, Any], gpus: int | None) -> list[
         e = out.evidence.get(c.key) if c is not None else None
         if e is not None and not e.failed and e.values:
             curve[n] = e.median
-    series = pd.Series(curve, dtype=float).sort_index()
+    # 0 workers is no anchor for an estimate: there the main process loads, with no transfer between processes,
+    # a regime of its own (1 worker often gives less than both 0 and 2)
+    series = pd.Series({n: v for n, v in curve.items() if n > 0}, dtype=float).sort_index()
+    rate = one_process_rate(curve, out.scenario.main_process_is_a_worker)
     rows = []
     for rule, label in RULE_LABELS.items():
         if rule == "4_per_gpu" and not gpus:
@@ -83,13 +87,27 @@ def _rules(out: ScenarioOutcome, ctx: dict[str, Any], gpus: int | None) -> list[
             if match == "interpolated":
                 row.update(value=_num(value), repetitions=0,
                            source=f"estimated: interpolated between num_workers {lo:g} and {hi:g}")
-            else:  # never extrapolated: outside the measured curve there is no estimate
-                span = f" ({min(curve)}-{max(curve)})" if curve else ""
-                row.update(value=None, repetitions=0,
-                           source=f"not estimated: outside the measured num_workers{span}")
+            elif n > 0 and rate is not None and n * rate < answer.median:
+                # never extrapolated; the linear ceiling bounds it, worth saying where it falls short of the answer
+                row.update(value=None, repetitions=0, at_most=_num(n * rate),
+                           source=f"not estimated: at most {n} x the one-process rate ({rate:,.0f}), the linear "
+                                  "ceiling")
+            else:
+                row.update(value=None, repetitions=0, source="not estimated: " + _outside(n, curve))
         row["ratio_to_answer"] = _num(row["value"] / answer.median) if row.get("value") else None
+        if row.get("at_most"):
+            row["ratio_at_most"] = _num(row["at_most"] / answer.median)
         rows.append(row)
     return rows
+
+
+def _outside(n: int, curve: dict[int, float]) -> str:
+    """Why n workers has no estimate: it lies outside the measured curve (of 1 worker or more, for n > 0)."""
+    anchors = sorted(a for a in curve if a > 0 or n == 0)
+    if not anchors:
+        return "no num_workers of 1 or more measured"
+    span = str(anchors[0]) if len(anchors) == 1 else f"{anchors[0]}-{anchors[-1]}"
+    return f"outside the measured num_workers ({span})" + (", 0 workers aside" if n > 0 and 0 in curve else "")
 
 
 def scenario_result(study: Study, options: TuneOptions, out: ScenarioOutcome, gpus: int | None) -> dict[str, Any]:

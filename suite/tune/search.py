@@ -127,6 +127,15 @@ class ScenarioOutcome:
         return sum(e.n for e in self.evidence.values())
 
 
+def one_process_rate(medians: dict[int, float], main_process_is_a_worker: bool) -> float | None:
+    """What one loading process gives, from the medians per num_workers: 1 worker's, or the main process's at 0
+    workers when it stands for a worker (the higher of the two when both are measured); None when neither is.
+    n workers give at most n times this (the linear ceiling)."""
+    rates = [medians[n] for n in (0, 1) if n in medians and (n == 1 or main_process_is_a_worker)]
+    rates = [r for r in rates if math.isfinite(r)]
+    return max(rates) if rates else None
+
+
 def geometric_subset(values: tuple[int, ...] | list[int]) -> list[int]:
     """The listed num_workers nearest (on a log scale) to 0, 1, 2, 4, ... up to the largest, ends included."""
     vals = sorted(set(values))
@@ -238,12 +247,8 @@ class ScenarioSearch:
                 break
 
     def _one_process_rate(self, curve: dict[int, Evidence]) -> float | None:
-        """What one loading process gives: 1 worker's value, or the main process's at 0 workers when it stands
-        for a worker (the higher of the two when both are measured); None when neither is."""
-        rates = [self._value(curve[n]) for n in (0, 1) if n in curve and curve[n].usable(self.cap)
-                 and (n == 1 or self.s.main_process_is_a_worker)]
-        rates = [r for r in rates if math.isfinite(r)]
-        return max(rates) if rates else None
+        return one_process_rate({n: self._value(e) for n, e in curve.items() if e.usable(self.cap)},
+                                self.s.main_process_is_a_worker)
 
     def _reachable(self, curve: dict[int, Evidence], n: int, band: float) -> bool:
         """Whether n workers could reach the band under the linear ceiling (n x the one-process rate, with the
