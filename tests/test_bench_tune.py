@@ -3,7 +3,8 @@ tune.json scenario is scored against the grid's records as documented."""
 
 import pytest
 
-from suite.bench.tune_vs_grid import grid_cells, holdout_scores, matrix_study_text, scenario_row, summary
+from suite.bench.tune_vs_grid import (grid_cells, holdout_scores, matrix_study_text, over_runs, scenario_row,
+                                      summary)
 from suite.record import Record
 from suite.study import load_study
 from suite.tune.space import scenarios
@@ -80,9 +81,59 @@ def test_the_table_shows_both_fractions_and_the_per_matrix_cost():
                          best=[97, 98, 99, 100, 101])
     matrices = [{"workload": "cpu", "scenarios": [row]}]
     out = io.StringIO()
+    run = {"matrices": matrices, "summary": summary(matrices), "load": {"start": [0.4, 1, 1], "end": [3, 2, 1]}}
     tune_vs_grid({"targets": {"fraction_of_best": 0.95, "fraction_of_cost": 0.30}, "confidence": 0.9,
-                  "holdout_repetitions": 5, "matrices": matrices, "summary": summary(matrices)},
+                  "holdout_repetitions": 5, "runs": [run], "over_runs": over_runs([run["summary"]])},
                  Console(file=out, width=250))
     text = out.getvalue()
     assert "0.990" in text and "0.901" in text  # fresh repetitions 98/99; the grid's own records 91/101
-    assert "cpu: 0.33 of the grid's cell-seconds" in text
+    assert "cpu: 0.33 of the grid's cell-seconds" in text and "load average 0.4 at its start" in text
+    assert "over 1 runs" not in text  # one run: no table over runs
+
+
+def _matrix_summary(per_matrix: dict[str, tuple[float, float]]) -> dict:
+    return {"per_matrix": {w: {"fraction_of_cost": c, "min_fraction_of_best": b} for w, (c, b) in per_matrix.items()}}
+
+
+def test_over_runs_counts_the_runs_that_met_both_targets_per_matrix_and_everywhere():
+    runs = [_matrix_summary({"cpu": (0.28, 1.0), "jpeg": (0.32, 1.0)}),   # jpeg over the cost
+            _matrix_summary({"cpu": (0.26, 0.946), "jpeg": (0.25, 1.0)}),  # cpu under 95% of the best
+            _matrix_summary({"cpu": (0.30, 0.95), "jpeg": (0.27, 1.0)})]   # both at their targets: met
+    o = over_runs(runs)
+    assert o["runs"] == 3 and o["runs_met_both_everywhere"] == 1
+    assert o["per_matrix"]["cpu"] == {"fraction_of_cost": [0.28, 0.26, 0.30], "min_fraction_of_best": [1.0, 0.946, 0.95],
+                                      "median_fraction_of_cost": pytest.approx(0.28),
+                                      "median_min_fraction_of_best": pytest.approx(0.95),
+                                      "runs_met_both": 2, "runs": 3}
+    assert o["per_matrix"]["jpeg"]["runs_met_both"] == 2
+    assert over_runs([_matrix_summary({"cpu": (None, None)})])["per_matrix"]["cpu"]["runs_met_both"] == 0
+
+
+def test_the_table_over_runs_shows_each_run_and_the_count():
+    import io
+
+    from rich.console import Console
+
+    from suite.bench.render import tune_vs_grid
+
+    grid = grid_cells(_records({"a": [100, 101, 102], "b": [90, 91, 92]}, seconds=2))
+    row = scenario_row(_scenario("a", 6.0), ["a", "b"], grid)
+    run = {"matrices": [{"workload": "cpu", "scenarios": [row]}]}
+    run["summary"] = summary(run["matrices"])
+    out = io.StringIO()
+    tune_vs_grid({"targets": {"fraction_of_best": 0.95, "fraction_of_cost": 0.30}, "confidence": 0.9,
+                  "holdout_repetitions": 8, "runs": [run, run], "over_runs": over_runs([run["summary"]] * 2)},
+                 Console(file=out, width=250))
+    text = out.getvalue()
+    assert "run 1 of 2" in text and "run 2 of 2" in text and "over 2 runs" in text
+    assert "0.50 0.50" in text and "0 of 2" in text  # 6 of 12 cell-s each run: over the cost, not met
+    assert "for every matrix in 0 of 2 runs" in text
+
+
+def test_tune_runs_below_one_is_one_clear_error(capsys):
+    from suite.bench.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--tune-runs", "0", "--skip-overhead"])
+    assert exit_.value.code == 2
+    assert "--tune-runs 0: allowed: 1 or more" in capsys.readouterr().err

@@ -12,6 +12,9 @@ JSON schema history (SCHEMA):
   loaderbench.bench/3  tune_vs_grid added (suite.bench.tune_vs_grid)
   loaderbench.bench/4  tune_vs_grid: fraction_of_best from fresh repetitions of both chosen settings (holdout),
                        fraction_of_best_in_grid and grid_best_over_holdout beside it, summary.per_matrix
+  loaderbench.bench/5  tune_vs_grid: `runs` (each with its matrices, summary and load averages) and
+                       `over_runs` (per matrix over the runs: costs, lowest fractions of the best, their medians,
+                       runs that met both targets) instead of one run's matrices and summary
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any
 
 from suite.bench.common import IMAGES, describe, json_safe, loadavg
 
-SCHEMA = "loaderbench.bench/4"
+SCHEMA = "loaderbench.bench/5"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-coverage", action="store_true", help="skip the adaptive rule's coverage simulation")
     p.add_argument("--skip-tta", action="store_true", help="skip the time-to-answer comparison")
     p.add_argument("--skip-tune", action="store_true", help="skip loaderbench tune against the full grid")
+    p.add_argument("--tune-runs", type=int, default=1,
+                   help="independent runs of tune against the full grid, to see how its targets fare over runs "
+                        "(default: %(default)s; about 10 minutes each)")
     p.add_argument("--probe-interval", type=float, default=None,
                    help="probe interval in s (default: the study default, [study] probe_interval_s)")
     p.add_argument("--records", type=int, default=None, help="records for analysis.bench_scale (default 100000)")
@@ -111,8 +117,12 @@ def run_parts(args, result: dict, host: dict, probe_interval: float, err) -> Non
         from suite.bench.tune_vs_grid import tune_vs_grid
 
         which = "sleep and cpu on one core" if args.quick else "sleep, cpu, jpeg on 1 and 2 cores"
-        err.print(f"[dim]7. tune against the grid: {which}, the quick study's matrix per workload ...[/dim]")
-        result["tune_vs_grid"] = tune_vs_grid(args.quick)
+        err.print(f"[dim]7. tune against the grid: {which}, the quick study's matrix per workload"
+                  f"{f', {args.tune_runs} runs' if args.tune_runs > 1 else ''} ...[/dim]")
+        result["tune_vs_grid"] = tune_vs_grid(
+            args.quick, args.tune_runs,
+            on_run=(lambda i: err.print(f"[dim]   run {i + 1} of {args.tune_runs}[/dim]")) if args.tune_runs > 1
+            else None)
     records = args.records or (20_000 if args.quick else 100_000)
     if args.skip_scale:
         result["analysis_scale"] = {"available": False, "skipped": True, "records": records}
@@ -124,7 +134,10 @@ def run_parts(args, result: dict, host: dict, probe_interval: float, err) -> Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.tune_runs < 1:
+        parser.error(f"--tune-runs {args.tune_runs}: allowed: 1 or more")
     from rich.console import Console
 
     from suite.bench.render import render

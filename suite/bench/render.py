@@ -194,15 +194,25 @@ def scale(sc: dict, console) -> None:
 
 
 def tune_vs_grid(tg: dict, console) -> None:
+    runs = tg["runs"]
+    for i, run in enumerate(runs):
+        _tune_run(tg, run, f"run {i + 1} of {len(runs)}, " if len(runs) > 1 else "", console)
+    if len(runs) > 1:
+        _tune_over_runs(tg, console)
+
+
+def _tune_run(tg: dict, run: dict, which: str, console) -> None:
     tgt = tg["targets"]
-    t = _table(f"7. tune against the grid, same matrices, same run (targets: >= {tgt['fraction_of_best']:.0%} of "
-               f"the grid's best for <= {tgt['fraction_of_cost']:.0%} of its cell-seconds); where the two chose "
-               f"differently, both settings measured again ({tg.get('holdout_repetitions')} fresh repetitions "
-               f"each, compared at {pct(tg['confidence'])})",
+    load = run.get("load") or {}
+    loads = f"; load average {fmt((load.get('start') or [None])[0], '.1f')} at its start" if load else ""
+    t = _table(f"7. tune against the grid, same matrices, same run ({which}targets: >= "
+               f"{tgt['fraction_of_best']:.0%} of the grid's best for <= {tgt['fraction_of_cost']:.0%} of its "
+               f"cell-seconds); where the two chose differently, both settings measured again "
+               f"({tg.get('holdout_repetitions')} fresh repetitions each, compared at {pct(tg['confidence'])}){loads}",
                ["matrix", "scenario", "tuned", "grid's best", "of best", "tuned vs best", "in grid",
                 "grid's best read high", "tune cell-s", "grid cell-s", "of cost", "runs"],
                left=("scenario", "tuned", "grid's best", "tuned vs best"))
-    for m in tg["matrices"]:
+    for m in run["matrices"]:
         for r in m["scenarios"]:
             tuned = r.get("tuned") or {}
             t.add_row(m["workload"], r["scenario"], f"w={tuned.get('num_workers', '?')}",
@@ -213,7 +223,7 @@ def tune_vs_grid(tg: dict, console) -> None:
                       fmt(r["grid_cell_seconds"], ".0f"), fmt(r.get("fraction_of_cost"), ".2f"),
                       f"{r['tune_measurements']}/{r['grid_measurements']}")
     console.print(t)
-    s = tg["summary"]
+    s = run["summary"]
     console.print(f"   {s['met_best']} of {s['scenarios']} scenarios at >= {tgt['fraction_of_best']:.0%} of the "
                   f"grid's best (median {fmt(s['median_fraction_of_best'], '.3f')}, lowest "
                   f"{fmt(s['min_fraction_of_best'], '.3f')}; on the grid's own records, lowest "
@@ -224,6 +234,23 @@ def tune_vs_grid(tg: dict, console) -> None:
     for workload, pm in (s.get("per_matrix") or {}).items():
         console.print(f"   {workload}: {fmt(pm['fraction_of_cost'], '.2f')} of the grid's cell-seconds, lowest "
                       f"fraction of the grid's best {fmt(pm['min_fraction_of_best'], '.3f')}")
+
+
+def _tune_over_runs(tg: dict, console) -> None:
+    o, tgt = tg["over_runs"], tg["targets"]
+    t = _table(f"7. tune against the grid over {o['runs']} runs, per matrix: cost (of the grid's cell-seconds) "
+               f"and lowest fraction of the grid's best, each run, and the runs that met both targets",
+               ["matrix", "of cost, each run", "of best, each run", "median of cost", "median of best",
+                "met both"], left=("of cost, each run", "of best, each run"))
+    for workload, pm in o["per_matrix"].items():
+        t.add_row(workload, " ".join(fmt(x, ".2f") for x in pm["fraction_of_cost"]),
+                  " ".join(fmt(x, ".3f") for x in pm["min_fraction_of_best"]),
+                  fmt(pm["median_fraction_of_cost"], ".2f"), fmt(pm["median_min_fraction_of_best"], ".3f"),
+                  f"{pm['runs_met_both']} of {pm['runs']}")
+    console.print(t)
+    console.print(f"   both targets (>= {tgt['fraction_of_best']:.0%} of the best, <= "
+                  f"{tgt['fraction_of_cost']:.0%} of the cost) for every matrix in {o['runs_met_both_everywhere']} "
+                  f"of {o['runs']} runs")
 
 
 def render(result: dict, console) -> None:
