@@ -11,6 +11,8 @@ cells x the study's repetitions x the mean cell-seconds seen in this scenario).
 
 Schema history (SCHEMA):
   loaderbench.tune/1  first format.
+  loaderbench.tune/2  rules_of_thumb: never interpolated from 0 workers; `at_most` and `ratio_at_most`, the
+                      linear ceiling of a num_workers with no estimate, where it falls short of the answer.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from suite.tune.options import TuneOptions
 from suite.tune.search import ScenarioOutcome, one_process_rate
 from suite.tune.space import SETTING_AXES
 
-SCHEMA = "loaderbench.tune/1"
+SCHEMA = "loaderbench.tune/2"
 #: the confidence asked of the answer's interval (n decides what it really has: 75% at 3, 93.75% at 5)
 ANSWER_CONFIDENCE = 0.95
 
