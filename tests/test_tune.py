@@ -190,7 +190,9 @@ def test_the_linear_ceiling_keeps_workers_that_cannot_reach_the_best_out_of_the_
     assert sorted(e.candidate.num_workers for e in out.evidence.values()) == [0, 8]
     assert out.measured == 4  # two screens, and the answer brought to 3 repetitions
     (note,) = [s for s in out.steps if s.note.startswith("not measured: n x the one-process rate")]
-    assert note.candidate == "num_workers=1,2,3,4,6"
+    assert note.candidate == "num_workers=2,3,4,6"
+    (one,) = [s for s in out.steps if s.note.startswith("not measured: 0 workers does the same loading")]
+    assert one.candidate == "num_workers=1"
 
 
 def test_the_knee_is_found_from_the_ceiling_and_a_wide_plateau_is_probed():
@@ -216,16 +218,18 @@ def test_a_lesser_in_band_value_is_climbed_from_too():
 
 
 def test_zero_workers_beating_one_and_an_oversubscribed_end_still_gets_a_worker_per_core_measured():
-    # CPU-bound on 8 cores: the main process beats 1 worker (no transfer), 32 workers are far past the cores,
-    # and the peak is at 8. Hill climbing from 0 would stop at 1 worker; the probe at the core count finds it.
+    # CPU-bound on 8 cores with a costly transfer: the main process beats 1 and 2 workers, 32 workers are far
+    # past the cores, and the peak is at 8. Hill climbing from 0 would stop at 2 workers (1 is never measured:
+    # 0 does its loading without the transfer); the probe at the core count finds the peak.
     listed = [0, 1, 2, 4, 8, 16, 32]
-    rates = dict(zip(listed, [500, 400, 780, 1500, 2800, 900, 300]))
+    rates = dict(zip(listed, [500, 400, 420, 1500, 2800, 900, 300]))
     study = study_of({"num_workers": listed, "cores": [8]})
     (sc,) = scenarios(study.cells)
     out = search(sc, synthetic(lambda c: rates[c.num_workers], 0.0, 0), TuneOptions(), RUNGS)
     assert out.answer.candidate.num_workers == 8
     probes = [s for s in out.steps if s.note.startswith("0 workers read best")]
     assert [s.candidate for s in probes] == ["num_workers=8"]
+    assert 1 not in {e.candidate.num_workers for e in out.evidence.values()}
     # on one core there is no such probe: 0 workers stay the answer of a curve that only falls
     one = study_of({"num_workers": listed, "cores": [1]})
     (sc1,) = scenarios(one.cells)
@@ -242,6 +246,31 @@ def test_a_training_step_in_the_loop_screens_one_worker_too():
     assert not sc.main_process_is_a_worker
     screened = [s.candidate for s in out.steps if s.phase == "screen"]
     assert screened == ["num_workers=0", "num_workers=1", "num_workers=8"]
+
+
+def test_one_worker_is_never_measured_where_0_workers_stands_for_it():
+    # JPEG on 1 core: 0 workers best, the far end oversubscribed. 1 worker does 0's loading plus the transfer
+    # between processes, for a process more: the climb from 0 goes to 2 workers, and 1 is said to be left out
+    listed = [0, 1, 2, 4, 8]
+    rates = dict(zip(listed, [480, 380, 350, 330, 300]))
+    study = study_of({"num_workers": listed, "cores": [1]})
+    (sc,) = scenarios(study.cells)
+    out = search(sc, synthetic(lambda c: rates[c.num_workers], 0.0, 0), TuneOptions(), RUNGS)
+    assert out.answer.candidate.num_workers == 0
+    measured = [s.candidate for s in out.steps if s.repetition == 0]
+    assert measured == ["num_workers=0", "num_workers=8", "num_workers=2"]
+    assert any(s.candidate == "num_workers=1" and s.note.startswith("not measured: 0 workers does the same")
+               for s in out.steps)
+    # with a training step in the loop the main process does more than a worker: 1 worker is screened
+    stepped = study_of({"num_workers": listed, "cores": [1], "step_ms": [5.0]})
+    (sc2,) = scenarios(stepped.cells)
+    out2 = search(sc2, synthetic(lambda c: rates[c.num_workers], 0.0, 0), TuneOptions(), RUNGS)
+    assert 1 in {e.candidate.num_workers for e in out2.evidence.values()}
+    # without 0 workers listed, 1 worker is the one-process rate and the cheapest candidate: measured
+    no_zero = study_of({"num_workers": [1, 2, 4, 8], "cores": [1]})
+    (sc3,) = scenarios(no_zero.cells)
+    out3 = search(sc3, synthetic(lambda c: rates[c.num_workers], 0.0, 0), TuneOptions(), RUNGS)
+    assert out3.answer.candidate.num_workers == 1
 
 
 def _scripted(values: dict[int, list[float]]):

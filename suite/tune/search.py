@@ -11,7 +11,9 @@ one repetition of one candidate through `measure`:
    the ceiling: a listed num_workers n whose ceiling, n x that rate x (1 + `reach`), stays below the band
    cannot reach it and is never measured. With a memory cap the screen climbs a geometric subset instead
    (0, 1, 2, 4, ...) and stops at the first num_workers over the cap: memory grows with workers.
-2. refine, guided by the curve's shape and the ceiling, until nothing is left to measure:
+2. refine, guided by the curve's shape and the ceiling, until nothing is left to measure. Never 1 worker where
+   the main process stands for a worker and 0 workers is measured: it does 0's loading plus the transfer
+   between processes, for a process more, so it cannot be the answer.
    - knee: of the listed values between the cheapest in-band num_workers and the measured one below it,
      the fewest workers the ceiling lets reach the band (the scaling model's knee) is measured; without a
      ceiling (neither 0 nor 1 worker listed), the middle one (bisection);
@@ -29,7 +31,7 @@ one repetition of one candidate through `measure`:
      it: a CPU-bound loader scales linearly up to the cores and no further.
    - cores: where 0 workers read best, the listed value nearest one worker per core (of the scenario's
      `cores` over its `ranks`) is measured once: the main process loads without the transfer between
-     processes, so 0 beating 1 worker says nothing of more workers, and with the far end oversubscribed
+     processes, so 0 beating the fewest workers says nothing of more, and with the far end oversubscribed
      (or read low) hill climbing from 0 would never look between them.
 3. axes: at the best num_workers, every other listed value of every other setting axis, one repetition
    each. A value better than the incumbent by more than the margin replaces it, and steps 2-3 run once
@@ -210,10 +212,19 @@ class ScenarioSearch:
         return out
 
     def _listed(self, inc: dict) -> list[int]:
-        """num_workers values with a cell under `inc`, below the first one seen over the memory cap."""
-        over = [n for n, e in self._curve(inc).items() if e.over_cap(self.cap)]
+        """num_workers values with a cell under `inc`, below the first one seen over the memory cap, less 1 worker
+        where 0 workers dominates it (`_dominated`)."""
+        curve = self._curve(inc)
+        over = [n for n, e in curve.items() if e.over_cap(self.cap)]
         limit = min(over) if over else math.inf
-        return [n for n in self.s.workers if n < limit and self._at(inc, n) is not None]
+        return [n for n in self.s.workers if n < limit and self._at(inc, n) is not None
+                and not self._dominated(curve, n)]
+
+    def _dominated(self, curve: dict[int, Evidence], n: int) -> bool:
+        """Whether n is 1 worker where the main process stands for a worker and 0 workers is measured: one worker
+        does the same loading in one process plus the transfer between processes, so it gives at most what 0
+        gives, for a process more, and cannot be the answer; refining never measures it."""
+        return n == 1 and self.s.main_process_is_a_worker and 0 in curve and curve[0].usable(self.cap)
 
     def _best(self, curve: dict[int, Evidence]) -> tuple[int, float] | None:
         usable = [(n, self._value(e)) for n, e in curve.items() if e.usable(self.cap)]
@@ -364,13 +375,16 @@ class ScenarioSearch:
         return True
 
     def _ceiling_note(self, inc: dict) -> None:
-        """Say which listed num_workers the linear ceiling kept out of the search."""
+        """Say which listed num_workers the linear ceiling, or 0 workers, kept out of the search."""
         curve = self._curve(inc)
         best = self._best(curve)
         rate = self._one_process_rate(curve)
         if best is None or rate is None:
             return
         band = (1 - self.opt.margin) * best[1]
+        if 1 in self.s.workers and 1 not in curve and self._dominated(curve, 1):
+            self._note("refine", "num_workers=1", "not measured: 0 workers does the same loading in the main process "
+                                                  "without the transfer between processes")
         skipped = [n for n in self._listed(inc) if n not in curve and not self._reachable(curve, n, band)]
         if skipped:
             self._note("refine", "num_workers=" + ",".join(map(str, skipped)),
