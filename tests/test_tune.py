@@ -17,7 +17,7 @@ from suite.store import Store
 from suite.study import load_study, parse_study
 from suite.tune.evidence import Observation
 from suite.tune.options import TuneError, TuneOptions
-from suite.tune.render import answer_line, dataloader_call
+from suite.tune.render import _rules_line, answer_line, dataloader_call
 from suite.tune.run import EXIT_ANSWERED, EXIT_NO_ANSWER, run_tune
 from suite.tune.search import NO_USABLE, ONE_CANDIDATE, SEPARATED, WITHIN_MARGIN, geometric_subset, search
 from suite.tune.space import scenarios
@@ -200,9 +200,11 @@ def test_the_knee_is_found_from_the_ceiling_and_a_wide_plateau_is_probed():
     _, out = tune_one(study, PLATEAU, 0.0, 0)
     measured = [s.candidate for s in out.steps if s.phase in ("screen", "refine") and s.repetition == 0]
     # ends, then the fewest workers that can reach the band (1 worker cannot: 270 x 1.1 < 0.95 x 390), then
-    # the middle of the 2..8 plateau, which is too wide to take on trust
-    assert measured == ["num_workers=0", "num_workers=8", "num_workers=2", "num_workers=4"]
-    assert out.answer.candidate.num_workers == 2
+    # the middle of the 2..8 plateau, which is too wide to take on trust, then the middles of 2..4 and 4..8 (in
+    # workers + 1, 5/3 and 9/5: wider than 1.5)
+    assert measured == ["num_workers=0", "num_workers=8", "num_workers=2", "num_workers=4", "num_workers=3",
+                        "num_workers=6"]
+    assert out.answer.candidate.num_workers == 3  # 405, the highest; finalists=2 gives the cheapest (below)
 
 
 def test_a_lesser_in_band_value_is_climbed_from_too():
@@ -273,6 +275,55 @@ def test_one_worker_is_never_measured_where_0_workers_stands_for_it():
     assert out3.answer.candidate.num_workers == 1
 
 
+def _busy(rates: dict[int, float], busy_at_0: float):
+    """measure(candidate, repetition): the rate, and 0 workers keeping `busy_at_0` of the core busy."""
+    return lambda c, rep: Observation("ok", rates[c.num_workers], memory_of(c), 1.0,
+                                      cpu_busy=busy_at_0 if c.num_workers == 0 else 1.0)
+
+
+@pytest.mark.parametrize("busy, measured", [(0.99, [0]), (0.96, [0]), (0.94, [0, 2, 8]), (0.40, [0, 2, 8])])
+def test_on_one_core_a_main_process_that_keeps_it_busy_leaves_workers_nothing_to_measure(busy, measured):
+    # JPEG on 1 core: workers have the same one core's cycles and need at least the main process's CPU per
+    # sample, so at 0 workers keeping 96% of it busy they give at most 1/0.96 of 0 workers' rate: within the
+    # margin, for more processes. Nothing with workers is measured, not even the far end. At 94% busy (or an
+    # I/O-bound 40%) they might beat it by more than the margin: the search goes on as before.
+    listed = [0, 1, 2, 4, 8]
+    rates = dict(zip(listed, [480, 380, 350, 330, 300]))
+    study = study_of({"num_workers": listed, "cores": [1]})
+    (sc,) = scenarios(study.cells)
+    out = search(sc, _busy(rates, busy), TuneOptions(), RUNGS)
+    assert out.answer.candidate.num_workers == 0 and out.answer.n == 3
+    assert sorted(e.candidate.num_workers for e in out.evidence.values()) == measured
+    skipped = [s for s in out.steps if s.note.startswith("not screened: 0 workers kept the one core")]
+    assert len(skipped) == (measured == [0])
+    assert out.busy_core == (busy if measured == [0] else None)
+
+
+def test_the_busy_core_rule_needs_one_core_and_the_main_process_standing_for_a_worker():
+    listed = [0, 1, 2, 4, 8]
+    rates = dict(zip(listed, [480, 380, 700, 690, 650]))
+    for matrix in ({"num_workers": listed, "cores": [2]},  # torch's threads may keep 2 cores busy at 0 workers
+                   {"num_workers": listed, "cores": [1], "step_ms": [5.0]}):  # the main process runs the step too
+        (sc,) = scenarios(study_of(matrix).cells)
+        out = search(sc, _busy(rates, 1.0), TuneOptions(), RUNGS)
+        assert out.busy_core is None and len(out.evidence) > 1
+
+
+def test_a_busy_core_bounds_the_rules_of_thumb_it_kept_out():
+    listed = [0, 1, 2, 4, 8]
+    study = study_of({"num_workers": listed, "cores": [1]})
+    (sc,) = scenarios(study.cells)
+    out = search(sc, _busy(dict(zip(listed, [480, 380, 350, 330, 300])), 0.98), TuneOptions(), RUNGS)
+    from suite.tune.result import scenario_result
+
+    row = scenario_result(study, TuneOptions(), out, gpus=None)
+    assert row["busy_core"] == 0.98
+    cores_rule = next(r for r in row["rules_of_thumb"] if r["rule"] == "cores")
+    assert cores_rule["num_workers"] == 1 and cores_rule["at_most"] == pytest.approx(480 / 0.98)
+    assert cores_rule["bound"] == "its busy core"
+    assert "workers = cores: 1 (at most +2%, its busy core)" in _rules_line(row)
+
+
 def _scripted(values: dict[int, list[float]]):
     """measure(candidate, repetition): the listed value of that num_workers' repetition."""
     return lambda c, rep: Observation("ok", values[c.num_workers][rep], memory_of(c), 1.0)
@@ -334,23 +385,44 @@ def test_a_cpu_bound_best_at_the_core_count_is_not_taken_for_a_loader_still_scal
     values[0], values[1], values[2], values[3] = [1179.0], [1050.0], [2237.0, 2121.0, 1809.0], [1967.0, 1826.0, 1829.0]
     out = search(sc, _scripted(values), TuneOptions(), RUNGS)
     assert not [s for s in out.steps if "linear ceiling" in s.note]
-    assert out.evidence[sc.find({"num_workers": 3}).key].n == 1
+    assert [s.phase for s in out.steps if s.candidate == "num_workers=3" and s.repetition is not None
+            and s.phase != "confirm"] == ["refine"]
 
 
 def test_late_candidates_get_one_more_repetition_one_at_a_time_the_highest_first():
-    # cpu on 2 cores as one run read it: a flat plateau, and the confirmed best's third repetition read 12%
-    # low (1,991, 1,846, 1,619), which took its median down and its spread up. Only the screen of highest
-    # median is weighed first; once it has its repetitions the others cannot beat it by the margin and keep
-    # their one.
+    # 2 workers' screen read 30% high (a fast moment of a shared machine), so no other screen came within the
+    # second look's band; confirmed, its median fell to 1,720. 4 and 8 workers' single screens may each beat
+    # that by the margin: the one of highest median is weighed first, and once it has its repetitions the
+    # other can no longer beat it by the margin and keeps its one.
+    study = study_of({"num_workers": [0, 2, 4, 8]})
+    (sc,) = scenarios(study.cells)
+    values = {0: [1000.0], 2: [2500.0, 1700.0, 1720.0], 4: [1900.0, 1910.0, 1890.0], 8: [1880.0, 1800.0, 1790.0]}
+    out = search(sc, _scripted(values), TuneOptions(), RUNGS)
+    assert not [s for s in out.steps if "second repetition" in s.note]
+    late = [s for s in out.steps if s.note.startswith("may beat the highest by more than the margin")]
+    assert [s.candidate for s in late] == ["num_workers=4"] * 2 and "(2 may, " in late[0].note
+    assert [out.evidence[sc.find({"num_workers": n}).key].n for n in (2, 4, 8)] == [3, 3, 1]
+    assert out.answer.candidate.num_workers == 4
+
+
+def test_the_better_half_of_the_screens_near_the_best_get_a_second_look_before_any_is_confirmed():
+    # cpu on 2 cores as one run read it: a flat plateau whose single screens scatter by as much as its settings
+    # differ. The five screens within 20% of the best (2, 3, 4, 6, 8 workers) are ranked and the better half
+    # (6, 4, 2) get a second repetition; 4 workers lead on two and are confirmed.
     study = study_of({})
     (sc,) = scenarios(study.cells)
     values = {0: [1037.0], 1: [1000.0], 2: [1805.0, 1971.0, 2080.0], 3: [1754.0], 4: [1921.0, 1979.0, 1889.0],
               6: [1991.0, 1846.0, 1619.0], 8: [1779.0, 1820.0, 2027.0]}
     out = search(sc, _scripted(values), TuneOptions(), RUNGS)
-    late = [s for s in out.steps if s.note.startswith("may beat the highest by more than the margin")]
-    assert late and {s.candidate for s in late} == {"num_workers=4"}
-    assert [out.evidence[sc.find({"num_workers": n}).key].n for n in (2, 4, 6, 8)] == [1, 3, 3, 1]
+    second = [s.candidate for s in out.steps if "second repetition" in s.note]
+    assert second == ["num_workers=6", "num_workers=4", "num_workers=2"]
+    assert [out.evidence[sc.find({"num_workers": n}).key].n for n in (2, 3, 4, 6, 8)] == [2, 1, 3, 2, 1]
     assert out.answer.candidate.num_workers == 4
+    # two screens near the best: the better half is the best alone, which the confirm step measures anyway
+    pair = study_of({"num_workers": [0, 2]})
+    (sc2,) = scenarios(pair.cells)
+    out2 = search(sc2, _scripted({0: [1010.0, 1100.0, 1100.0], 2: [1040.0, 960.0, 1000.0]}), TuneOptions(), RUNGS)
+    assert not [s for s in out2.steps if "second repetition" in s.note]
 
 
 def test_a_scenario_of_one_cell_gets_that_cell_at_full_repetitions():

@@ -21,7 +21,9 @@ from suite.tune.space import Candidate, cheapness
 @dataclass(frozen=True)
 class Observation:
     """One repetition of a candidate. `value` is the objective (None unless ok); `memory_bytes` the cell's USS
-    peak; `cell_s` what the repetition took, start to end; `reused`: read from a record of an earlier run."""
+    peak; `cell_s` what the repetition took, start to end; `reused`: read from a record of an earlier run;
+    `cpu_busy`: CPU seconds of the loading processes (main and workers) per second of the loop, the cores they
+    kept busy (None when the record has none)."""
 
     status: str
     value: float | None = None
@@ -29,6 +31,7 @@ class Observation:
     cell_s: float = 0.0
     error: str | None = None
     reused: bool = False
+    cpu_busy: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -66,6 +69,11 @@ class Evidence:
     def memory(self) -> float | None:
         mems = [o.memory_bytes for o in self.observations if o.ok and o.memory_bytes is not None]
         return float(np.median(mems)) if mems else None
+
+    @property
+    def cpu_busy(self) -> float | None:
+        busy = [o.cpu_busy for o in self.observations if o.ok and o.cpu_busy is not None]
+        return float(np.median(busy)) if busy else None
 
     def interval(self, confidence: float = 0.95) -> MedianInterval:
         return median_ci(self.values, confidence)

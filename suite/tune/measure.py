@@ -38,8 +38,20 @@ def cell_seconds(record: dict[str, Any]) -> float:
     return max(0.0, (end - start).total_seconds())
 
 
+def cpu_busy(metrics: dict[str, Any]) -> float | None:
+    """CPU seconds of the loading processes (main, workers, pin-memory thread) per second of the loop: how many
+    cores the cell kept busy; None when the record lacks them."""
+    cpu, total = metrics.get("cpu_s") or {}, metrics.get("total_s")
+    try:
+        spent = sum(float(cpu.get(k) or 0.0) for k in ("main", "workers", "pin_memory_thread"))
+        return spent / float(total) if cpu and total and float(total) > 0 else None
+    except (TypeError, ValueError):
+        return None
+
+
 def observation(record: dict[str, Any], metric: str, reused: bool) -> Observation:
-    """A record as the search sees it: the objective `metric`, the USS peak, the cost, the error if any."""
+    """A record as the search sees it: the objective `metric`, the USS peak, the CPU it kept busy, the cost, the
+    error if any."""
     metrics = record.get("metrics") or {}
     status = record.get("status", "failed")
     error = None
@@ -52,7 +64,7 @@ def observation(record: dict[str, Any], metric: str, reused: bool) -> Observatio
     mem = (metrics.get("memory_bytes") or {}).get("uss_peak")
     return Observation(status=status, value=float(value) if value is not None else None,
                        memory_bytes=float(mem) if mem is not None else None, cell_s=cell_seconds(record),
-                       error=error, reused=reused)
+                       error=error, reused=reused, cpu_busy=cpu_busy(metrics) if status == OK else None)
 
 
 class CellMeasurer:

@@ -91,7 +91,7 @@ def _rules_line(sc: dict[str, Any]) -> str | None:
     for r in sc.get("rules_of_thumb", []):
         ratio = r.get("ratio_to_answer")
         if ratio is None and r.get("ratio_at_most") is not None:
-            what = (f"at most {100 * (r['ratio_at_most'] - 1):+.0f}%, its linear ceiling"
+            what = (f"at most {100 * (r['ratio_at_most'] - 1):+.0f}%, {r.get('bound', 'its linear ceiling')}"
                     + ("" if r["in_matrix"] else ", not in the matrix"))
         elif ratio is None:
             what = "not in the matrix" if not r["in_matrix"] else "not measured"

@@ -13,6 +13,9 @@ Schema history (SCHEMA):
   loaderbench.tune/1  first format.
   loaderbench.tune/2  rules_of_thumb: never interpolated from 0 workers; `at_most` and `ratio_at_most`, the
                       linear ceiling of a num_workers with no estimate, where it falls short of the answer.
+  loaderbench.tune/3  rules_of_thumb: `bound` names what `at_most` is (the linear ceiling, or the one core 0
+                      workers kept busy); scenario: `busy_core`, the share of its one core 0 workers kept busy
+                      where that ruled every setting with workers out (else null).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from suite.tune.options import TuneOptions
 from suite.tune.search import ScenarioOutcome, one_process_rate
 from suite.tune.space import SETTING_AXES
 
-SCHEMA = "loaderbench.tune/2"
+SCHEMA = "loaderbench.tune/3"
 #: the confidence asked of the answer's interval (n decides what it really has: 75% at 3, 93.75% at 5)
 ANSWER_CONFIDENCE = 0.95
 
@@ -89,9 +92,13 @@ def _rules(out: ScenarioOutcome, ctx: dict[str, Any], gpus: int | None) -> list[
             if match == "interpolated":
                 row.update(value=_num(value), repetitions=0,
                            source=f"estimated: interpolated between num_workers {lo:g} and {hi:g}")
+            elif n > 0 and out.busy_core is not None and 0 in curve:
+                row.update(value=None, repetitions=0, at_most=_num(curve[0] / out.busy_core), bound="its busy core",
+                           source=f"not measured: 0 workers kept the one core {out.busy_core:.0%} busy, so workers "
+                                  f"give at most {1 / out.busy_core:.2f}x of 0 workers' rate")
             elif n > 0 and rate is not None and n * rate < answer.median:
                 # never extrapolated; the linear ceiling bounds it, worth saying where it falls short of the answer
-                row.update(value=None, repetitions=0, at_most=_num(n * rate),
+                row.update(value=None, repetitions=0, at_most=_num(n * rate), bound="its linear ceiling",
                            source=f"not estimated: at most {n} x the one-process rate ({rate:,.0f}), the linear "
                                   "ceiling")
             else:
@@ -123,7 +130,7 @@ def scenario_result(study: Study, options: TuneOptions, out: ScenarioOutcome, gp
     grid_n = len(s.candidates) * study.settings.repetitions
     row: dict[str, Any] = {
         "scenario": shown, "context": ctx, "label": s.label, "tuned_axes": list(s.values),
-        "stop": out.stop,
+        "stop": out.stop, "busy_core": _num(out.busy_core),
         "cost": {"measurements": out.measured, "measured_now": sum(not o.reused for e in explored
                                                                     for o in e.observations),
                  "cell_seconds": round(spent_s, 3), "grid_cells": len(s.candidates),

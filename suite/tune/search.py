@@ -10,7 +10,10 @@ one repetition of one candidate through `measure`:
    axis default where listed). The ends fix the band (within `margin` of the best) and the one-process rate
    the ceiling: a listed num_workers n whose ceiling, n x that rate x (1 + `reach`), stays below the band
    cannot reach it and is never measured. With a memory cap the screen climbs a geometric subset instead
-   (0, 1, 2, 4, ...) and stops at the first num_workers over the cap: memory grows with workers.
+   (0, 1, 2, 4, ...) and stops at the first num_workers over the cap: memory grows with workers. On one core
+   (one rank, the main process standing for a worker), 0 workers that keep the core busy to within the
+   margin leave workers nothing to win (`_busy_core`): no setting with workers is measured, not even the far
+   end.
 2. refine, guided by the curve's shape and the ceiling, until nothing is left to measure. Never 1 worker where
    the main process stands for a worker and 0 workers is measured: it does 0's loading plus the transfer
    between processes, for a process more, so it cannot be the answer.
@@ -37,8 +40,9 @@ one repetition of one candidate through `measure`:
    each. A value better than the incumbent by more than the margin replaces it, and steps 2-3 run once
    more under the new incumbent; values within the margin keep the incumbent (the axis is not shown to
    matter by the screen).
-4. confirm (successive halving on repetitions): of the usable candidates within `reach` of the best screened
-   value, the best (and, with `finalists` 2 or more, the cheapest, then the runner-up) are brought to the
+4. confirm (successive halving on repetitions): first the better half of the screens within twice the reach
+   of the best get a second repetition (`_second_look`, when that half is more than the best alone); then, of
+   the usable candidates within `reach` of the best median, the best (and, with `finalists` 2 or more, the cheapest, then the runner-up) are brought to the
    full repetitions, interleaved. Each is compared with the one of highest median on the distribution-free
    interval of their ratio (analysis.stats.compare at `confidence`): shown slower by more than the margin,
    it is dropped. Finalists not yet separated get the extra rung's repetitions, when there is one. Then,
@@ -78,13 +82,16 @@ from suite.tune.space import Candidate, Scenario
 MAX_PASSES = 2
 #: two in-band num_workers further apart than this factor (in workers + 1) are not taken to bound a plateau
 #: until the one nearest their geometric middle is measured too: a hump between them would be missed
-PLATEAU_SPAN = 2.0
+PLATEAU_SPAN = 1.5
 #: a screened candidate that this many standard deviations of one repetition would put more than the margin
 #: above the highest median is confirmed too, however far the reach put it. At 1, a setting truly better by
 #: the margin is taken up about as often as the grid's 3 v 3 medians would rank it first (5 times in 6 at 5%
 #: noise per repetition); at 2, on synthetic plateaus, 2-10 points more often than at 0, for 30-40% more
 #: measurements
 LATE_Z = 1.0
+#: the second look (`_second_look`) is for the better half of the candidates whose screen came within this many
+#: times the reach of the best screen: one repetition here scatters by more than the reach on a busy day
+SECOND_LOOK_BAND = 2.0
 #: degrees of freedom the prior spread of one repetition (the reach over 2) counts for in `_noise`
 PRIOR_DF = 2
 
@@ -123,6 +130,7 @@ class ScenarioOutcome:
     highest: Evidence | None = None
     answer: Evidence | None = None
     stop: str = NO_USABLE
+    busy_core: float | None = None  # the share of its one core 0 workers kept busy, where that ruled workers out
 
     @property
     def measured(self) -> int:
@@ -217,14 +225,31 @@ class ScenarioSearch:
         curve = self._curve(inc)
         over = [n for n, e in curve.items() if e.over_cap(self.cap)]
         limit = min(over) if over else math.inf
+        busy = self._busy_core(curve) is not None
         return [n for n in self.s.workers if n < limit and self._at(inc, n) is not None
-                and not self._dominated(curve, n)]
+                and not self._dominated(curve, n) and not (busy and n > 0)]
 
     def _dominated(self, curve: dict[int, Evidence], n: int) -> bool:
         """Whether n is 1 worker where the main process stands for a worker and 0 workers is measured: one worker
         does the same loading in one process plus the transfer between processes, so it gives at most what 0
         gives, for a process more, and cannot be the answer; refining never measures it."""
         return n == 1 and self.s.main_process_is_a_worker and 0 in curve and curve[0].usable(self.cap)
+
+    def _busy_core(self, curve: dict[int, Evidence]) -> float | None:
+        """The share of its one core that 0 workers kept busy, when that leaves workers nothing to win; else None.
+        On one core (one rank), with the main process standing for a worker, n workers have that core's cycles
+        and no more, and need at least the main process's CPU per sample (the same loading, plus the transfer
+        between processes): they give at most 1 / busy times what 0 workers give. At a busy share of at least
+        1 / (1 + margin) that is within the margin, and 0 workers is cheaper, so no setting with workers can be
+        the answer and none is measured. A ratio of one repetition's own CPU and wall time: a machine slowed
+        by its neighbours slows both alike. Not on more cores: a main process may keep several busy with torch's
+        threads while loading no faster, and workers, one thread each, load more per CPU second there."""
+        ctx = dict(self.s.context)
+        e = curve.get(0)
+        if (not self.s.main_process_is_a_worker or ctx.get("cores") != 1 or int(ctx.get("ranks") or 1) != 1
+                or e is None or not e.usable(self.cap) or e.cpu_busy is None):
+            return None
+        return e.cpu_busy if e.cpu_busy * (1 + self.opt.margin) >= 1 else None
 
     def _best(self, curve: dict[int, Evidence]) -> tuple[int, float] | None:
         usable = [(n, self._value(e)) for n, e in curve.items() if e.usable(self.cap)]
@@ -251,6 +276,12 @@ class ScenarioSearch:
             c = self._at(inc, n)
             if c is None:
                 continue
+            busy = self._busy_core(self._curve(inc))
+            if n > 0 and busy is not None:
+                self._note("screen", "num_workers>0", f"not screened: 0 workers kept the one core {busy:.0%} busy, so "
+                                                      f"workers can give at most {1 / busy:.2f}x of it, within the "
+                                                      "margin, for more processes")
+                break
             e = self._screened(c, "screen", note)
             if e.over_cap(self.cap):
                 self._note("screen", self._label(c), f"num_workers above {n} not screened: over the memory cap at "
@@ -382,7 +413,7 @@ class ScenarioSearch:
         if best is None or rate is None:
             return
         band = (1 - self.opt.margin) * best[1]
-        if 1 in self.s.workers and 1 not in curve and self._dominated(curve, 1):
+        if 1 in self.s.workers and 1 not in curve and self._dominated(curve, 1) and self._busy_core(curve) is None:
             self._note("refine", "num_workers=1", "not measured: 0 workers does the same loading in the main process "
                                                   "without the transfer between processes")
         skipped = [n for n in self._listed(inc) if n not in curve and not self._reachable(curve, n, band)]
@@ -527,6 +558,28 @@ class ScenarioSearch:
             if e.n >= reps and e.usable(self.cap):
                 return [e]
 
+    def _second_look(self) -> None:
+        """Successive halving's first rung, before any candidate is confirmed: of the usable candidates whose
+        median came within `SECOND_LOOK_BAND` x `reach` of the best, the better half (the best included) get a
+        second repetition each. On a plateau one repetition scatters by as much as the settings on it differ
+        (5-25% on a shared VM), so the best single screen is often not the best setting, and a setting truly
+        better by the margin that screened low would stay at one repetition, out of the late rule's reach."""
+        if self.rungs[0] < 3:
+            return
+        usable = [e for e in self.evidence.values() if e.usable(self.cap)]
+        if len(usable) < 2:
+            return
+        floor = (1 - SECOND_LOOK_BAND * self.opt.reach) * max(e.median for e in usable)
+        band = sorted((e for e in usable if e.median >= floor), key=lambda e: (-e.median, e.cheapness()))
+        half = band[: math.ceil(len(band) / 2)]
+        if len(half) < 2:  # the best alone: the confirm step gives it its repetitions
+            return
+        for e in half:
+            if e.n < 2:
+                self._observe(e.candidate, "confirm", f"in the better half of the {len(band)} screens within "
+                                                      f"{SECOND_LOOK_BAND * self.opt.reach:.0%} of the best: a "
+                                                      "second repetition")
+
     def _confirm(self) -> None:
         pool = self._finalists()
         while pool:
@@ -555,7 +608,9 @@ class ScenarioSearch:
             if new == inc:
                 break
             inc = new
+        self._second_look()
         self._confirm()
+        self.out.busy_core = self._busy_core(self._curve(self.s.base))
         return self.out
 
 
