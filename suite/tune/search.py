@@ -42,8 +42,8 @@ one repetition of one candidate through `measure`:
    matter by the screen).
 4. confirm (successive halving on repetitions): first the better half of the screens within twice the reach
    of the best get a second repetition (`_second_look`, when that half is more than the best alone); then, of
-   the usable candidates within `reach` of the best median, the best (and, with `finalists` 2 or more, the cheapest, then the runner-up) are brought to the
-   full repetitions, interleaved. Each is compared with the one of highest median on the distribution-free
+   the usable candidates within `reach` of the best median, the best (and, with `finalists` 2 or more, the
+   cheapest, then the runner-up) are brought to the full repetitions, interleaved. Each is compared with the one of highest median on the distribution-free
    interval of their ratio (analysis.stats.compare at `confidence`): shown slower by more than the margin,
    it is dropped. Finalists not yet separated get the extra rung's repetitions, when there is one. Then,
    with the spread of one repetition now known (pooled over every candidate measured more than once, shrunk
