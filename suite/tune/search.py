@@ -40,21 +40,21 @@ one repetition of one candidate through `measure`:
    each. A value better than the incumbent by more than the margin replaces it, and steps 2-3 run once
    more under the new incumbent; values within the margin keep the incumbent (the axis is not shown to
    matter by the screen).
-4. confirm (successive halving on repetitions): first the better half of the screens within twice the reach
-   of the best get a second repetition (`_second_look`, when that half is more than the best alone); then, of
-   the usable candidates within `reach` of the best median, the best (and, with `finalists` 2 or more, the
-   cheapest, then the runner-up) are brought to the full repetitions, interleaved. Each is compared with the one of highest median on the distribution-free
-   interval of their ratio (analysis.stats.compare at `confidence`): shown slower by more than the margin,
-   it is dropped. Finalists not yet separated get the extra rung's repetitions, when there is one. Then,
-   with the spread of one repetition now known (pooled over every candidate measured more than once, shrunk
-   towards `reach` / 2 and at most that), the other candidate of highest median that could still beat the
-   highest median by more than the margin (within `LATE_Z` of that spread, for the repetitions it has) gets
-   one more repetition at a time while it still could, the others weighed again after it, and one that
-   reaches the full repetitions that way is compared like a finalist: the best screen read high by chance
-   and regresses when confirmed, and a screen that read low by chance must not lose the answer. The search
-   stops when one finalist is left ("separated" when the others were shown slower, "out of reach" when none
-   other reached the final rung), when every one left is shown within the margin of the highest ("within
-   margin"), or when the rungs are spent ("not separated").
+4. confirm (successive halving on repetitions): first the better half of the screens within twice the reach of
+   the best get a second repetition (`_second_look`, when that half is more than the best alone); then, of the
+   usable candidates within `reach` of the best median, the best (and, with `finalists` 2 or more, the
+   cheapest, then the runner-up) are brought to the full repetitions, interleaved. Each is compared with the
+   one of highest median on the distribution-free interval of their ratio (analysis.stats.compare at
+   `confidence`): shown slower by more than the margin, it is dropped. Finalists not yet separated get the
+   extra rung's repetitions, when there is one. Then, with the spread of one repetition now known (pooled over
+   every candidate measured more than once, shrunk towards `reach` / 2 and at most that), the other candidate
+   of highest median that could still beat the highest median by more than the margin (within `LATE_Z` of that
+   spread, for the repetitions it has) gets one more repetition at a time while it still could, the others
+   weighed again after it, and one that reaches the full repetitions that way is compared like a finalist: the
+   best screen read high by chance and regresses when confirmed, and a screen that read low by chance must not
+   lose the answer. The search stops when one finalist is left ("separated" when the others were shown slower,
+   "out of reach" when none other reached the final rung), when every one left is shown within the margin of
+   the highest ("within margin"), or when the rungs are spent ("not separated").
 
 The answer is the finalist of highest median; when every finalist left is shown within the margin of it,
 the cheapest of them instead (fewest workers, then least memory, then fewest non-default settings). A
