@@ -3,8 +3,8 @@ tune.json scenario is scored against the grid's records as documented."""
 
 import pytest
 
-from suite.bench.tune_vs_grid import (grid_cells, holdout_scores, matrix_study_text, over_runs, scenario_row,
-                                      summary)
+from suite.bench.tune_vs_grid import (control_row, control_scores, grid_cells, holdout_scores, matrix_study_text,
+                                      over_runs, scenario_row, summary)
 from suite.record import Record
 from suite.study import load_study
 from suite.tune.space import scenarios
@@ -22,11 +22,20 @@ def test_matrices_are_the_quick_study_per_workload(tmp_path, quick, workers, n_c
     assert len(scenarios(study.cells)) == len(n_cores)
 
 
-def _records(cell_values: dict[str, list[float]], seconds: float):
+def test_the_doubled_grid_of_the_control_has_the_same_cells(tmp_path):
+    one, two = tmp_path / "one.toml", tmp_path / "two.toml"
+    one.write_text(matrix_study_text("jpeg", False))
+    two.write_text(matrix_study_text("jpeg", False, repetitions=6))
+    a, b = load_study(one, max_cores=2), load_study(two, max_cores=2)
+    assert a.name == b.name and b.settings.repetitions == 6
+    assert [c.cell_id for c in a.cells] == [c.cell_id for c in b.cells]
+
+
+def _records(cell_values: dict[str, list[float]], seconds: float, first_rep: int = 0):
     workers = {"a": 4, "b": 2, "c": 0}
     out = []
     for cid, values in cell_values.items():
-        for rep, v in enumerate(values):
+        for rep, v in enumerate(values, start=first_rep):
             rec = Record(study="s", cell_id=cid, repetition=rep, config={"num_workers": workers[cid]}, status="ok",
                          launcher={},
                          started_at="2026-01-01T00:00:00+00:00", finished_at=f"2026-01-01T00:00:0{int(seconds)}+00:00",
@@ -67,6 +76,42 @@ def test_scenario_row_scores_the_tuned_cell_on_the_grids_records_and_on_fresh_re
     assert s["min_fraction_of_best_in_grid"] == pytest.approx(91 / 101)
     assert s["per_matrix"]["cpu"] == {"fraction_of_cost": pytest.approx(12 / 36),
                                       "min_fraction_of_best": pytest.approx(82 / 102)}
+
+
+def test_a_second_grid_is_scored_like_tune_against_the_first():
+    records = (_records({"a": [100, 101, 102], "b": [90, 91, 92], "c": [50, 51, 52]}, seconds=2)
+               + _records({"a": [95, 96, 97], "b": [99, 100, 98], "c": [50, 51, 52]}, seconds=2, first_rep=3))
+    first, second = grid_cells(records, range(3)), grid_cells(records, range(3, 6))
+    assert first["a"]["values"] == [100, 101, 102] and second["a"]["values"] == [95, 96, 97]
+    assert first["a"]["cell_s"] == pytest.approx(6.0)  # the cost is the first grid's alone
+    row = control_row(scenario_row(_scenario("a", 6.0), ["a", "b", "c"], first), ["a", "b", "c"], first, second)
+    assert row["control"] == {"cell": "b", "num_workers": 2, "fraction_of_best": None}  # the second grid chose b
+    scored = control_scores(row, chosen=[90, 91, 92, 93, 94], best=[100, 101, 102, 103, 104])
+    assert scored["control"]["fraction_of_best"] == pytest.approx(92 / 102)
+    assert scored["control"]["verdict"] == "slower"
+    assert scored["fraction_of_best"] == 1.0  # tune chose the first grid's best: its own score is unchanged
+    same = control_row(row, ["a", "b", "c"], first, first)
+    assert same["control"]["fraction_of_best"] == 1.0 and same["control"]["verdict"] == "the grid's best"
+    s = summary([{"workload": "cpu", "scenarios": [scored]}])
+    assert s["per_matrix"]["cpu"]["control_min_fraction_of_best"] == pytest.approx(92 / 102)
+    o = over_runs([s, summary([{"workload": "cpu", "scenarios": [same]}])])
+    assert o["per_matrix"]["cpu"]["control_runs_met_best"] == 1
+    assert o["per_matrix"]["cpu"]["control_min_fraction_of_best"] == [pytest.approx(92 / 102), 1.0]
+
+    import io
+
+    from rich.console import Console
+
+    from suite.bench.render import tune_vs_grid
+
+    out = io.StringIO()
+    run = {"matrices": [{"workload": "cpu", "scenarios": [scored]}], "summary": s}
+    tune_vs_grid({"targets": {"fraction_of_best": 0.95, "fraction_of_cost": 0.30}, "confidence": 0.9,
+                  "holdout_repetitions": 5, "control": True, "runs": [run, run],
+                  "over_runs": over_runs([s, s])}, Console(file=out, width=250))
+    text = out.getvalue()
+    assert "2nd grid of best" in text and "0.902" in text and "(a second grid: 0.902)" in text
+    assert "a second grid reached 95% of the first one's best in 0 of 2 runs" in text
 
 
 def test_the_table_shows_both_fractions_and_the_per_matrix_cost():

@@ -15,6 +15,9 @@ JSON schema history (SCHEMA):
   loaderbench.bench/5  tune_vs_grid: `runs` (each with its matrices, summary and load averages) and
                        `over_runs` (per matrix over the runs: costs, lowest fractions of the best, their medians,
                        runs that met both targets) instead of one run's matrices and summary
+  loaderbench.bench/6  tune_vs_grid: `control` (--grid-control): per scenario the second grid's choice scored
+                       like tune's (`control`), per matrix its lowest fraction of the best, and over the runs
+                       how often it met 95%
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from typing import Any
 
 from suite.bench.common import IMAGES, describe, json_safe, loadavg
 
-SCHEMA = "loaderbench.bench/5"
+SCHEMA = "loaderbench.bench/6"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tune-runs", type=int, default=1,
                    help="independent runs of tune against the full grid, to see how its targets fare over runs "
                         "(default: %(default)s; about 10 minutes each)")
+    p.add_argument("--grid-control", action="store_true",
+                   help="measure the grid of part 7 twice and score the second grid's choice like tune's: the noise "
+                        "floor of its targets on this machine (one more grid's time per run)")
     p.add_argument("--probe-interval", type=float, default=None,
                    help="probe interval in s (default: the study default, [study] probe_interval_s)")
     p.add_argument("--records", type=int, default=None, help="records for analysis.bench_scale (default 100000)")
@@ -122,7 +128,7 @@ def run_parts(args, result: dict, host: dict, probe_interval: float, err) -> Non
         result["tune_vs_grid"] = tune_vs_grid(
             args.quick, args.tune_runs,
             on_run=(lambda i: err.print(f"[dim]   run {i + 1} of {args.tune_runs}[/dim]")) if args.tune_runs > 1
-            else None)
+            else None, control=args.grid_control)
     records = args.records or (20_000 if args.quick else 100_000)
     if args.skip_scale:
         result["analysis_scale"] = {"available": False, "skipped": True, "records": records}

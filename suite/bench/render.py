@@ -210,18 +210,22 @@ def _tune_run(tg: dict, run: dict, which: str, console) -> None:
                f"cell-seconds); where the two chose differently, both settings measured again "
                f"({tg.get('holdout_repetitions')} fresh repetitions each, compared at {pct(tg['confidence'])}){loads}",
                ["matrix", "scenario", "tuned", "grid's best", "of best", "tuned vs best", "in grid",
-                "grid's best read high", "tune cell-s", "grid cell-s", "of cost", "runs"],
-               left=("scenario", "tuned", "grid's best", "tuned vs best"))
+                "grid's best read high", "tune cell-s", "grid cell-s", "of cost", "runs"]
+               + (["2nd grid", "2nd grid of best"] if tg.get("control") else []),
+               left=("scenario", "tuned", "grid's best", "tuned vs best", "2nd grid"))
     for m in run["matrices"]:
         for r in m["scenarios"]:
             tuned = r.get("tuned") or {}
+            control = r.get("control") or {}
             t.add_row(m["workload"], r["scenario"], f"w={tuned.get('num_workers', '?')}",
                       f"w={r.get('grid_best_num_workers', '?')}", fmt(r.get("fraction_of_best"), ".3f"),
                       f"{r['verdict']} {r.get('comparison', '')}".strip(),
                       fmt(r.get("fraction_of_best_in_grid"), ".3f"),
                       fmt(r.get("grid_best_over_holdout"), ".3f"), fmt(r["tune_cell_seconds"], ".0f"),
                       fmt(r["grid_cell_seconds"], ".0f"), fmt(r.get("fraction_of_cost"), ".2f"),
-                      f"{r['tune_measurements']}/{r['grid_measurements']}")
+                      f"{r['tune_measurements']}/{r['grid_measurements']}",
+                      *([f"w={control.get('num_workers', '?')}", fmt(control.get("fraction_of_best"), ".3f")]
+                        if tg.get("control") else []))
     console.print(t)
     s = run["summary"]
     console.print(f"   {s['met_best']} of {s['scenarios']} scenarios at >= {tgt['fraction_of_best']:.0%} of the "
@@ -232,8 +236,10 @@ def _tune_run(tg: dict, run: dict, which: str, console) -> None:
                   f"{fmt(s['fraction_of_cost_overall'], '.2f')}, {s['tune_cell_seconds']:.0f} of "
                   f"{s['grid_cell_seconds']:.0f} cell-s)")
     for workload, pm in (s.get("per_matrix") or {}).items():
+        control = (f" (a second grid: {fmt(pm['control_min_fraction_of_best'], '.3f')})"
+                   if "control_min_fraction_of_best" in pm else "")
         console.print(f"   {workload}: {fmt(pm['fraction_of_cost'], '.2f')} of the grid's cell-seconds, lowest "
-                      f"fraction of the grid's best {fmt(pm['min_fraction_of_best'], '.3f')}")
+                      f"fraction of the grid's best {fmt(pm['min_fraction_of_best'], '.3f')}{control}")
 
 
 def _tune_over_runs(tg: dict, console) -> None:
@@ -248,6 +254,11 @@ def _tune_over_runs(tg: dict, console) -> None:
                   fmt(pm["median_fraction_of_cost"], ".2f"), fmt(pm["median_min_fraction_of_best"], ".3f"),
                   f"{pm['runs_met_both']} of {pm['runs']}")
     console.print(t)
+    for workload, pm in o["per_matrix"].items():
+        if "control_min_fraction_of_best" in pm:
+            console.print(f"   {workload}: a second grid reached {tgt['fraction_of_best']:.0%} of the first one's best "
+                          f"in {pm['control_runs_met_best']} of {pm['runs']} runs ("
+                          + " ".join(fmt(x, ".3f") for x in pm["control_min_fraction_of_best"]) + ")")
     console.print(f"   both targets (>= {tgt['fraction_of_best']:.0%} of the best, <= "
                   f"{tgt['fraction_of_cost']:.0%} of the cost) for every matrix in {o['runs_met_both_everywhere']} "
                   f"of {o['runs']} runs")

@@ -17,6 +17,11 @@ the ratio of those medians, with their distribution-free comparison (analysis.st
 records (`fraction_of_best_in_grid`) and how far the grid's best read above its re-measurement
 (`grid_best_over_holdout`) are reported beside it. Targets reported against, never asserted: at least
 `TARGET_OF_BEST` of the grid's best for at most `TARGET_OF_COST` of its cell-seconds.
+
+`control`: the grid is measured twice as many repetitions, and its second half (repetitions 3-5, a second
+grid of the same cells, interleaved in the same run) chooses too; its choice is measured again with the others
+and scored against the first grid's like tune's. How often a second full grid reaches 95% of the first one's
+best is the noise floor of the target on this machine: what no search can beat from the same measurements.
 """
 
 from __future__ import annotations
@@ -46,13 +51,15 @@ def _toml(v: Any) -> str:
     return ("true" if v else "false") if isinstance(v, bool) else json.dumps(v)
 
 
-def matrix_study_text(workload: str, quick: bool, base: Path = QUICK_STUDY) -> str:
+def matrix_study_text(workload: str, quick: bool, base: Path = QUICK_STUDY, repetitions: int | None = None) -> str:
     """The quick study's matrix for one workload (its settings, dataset and other axes), full JPEG pipeline
-    only; with `quick`, one core and num_workers 0, 1, 2, 4."""
+    only; with `quick`, one core and num_workers 0, 1, 2, 4; `repetitions` replaces the study's."""
     import tomllib
 
     raw = tomllib.loads(base.read_text())
     study = {k: v for k, v in raw["study"].items() if k not in ("name", "description")}
+    if repetitions is not None:
+        study["repetitions"] = repetitions
     matrix = dict(raw["matrix"])
     matrix["workload"] = [workload]
     matrix["jpeg_stage"] = ["full"]
@@ -66,14 +73,14 @@ def matrix_study_text(workload: str, quick: bool, base: Path = QUICK_STUDY) -> s
     return "\n".join(lines) + "\n"
 
 
-def grid_cells(records) -> dict[str, dict[str, Any]]:
+def grid_cells(records, repetitions: range | None = None) -> dict[str, dict[str, Any]]:
     """Per cell id: its num_workers, the ok samples_per_s of the grid's records and their cell-seconds (ok or
-    not)."""
+    not); of the repetitions in `repetitions` only, when given (one grid of a doubled one)."""
     from suite.tune.measure import cell_seconds
 
     out: dict[str, dict[str, Any]] = {}
     for rec in records:
-        if not isinstance(rec, dict):
+        if not isinstance(rec, dict) or (repetitions is not None and rec.get("repetition") not in repetitions):
             continue
         row = out.setdefault(rec["cell_id"], {"values": [], "cell_s": 0.0,
                                               "num_workers": (rec.get("config") or {}).get("num_workers")})
@@ -117,6 +124,34 @@ def scenario_row(scenario: dict[str, Any], cell_ids: list[str], grid: dict[str, 
     return row
 
 
+def control_row(row: dict[str, Any], cell_ids: list[str], grid: dict[str, dict[str, Any]],
+                second: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The second grid's choice (its highest median) beside tune's, on the first grid's records: `control`
+    holds its cell, and its fraction of the best once scored (1 where it chose the first grid's best)."""
+    medians = {cid: float(np.median(second[cid]["values"])) for cid in cell_ids if second.get(cid, {}).get("values")}
+    if not medians or row.get("grid_best_cell") is None:
+        return {**row, "control": None}
+    cid = max(medians, key=medians.get)
+    control = {"cell": cid, "num_workers": second[cid]["num_workers"], "fraction_of_best": None}
+    if cid == row["grid_best_cell"]:
+        control.update(fraction_of_best=1.0, verdict="the grid's best")
+    return {**row, "control": control}
+
+
+def control_scores(row: dict[str, Any], chosen: list[float], best: list[float]) -> dict[str, Any]:
+    """Score the second grid's choice on fresh repetitions like tune's (`chosen`, `best`: the ok samples_per_s)."""
+    from analysis.stats import compare
+
+    control = dict(row["control"])
+    if not chosen or not best:
+        control.update(verdict="a re-measurement failed")
+    else:
+        cmp = compare(best, chosen, min_effect=0.05, confidence=CONFIDENCE)
+        control.update(fraction_of_best=float(np.median(chosen)) / float(np.median(best)), verdict=cmp.verdict,
+                       comparison=cmp.interval_text())
+    return {**row, "control": control}
+
+
 def holdout_scores(row: dict[str, Any], tuned: list[float], best: list[float]) -> dict[str, Any]:
     """Score a scenario whose two chosen settings differ on their fresh repetitions (`tuned`, `best`: the ok
     samples_per_s of each): the ratio of medians, its comparison, and how far the grid's best read high."""
@@ -141,20 +176,28 @@ def _remeasure(study, rows: list[dict[str, Any]], cells: dict[str, Any], root: P
     from suite.tune.measure import observation
 
     todo = [r for r in rows if r.get("fraction_of_best_in_grid") is not None and r["tuned_cell"] != r["grid_best_cell"]]
-    if not todo:
+    control = [r for r in rows if (r.get("control") or {}).get("fraction_of_best") is None and r.get("control")]
+    if not todo and not control:
         return rows
     store, settings, name = Store(root), CellSettings.of(study), f"{study.name}-holdout"
     runner = TaskRunner(dataset_spec(study))
     values: dict[str, list[float]] = {}
+    pairs = [(r["tuned_cell"], r["grid_best_cell"]) for r in todo] + [(r["control"]["cell"], r["grid_best_cell"])
+                                                                      for r in control]
     for rep in range(HOLDOUT_REPETITIONS):
-        for cid in dict.fromkeys(c for r in todo for c in (r["tuned_cell"], r["grid_best_cell"])):
+        for cid in dict.fromkeys(c for pair in pairs for c in pair):
             obs = observation(runner.run(Task(name, cells[cid], rep), store, settings), "samples_per_s", False)
             values.setdefault(cid, [])
             if obs.ok:
                 values[cid].append(obs.value)
-    redo = {id(r) for r in todo}
-    return [holdout_scores(r, values[r["tuned_cell"]], values[r["grid_best_cell"]]) if id(r) in redo else r
-            for r in rows]
+    redo, recontrol = {id(r) for r in todo}, {id(r) for r in control}
+    out = []
+    for r in rows:
+        scored = holdout_scores(r, values[r["tuned_cell"]], values[r["grid_best_cell"]]) if id(r) in redo else r
+        if id(r) in recontrol:
+            scored = control_scores(scored, values[r["control"]["cell"]], values[r["grid_best_cell"]])
+        out.append(scored)
+    return out
 
 
 def _run_grid(study, root: Path) -> float:
@@ -175,24 +218,24 @@ def _run_tune(study, root: Path) -> tuple[dict, float]:
     return run.result, time.perf_counter() - t0
 
 
-def tune_vs_grid(quick: bool, runs: int = 1, on_run: Any = None) -> dict[str, Any]:
+def tune_vs_grid(quick: bool, runs: int = 1, on_run: Any = None, control: bool = False) -> dict[str, Any]:
     """`runs` independent runs of tune against the grid (fresh records each), and how the targets fared over
     them: a scenario's answer at the noise floor of one repetition can fall either side of a target in one run,
     so several runs give its distribution (as pyperf runs a benchmark in several processes). `on_run(i)` is
-    told before each run starts."""
+    told before each run starts. `control`: a second grid chooses too, and is scored like tune (module doc)."""
     out = []
     for i in range(runs):
         if on_run is not None:
             on_run(i)
         start = loadavg()
-        run = _one_run(quick)
+        run = _one_run(quick, control)
         out.append({**run, "load": {"start": start, "end": loadavg()}})
     return {"quick": quick, "targets": {"fraction_of_best": TARGET_OF_BEST, "fraction_of_cost": TARGET_OF_COST},
-            "confidence": CONFIDENCE, "holdout_repetitions": HOLDOUT_REPETITIONS, "runs": out,
+            "confidence": CONFIDENCE, "holdout_repetitions": HOLDOUT_REPETITIONS, "control": control, "runs": out,
             "over_runs": over_runs([r["summary"] for r in out])}
 
 
-def _one_run(quick: bool) -> dict[str, Any]:
+def _one_run(quick: bool, control: bool = False) -> dict[str, Any]:
     from suite.store import Store
     from suite.study import load_study
     from suite.tune.space import scenarios
@@ -204,16 +247,27 @@ def _one_run(quick: bool) -> dict[str, Any]:
             path = root / f"{workload}.toml"
             path.write_text(matrix_study_text(workload, quick))
             study = load_study(path)
+            reps = study.settings.repetitions
+            grid_study = study
+            if control:  # the same cells, twice the repetitions: two grids, interleaved
+                doubled = root / f"{workload}-control.toml"
+                doubled.write_text(matrix_study_text(workload, quick, repetitions=2 * reps))
+                grid_study = load_study(doubled)
             if i % 2 == 0:
-                grid_wall = _run_grid(study, root / "results")
+                grid_wall = _run_grid(grid_study, root / "results")
                 result, tune_wall = _run_tune(study, root / "results")
             else:
                 result, tune_wall = _run_tune(study, root / "results")
-                grid_wall = _run_grid(study, root / "results")
-            grid = grid_cells(r for _, r in Store(root / "results").records(study.name))
+                grid_wall = _run_grid(grid_study, root / "results")
+            records = [r for _, r in Store(root / "results").records(study.name)]
+            grid = grid_cells(records, range(reps))
             spaces = scenarios(study.cells)
             rows = [scenario_row(sc, [c.key for c in space.candidates], grid)
                     for sc, space in zip(result["scenarios"], spaces)]
+            if control:
+                second = grid_cells(records, range(reps, 2 * reps))
+                rows = [control_row(r, [c.key for c in space.candidates], grid, second)
+                        for r, space in zip(rows, spaces)]
             t0 = time.perf_counter()
             rows = _remeasure(study, rows, {c.key: c.cell for space in spaces for c in space.candidates},
                               root / "results")
@@ -247,6 +301,9 @@ def summary(matrices: list[dict]) -> dict[str, Any]:
         per_matrix[m["workload"]] = {
             "fraction_of_cost": sum(r["tune_cell_seconds"] for r in m["scenarios"]) / g if g else None,
             "min_fraction_of_best": None if None in fb or not fb else min(fb)}
+        if any("control" in r for r in m["scenarios"]):
+            cb = [(r.get("control") or {}).get("fraction_of_best") for r in m["scenarios"]]
+            per_matrix[m["workload"]]["control_min_fraction_of_best"] = None if None in cb or not cb else min(cb)
     return {"scenarios": len(rows), "met_best": sum(b >= TARGET_OF_BEST for b in best),
             "met_cost": sum(c <= TARGET_OF_COST for c in cost),
             "median_fraction_of_best": float(np.median(best)) if best else None,
@@ -273,6 +330,11 @@ def over_runs(summaries: list[dict]) -> dict[str, Any]:
             "fraction_of_cost": cost, "min_fraction_of_best": best,
             "median_fraction_of_cost": _median(cost), "median_min_fraction_of_best": _median(best),
             "runs_met_both": sum(met(pm) for pm in pms), "runs": len(pms)}
+        if any("control_min_fraction_of_best" in pm for pm in pms):
+            control = [pm.get("control_min_fraction_of_best") for pm in pms]
+            per_matrix[workload].update(
+                control_min_fraction_of_best=control,
+                control_runs_met_best=sum(c is not None and c >= TARGET_OF_BEST for c in control))
     return {"runs": len(summaries), "per_matrix": per_matrix,
             "runs_met_both_everywhere": sum(all(met(pm) for pm in s["per_matrix"].values()) for s in summaries)}
 
