@@ -322,6 +322,14 @@ def test_a_busy_core_bounds_the_rules_of_thumb_it_kept_out():
     assert cores_rule["num_workers"] == 1 and cores_rule["at_most"] == pytest.approx(480 / 0.98)
     assert cores_rule["bound"] == "its busy core"
     assert "workers = cores: 1 (at most +2%, its busy core)" in _rules_line(row)
+    from suite.tune.render import render
+
+    text = render({"options": {"margin": 0.05}, "scenarios": [row], "records": "r",
+                   "cost": {**row["cost"], "measured_now": 3, "reused": 0}})
+    assert "one candidate (0 workers kept the one core 98% busy: nothing with workers can beat them by 5%)" in text
+    # a scenario of the 0-workers cell alone has nothing with workers to rule out
+    (alone,) = scenarios(study_of({"num_workers": [0], "cores": [1]}).cells)
+    assert search(alone, _busy({0: 480}, 0.98), TuneOptions(), RUNGS).busy_core is None
 
 
 def _scripted(values: dict[int, list[float]]):

@@ -115,7 +115,10 @@ def render(result: dict[str, Any], path: str | None = None) -> str:
     lines = []
     margin = f"{100 * result['options']['margin']:g}%"
     for sc in result["scenarios"]:
-        lines.append(f"# {sc['label']}: {sc['stop']}; {_cost(sc['cost'])}")
+        busy = sc.get("busy_core")
+        stop = sc["stop"] + (f" (0 workers kept the one core {busy:.0%} busy: nothing with workers can beat them by "
+                             f"{margin})" if busy is not None else "")
+        lines.append(f"# {sc['label']}: {stop}; {_cost(sc['cost'])}")
         lines.append(answer_line(sc).replace("within the margin", f"within {margin}"))
         rules = _rules_line(sc) if sc["answer"] is not None else None
         if rules:

@@ -610,7 +610,8 @@ class ScenarioSearch:
             inc = new
         self._second_look()
         self._confirm()
-        self.out.busy_core = self._busy_core(self._curve(self.s.base))
+        if any(n > 0 for n in self.s.workers):  # there were settings with workers to rule out
+            self.out.busy_core = self._busy_core(self._curve(self.s.base))
         return self.out
 
 
