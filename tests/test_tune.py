@@ -19,7 +19,8 @@ from suite.tune.evidence import Observation
 from suite.tune.options import TuneError, TuneOptions
 from suite.tune.render import _rules_line, answer_line, dataloader_call
 from suite.tune.run import EXIT_ANSWERED, EXIT_NO_ANSWER, run_tune
-from suite.tune.search import NO_USABLE, ONE_CANDIDATE, SEPARATED, WITHIN_MARGIN, geometric_subset, search
+from suite.tune.outcome import NO_USABLE, ONE_CANDIDATE, SEPARATED, WITHIN_MARGIN
+from suite.tune.search import geometric_subset, search
 from suite.tune.space import scenarios
 from tests.conftest import REPO
 

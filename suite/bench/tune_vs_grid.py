@@ -140,31 +140,29 @@ def control_row(row: dict[str, Any], cell_ids: list[str], grid: dict[str, dict[s
 
 def control_scores(row: dict[str, Any], chosen: list[float], best: list[float]) -> dict[str, Any]:
     """Score the second grid's choice on fresh repetitions like tune's (`chosen`, `best`: the ok samples_per_s)."""
-    from analysis.stats import compare
-
-    control = dict(row["control"])
-    if not chosen or not best:
-        control.update(verdict="a re-measurement failed")
-    else:
-        cmp = compare(best, chosen, min_effect=0.05, confidence=CONFIDENCE)
-        control.update(fraction_of_best=float(np.median(chosen)) / float(np.median(best)), verdict=cmp.verdict,
-                       comparison=cmp.interval_text())
-    return {**row, "control": control}
+    return {**row, "control": {**row["control"], **_fresh_ratio(chosen, best)}}
 
 
 def holdout_scores(row: dict[str, Any], tuned: list[float], best: list[float]) -> dict[str, Any]:
     """Score a scenario whose two chosen settings differ on their fresh repetitions (`tuned`, `best`: the ok
     samples_per_s of each): the ratio of medians, its comparison, and how far the grid's best read high."""
+    out = {**row, "holdout": {"repetitions": HOLDOUT_REPETITIONS, "tuned": tuned, "best": best},
+           **_fresh_ratio(tuned, best)}
+    if tuned and best:
+        out["grid_best_over_holdout"] = row["grid_best_median"] / float(np.median(best))
+    return out
+
+
+def _fresh_ratio(chosen: list[float], best: list[float]) -> dict[str, Any]:
+    """A choice against the grid's best on fresh repetitions: the ratio of medians and its comparison (5% effect,
+    `CONFIDENCE`), or that a re-measurement failed."""
     from analysis.stats import compare
 
-    out = {**row, "holdout": {"repetitions": HOLDOUT_REPETITIONS, "tuned": tuned, "best": best}}
-    if not tuned or not best:
-        return {**out, "verdict": "a re-measurement failed"}
-    m_tuned, m_best = float(np.median(tuned)), float(np.median(best))
-    cmp = compare(best, tuned, min_effect=0.05, confidence=CONFIDENCE)
-    out.update(fraction_of_best=m_tuned / m_best, verdict=cmp.verdict, comparison=cmp.interval_text(),
-               grid_best_over_holdout=row["grid_best_median"] / m_best)
-    return out
+    if not chosen or not best:
+        return {"verdict": "a re-measurement failed"}
+    cmp = compare(best, chosen, min_effect=0.05, confidence=CONFIDENCE)
+    return {"fraction_of_best": float(np.median(chosen)) / float(np.median(best)), "verdict": cmp.verdict,
+            "comparison": cmp.interval_text()}
 
 
 def _remeasure(study, rows: list[dict[str, Any]], cells: dict[str, Any], root: Path) -> list[dict[str, Any]]:

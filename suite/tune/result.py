@@ -30,7 +30,8 @@ from suite.record import now
 from suite.study import Study
 from suite.tune.evidence import Evidence
 from suite.tune.options import TuneOptions
-from suite.tune.search import ScenarioOutcome, one_process_rate
+from suite.tune.outcome import ScenarioOutcome
+from suite.tune.search import one_process_rate
 from suite.tune.space import SETTING_AXES
 
 SCHEMA = "loaderbench.tune/3"

@@ -19,9 +19,10 @@ from suite.store import Store, atomic_write_json
 from suite.study import Study
 from suite.tune.measure import CellMeasurer, tune_study_name
 from suite.tune.options import TuneError, TuneOptions
+from suite.tune.outcome import Step
 from suite.tune.render import number, render
 from suite.tune.result import build_result
-from suite.tune.search import Step, search
+from suite.tune.search import search
 from suite.tune.space import Scenario, scenarios
 
 EXIT_ANSWERED = 0
