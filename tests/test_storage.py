@@ -1,7 +1,7 @@
 """suite/storage without the runner: which worker reads which shard, shards written and read back (and caught
-when truncated wherever they are cut), the exactly-once count per pass, the delaying proxy's latency and
-bandwidth (lower bounds on time only: load can slow a request, never speed it up), the missing-tool error and
-the study rules."""
+when truncated wherever they are cut, told apart from a server gone mid-answer), the exactly-once count per
+pass, the delaying proxy's latency and bandwidth (lower bounds on time only: load can slow a request, never
+speed it up), the missing-tool error and the study rules."""
 
 from __future__ import annotations
 
@@ -241,6 +241,76 @@ def test_proxy_closes_the_client_when_the_server_is_gone():
     finally:
         proc.kill()
         proc.wait()
+
+
+# --- the client ------------------------------------------------------------------------------------------------
+
+def _shard_bytes() -> bytes:
+    """A two-sample shard in webdataset layout, in memory."""
+    import io
+
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for key in ("a", "b"):
+            for ext, data in (("jpg", BODY[:4000]), ("cls", b"1")):
+                info = tarfile.TarInfo(f"{key}.{ext}")
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+def _cut_server(body: bytes, sent: int) -> tuple[socket.socket, threading.Thread]:
+    """A server that promises `body`, sends `sent` bytes of it and closes: a server killed mid-answer."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve():
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body[:sent])
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return listener, thread
+
+
+def test_a_server_gone_mid_shard_is_unreachable_not_a_truncated_shard():
+    """http.client ends a sized read quietly when the connection closes early; the tar reader would then call the
+    shard truncated. The client must name the fault that happened: the server stopped answering."""
+    import torch
+
+    from suite.storage.client import Endpoint, HttpClient, StorageUnreachable
+
+    shard, name = _shard_bytes(), "shard-000000.tar"
+    for cut in (3_000, 5_000):  # inside the first sample; after it, inside the second
+        listener, thread = _cut_server(shard, sent=cut)
+        with listener:
+            port = listener.getsockname()[1]
+            counters = torch.zeros((1, 4), dtype=torch.int64)
+            client = HttpClient(Endpoint(f"http://127.0.0.1:{port}/", "pooled", 10.0, counters, 1))
+            resp = client.open(name)
+            samples = read_samples(resp, lambda size=-1: client.read(resp, name, size), name, len(shard), 2,
+                                   client.url(name))
+            with pytest.raises(StorageUnreachable, match="stopped answering"):
+                list(samples)
+            thread.join(10)
+
+
+def test_a_complete_answer_reads_to_its_end_without_a_fault():
+    import torch
+
+    from suite.storage.client import Endpoint, HttpClient
+
+    shard = _shard_bytes()
+    listener, thread = _cut_server(shard, sent=len(shard))
+    with listener:
+        port = listener.getsockname()[1]
+        counters = torch.zeros((1, 4), dtype=torch.int64)
+        client = HttpClient(Endpoint(f"http://127.0.0.1:{port}/", "pooled", 10.0, counters, 1))
+        resp = client.open("x")
+        got = b"".join(iter(lambda: client.read(resp, "x", 1024), b""))
+        assert got == shard
+        thread.join(10)
 
 
 # --- what is missing, what is allowed --------------------------------------------------------------------------

@@ -147,8 +147,12 @@ class HttpClient:
 
     def read(self, resp: http.client.HTTPResponse, path: str, size: int = -1) -> bytes:
         """Read from a response, turning a connection lost mid-answer or a stall into a typed fault."""
+        owed = resp.length  # bytes the Content-Length still promises (None: unknown)
         try:
-            return resp.read(size) if size >= 0 else resp.read()
+            data = resp.read(size) if size >= 0 else resp.read()
+            if size and not data and owed:  # http.client reads a connection closed mid-body as a quiet end
+                raise http.client.IncompleteRead(b"", owed)
+            return data
         except TimeoutError as exc:
             self._drop()
             raise self.timeout(path) from exc
