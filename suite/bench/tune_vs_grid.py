@@ -174,7 +174,7 @@ def _remeasure(study, rows: list[dict[str, Any]], cells: dict[str, Any], root: P
     from suite.tune.measure import observation
 
     todo = [r for r in rows if r.get("fraction_of_best_in_grid") is not None and r["tuned_cell"] != r["grid_best_cell"]]
-    control = [r for r in rows if (r.get("control") or {}).get("fraction_of_best") is None and r.get("control")]
+    control = [r for r in rows if r.get("control") and r["control"]["fraction_of_best"] is None]
     if not todo and not control:
         return rows
     store, settings, name = Store(root), CellSettings.of(study), f"{study.name}-holdout"

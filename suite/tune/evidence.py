@@ -22,8 +22,8 @@ from suite.tune.space import Candidate, cheapness
 class Observation:
     """One repetition of a candidate. `value` is the objective (None unless ok); `memory_bytes` the cell's USS
     peak; `cell_s` what the repetition took, start to end; `reused`: read from a record of an earlier run;
-    `cpu_busy`: CPU seconds of the loading processes (main and workers) per second of the loop, the cores they
-    kept busy (None when the record has none)."""
+    `cpu_busy`: CPU seconds of the loading processes (main, workers, pin-memory thread) per second of the loop,
+    the cores they kept busy (None when the record has none)."""
 
     status: str
     value: float | None = None
