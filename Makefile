@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_VERSION ?= 2.14.1
 TORCHVISION_VERSION ?= 0.29.1
-STUDY ?= suite/studies/quick.toml
+STUDY ?= quick
 RESULTS ?= results
 FIGURES ?= figures
 CLUSTER ?= slurm
@@ -14,7 +14,7 @@ RUN_ARGS ?=
 BENCH_ARGS ?=
 TUNE_ARGS ?=
 
-.PHONY: setup local run tune figures test test-stress storage-tools bench submit status clean
+.PHONY: setup local run tune figures check test test-stress storage-tools bench submit status clean
 .DEFAULT_GOAL := local
 
 $(VENV)/.installed: pyproject.toml
@@ -27,25 +27,31 @@ $(VENV)/.installed: pyproject.toml
 setup: $(VENV)/.installed  ## create .venv and install torch, the project and its dev tools
 
 local: setup  ## run STUDY here, then draw the figures of everything under RESULTS (fails if a cell failed)
-	$(PY) -m suite run "$(STUDY)" --results "$(RESULTS)" $(RUN_ARGS); rc=$$?; \
-	$(PY) -m analysis "$(RESULTS)" --figures "$(FIGURES)" && exit $$rc
+	$(PY) -m loaderbench run "$(STUDY)" --results "$(RESULTS)" $(RUN_ARGS); rc=$$?; \
+	$(PY) -m loaderbench.analysis "$(RESULTS)" --figures "$(FIGURES)" && exit $$rc
 
 run: setup  ## run STUDY here without drawing (RUN_ARGS="-k PATTERN --no-retry-failed")
-	$(PY) -m suite run "$(STUDY)" --results "$(RESULTS)" $(RUN_ARGS)
+	$(PY) -m loaderbench run "$(STUDY)" --results "$(RESULTS)" $(RUN_ARGS)
 
 tune: setup  ## the best DataLoader settings of STUDY's matrix without the full grid (TUNE_ARGS="--max-memory-mb 4096")
-	$(PY) -m suite tune "$(STUDY)" --results "$(RESULTS)" $(TUNE_ARGS)
+	$(PY) -m loaderbench tune "$(STUDY)" --results "$(RESULTS)" $(TUNE_ARGS)
 
 figures: setup  ## figures, tables and the report from every record under RESULTS (CLUSTER=x: that profile's)
-	$(PY) -m suite figures $(if $(filter command line environment,$(origin RESULTS)),"$(RESULTS)",$(if $(filter command line,$(origin CLUSTER)),--cluster "slurm/$(CLUSTER).toml","$(RESULTS)")) --figures "$(FIGURES)"
+	$(PY) -m loaderbench figures $(if $(filter command line environment,$(origin RESULTS)),"$(RESULTS)",$(if $(filter command line,$(origin CLUSTER)),--cluster "slurm/$(CLUSTER).toml","$(RESULTS)")) --figures "$(FIGURES)"
 
-test: setup storage-tools  ## the test suite, in parallel
+check: setup  ## static checks: the import layers (import-linter), lint and format (ruff), types (mypy)
+	$(VENV)/bin/lint-imports --no-cache
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(PY) -m mypy
+
+test: setup storage-tools check  ## the static checks, then the test suite in parallel
 	$(PY) -m pytest -n auto $(PYTEST_ARGS)
 
 # nginx and iproute2 for storage = "http" cells and their tests; exit 75 (no package archive) and 77 (not root)
 # leave the tests to say what is missing
 storage-tools:  ## install nginx and iproute2 when missing (Debian; needs root)
-	@bash suite/storage/install-tools.sh || { rc=$$?; if [ $$rc = 75 ] || [ $$rc = 77 ]; then \
+	@bash tools/install-storage-tools.sh || { rc=$$?; if [ $$rc = 75 ] || [ $$rc = 77 ]; then \
 		echo "storage-tools: nginx/iproute2 not installed (exit $$rc); the storage tests will say so" >&2; \
 		else exit $$rc; fi; }
 
@@ -53,7 +59,7 @@ test-stress: setup storage-tools  ## the suite STRESS_RUNS times (default 5) bes
 	PY=$(PY) PYTEST_ARGS="$(PYTEST_ARGS)" tests/stress.sh
 
 bench: setup  ## benchmarks of the suite itself (BENCH_ARGS=--quick shortens them)
-	$(PY) -m suite.bench --out $(RESULTS)/bench.json $(BENCH_ARGS)
+	$(PY) -m loaderbench.bench --out $(RESULTS)/bench.json $(BENCH_ARGS)
 
 clean:  ## remove results (all but the shipped results/reference), figures and caches
 	if [ -d "$(RESULTS)" ]; then find "$(RESULTS)" -mindepth 1 -maxdepth 1 ! -name reference -exec rm -rf {} +; fi

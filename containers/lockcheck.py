@@ -33,15 +33,15 @@ try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
     try:
-        import tomli as tomllib  # type: ignore[no-redef]
+        import tomli as tomllib  # type: ignore[no-redef]  # the same module from wherever this Python has it
     except ModuleNotFoundError:
-        from pip._vendor import tomli as tomllib  # type: ignore[no-redef]
+        from pip._vendor import tomli as tomllib  # type: ignore[no-redef]  # the same module from wherever this Python has it
 try:
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
 except ModuleNotFoundError:
-    from pip._vendor.packaging.requirements import Requirement  # type: ignore[no-redef]
-    from pip._vendor.packaging.utils import canonicalize_name  # type: ignore[no-redef]
+    from pip._vendor.packaging.requirements import Requirement  # type: ignore[no-redef]  # the same module from wherever this Python has it
+    from pip._vendor.packaging.utils import canonicalize_name  # type: ignore[no-redef]  # the same module from wherever this Python has it
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCK = "containers/requirements.lock"
@@ -85,7 +85,7 @@ def parse_lock(text: str) -> tuple[list[str], dict[str, Pin]]:
             continue
         stripped = line.strip()
         if stripped.startswith("# via") and current is not None:
-            rest = stripped[len("# via"):].strip()
+            rest = stripped[len("# via") :].strip()
             if rest:
                 current.via.append(rest)
                 in_via = False
@@ -167,7 +167,9 @@ def check(root: Path = ROOT) -> list[str]:
     for name in sorted(wanted - recorded):
         problems.append(f"pyproject dependency {name} is not recorded in {LOCK} (run `make lock`)")
     for name in sorted(recorded - wanted):
-        problems.append(f"{LOCK} records {name} as a pyproject dependency, pyproject no longer has it (run `make lock`)")
+        problems.append(
+            f"{LOCK} records {name} as a pyproject dependency, pyproject no longer has it (run `make lock`)"
+        )
     for req in deps:
         _satisfies(problems, pins, req, "pyproject.toml [project].dependencies")
     for spec in pyproject.get("build-system", {}).get("requires", []):

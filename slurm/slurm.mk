@@ -5,10 +5,10 @@ SUBMIT_ARGS ?=
 .PHONY: submit status testcluster-start testcluster-stop
 
 submit: setup  ## submit STUDY's missing cells as Slurm job arrays with the profile slurm/$(CLUSTER).toml (TUNE=1: one tune job)
-	$(PY) -m suite submit "$(STUDY)" --cluster "$(PROFILE)" $(if $(filter command line environment,$(origin RESULTS)),--results "$(RESULTS)") $(if $(TUNE),--tune $(TUNE_ARGS)) $(SUBMIT_ARGS)
+	$(PY) -m loaderbench submit "$(STUDY)" --cluster "$(PROFILE)" $(if $(filter command line environment,$(origin RESULTS)),--results "$(RESULTS)") $(if $(TUNE),--tune $(TUNE_ARGS)) $(SUBMIT_ARGS)
 
 status: setup  ## per study: done / running / pending / failed cells on Slurm, with job ids
-	$(PY) -m suite status --cluster "$(PROFILE)" $(if $(filter command line environment,$(origin RESULTS)),--results "$(RESULTS)")
+	$(PY) -m loaderbench status --cluster "$(PROFILE)" $(if $(filter command line environment,$(origin RESULTS)),--results "$(RESULTS)")
 
 testcluster-start:  ## install (if missing) and start the single-node test Slurm cluster
 	bash slurm/testcluster/install.sh && bash slurm/testcluster/start.sh

@@ -4,7 +4,7 @@ Workers take batches round-robin (batch b goes to worker b % N, in order); the l
 `N x prefetch_factor` indices at start and one more each time the main process receives a batch, until the
 sampler runs dry. Workers share `cores` CPUs equally (processor sharing): each active worker runs at
 min(1, cores / active) of a core. Every batch costs `batch_s` CPU-seconds. Returns the consumer's timeline
-as suite.harness.LoopTimes, so the window arithmetic can be checked against a known ceiling:
+as loaderbench.measure.loop.LoopTimes, so the window arithmetic can be checked against a known ceiling:
 min(num_workers, cores) / batch_s batches per second (on average, with jitter).
 """
 
@@ -13,11 +13,20 @@ from __future__ import annotations
 import math
 import random
 
-from suite.harness import LoopTimes
+from loaderbench.measure.loop import LoopTimes
 
 
-def simulate(num_workers: int, cores: int, prefetch_factor: int, batches: int, batch_s: float = 0.01,
-             startup_s: float = 0.05, step_s: float = 0.0, jitter: float = 0.0, seed: int = 0) -> LoopTimes:
+def simulate(
+    num_workers: int,
+    cores: int,
+    prefetch_factor: int,
+    batches: int,
+    batch_s: float = 0.01,
+    startup_s: float = 0.05,
+    step_s: float = 0.0,
+    jitter: float = 0.0,
+    seed: int = 0,
+) -> LoopTimes:
     """`jitter`: each batch costs batch_s x (1 + U(-jitter, jitter)), seeded, so workers drift out of phase
     as real ones do (with jitter = 0 they finish in lockstep and nothing is ever made ahead)."""
     rng = random.Random(seed)

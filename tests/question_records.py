@@ -1,6 +1,8 @@
-"""Synthetic records for the questions the studies answer, made by suite.record.Record as the runner makes
-them (nested metrics, env) and flattened by analysis.records into the tidy table: small, deterministic sets for
-tests of analysis.claims and analysis.figures.questions. Every builder takes the effect sizes it should show."""
+"""Synthetic records for the questions the studies answer, made by loaderbench.schema.record.Record as the runner makes
+them (nested metrics, env) and flattened by loaderbench.schema.record_row into the tidy table: small, deterministic sets
+for
+tests of loaderbench.analysis.claims and loaderbench.analysis.figures.questions. Every builder takes the effect sizes
+it should show."""
 
 from __future__ import annotations
 
@@ -9,23 +11,31 @@ import json
 
 import pandas as pd
 
-from analysis import claims as C
-from analysis.derive import MIB
-from analysis.records import flatten
-from suite.record import Record
+from loaderbench.analysis import claims as C
+from loaderbench.analysis.derive import MIB
+from loaderbench.schema.record import Record
+from loaderbench.schema.record_row import flatten
 
-H, F, I = C.HOLDS, C.FAILS, C.INCONCLUSIVE
+H, F, I = C.HOLDS, C.FAILS, C.INCONCLUSIVE  # noqa: E741 - one letter per verdict keeps the tables of expectations readable
 N, X = C.NOT_MEASURED, C.NOT_MEASURABLE  # records missing; not like for like on this machine
 
 
 def rec(study, config, metrics, rep, status="ok", error=None, env=None):
     cfg = {"workload": "sleep", "num_workers": 2, "cores": 2, "start_method": "fork", "epochs": 1, **config}
     cell = "c" + str(abs(hash(json.dumps(cfg, sort_keys=True, default=str))) % 10**12)
-    return Record(study=study, cell_id=cell, repetition=rep, config=cfg, status=status, launcher={"kind": "local"},
-                  started_at="2026-01-01T00:00:00.000+00:00", finished_at="2026-01-01T00:00:01.000+00:00",
-                  metrics=metrics if status == "ok" else {"open_fds_peak": 10}, error=error,
-                  env={"torch": "2.14.1", "numpy": "2.4.6", "physical_cores": 2, "ulimit_nofile": [20000, 20000],
-                       **(env or {})}).to_json()
+    return Record(
+        study=study,
+        cell_id=cell,
+        repetition=rep,
+        config=cfg,
+        status=status,
+        launcher={"kind": "local"},
+        started_at="2026-01-01T00:00:00.000+00:00",
+        finished_at="2026-01-01T00:00:01.000+00:00",
+        metrics=metrics if status == "ok" else {"open_fds_peak": 10},
+        error=error,
+        env={"torch": "2.14.1", "numpy": "2.4.6", "physical_cores": 2, "ulimit_nofile": [20000, 20000], **(env or {})},
+    ).to_json()
 
 
 def table(records) -> pd.DataFrame:
@@ -46,8 +56,9 @@ def decide(rule, df) -> str:
 SM_BASE = {"fork": 0.3, "forkserver": 3.0, "forkserver+preload": 2.0, "spawn": 5.0}
 
 
-def sm_table(ttfb=SM_BASE, gap=None, uss=None, reps=3, nws=(1, 4), payloads=(0.0, 64.0), uss_copies=True,
-             spread=SPREAD):
+def sm_table(
+    ttfb=SM_BASE, gap=None, uss=None, reps=3, nws=(1, 4), payloads=(0.0, 64.0), uss_copies=True, spread=SPREAD
+):
     gap = gap or {"fork": 0.2, "forkserver": 3.0, "forkserver+preload": 0.25, "spawn": 5.0}
     uss = uss or (lambda m, nw, p: nw * (300 + (1.6 * p if m != "fork" else 0)) * MIB)
     out = []
@@ -56,19 +67,31 @@ def sm_table(ttfb=SM_BASE, gap=None, uss=None, reps=3, nws=(1, 4), payloads=(0.0
         cfg = {"start_method": sm, "forkserver_preload": pre, "num_workers": nw, "parent_payload_mb": p, "epochs": 2}
         grow = 1 + 0.2 * (nw - 1) if m == "spawn" else 1
         cpu = nw * (2.5 if m in ("spawn", "forkserver") else 0.1) * jitter(r, spread)
-        out.append(rec("start-method", cfg, {"time_to_first_batch_s": ttfb[m] * grow * jitter(r, spread),
-                                             "cpu_s": {"main": (0.05 + (0.2 * nw * p / 64 if m != "fork" and
-                                                                        uss_copies else 0)) * jitter(r, spread),
-                                                       "workers": cpu},
-                                             "epoch_gap_s": gap[m] * jitter(r, spread), "samples_per_s": 100.0,
-                                             "memory_bytes": {"workers_uss_peak": uss(m, nw, p) * jitter(r, spread)}},
-                       r))
+        out.append(
+            rec(
+                "start-method",
+                cfg,
+                {
+                    "time_to_first_batch_s": ttfb[m] * grow * jitter(r, spread),
+                    "cpu_s": {
+                        "main": (0.05 + (0.2 * nw * p / 64 if m != "fork" and uss_copies else 0)) * jitter(r, spread),
+                        "workers": cpu,
+                    },
+                    "epoch_gap_s": gap[m] * jitter(r, spread),
+                    "samples_per_s": 100.0,
+                    "memory_bytes": {"workers_uss_peak": uss(m, nw, p) * jitter(r, spread)},
+                },
+                r,
+            )
+        )
     return table(out)
 
 
 def timeline(nw, start_mib, growth_mib, samples=10):
-    return [[0.2 * i, 1 + nw, 50 * MIB, 0, 40 * MIB, int(nw * (start_mib + growth_mib * i / (samples - 1)) * MIB)]
-            for i in range(samples)] + [[0.2 * samples, 1, 50 * MIB, 0, 40 * MIB, 0]]
+    return [
+        [0.2 * i, 1 + nw, 50 * MIB, 0, 40 * MIB, int(nw * (start_mib + growth_mib * i / (samples - 1)) * MIB)]
+        for i in range(samples)
+    ] + [[0.2 * samples, 1, 50 * MIB, 0, 40 * MIB, 0]]
 
 
 def cow_records(growth, reps=3, nws=(1, 4), spread=SPREAD, gc_freeze=None):
@@ -80,8 +103,11 @@ def cow_records(growth, reps=3, nws=(1, 4), spread=SPREAD, gc_freeze=None):
         cfg = {"index_backing": b, "index_items": 2_000_000, "num_workers": nw}
         if gc_freeze is not None:
             cfg["gc_freeze"] = gc_freeze
-        out.append(rec("cow-memory", cfg,
-                       {"samples_per_s": 1e5, "memory_timeline": timeline(nw, 20, g * jitter(r, spread))}, r))
+        out.append(
+            rec(
+                "cow-memory", cfg, {"samples_per_s": 1e5, "memory_timeline": timeline(nw, 20, g * jitter(r, spread))}, r
+            )
+        )
     return out
 
 
@@ -96,9 +122,18 @@ def pers_table(gap, total, reps=3, epochs=(1, 5), spread=SPREAD):
     out = []
     for sm, p, e, r in itertools.product(("fork", "spawn"), (False, True), epochs, range(reps)):
         g = gap[(sm, p)] if e > 1 else None
-        out.append(rec("persistence", {"start_method": sm, "persistent_workers": p, "epochs": e},
-                       {"epoch_gap_s": None if g is None else g * jitter(r, spread),
-                        "total_s": total[(sm, p)] * e * jitter(r, spread), "epoch_s": [1.0] * e}, r))
+        out.append(
+            rec(
+                "persistence",
+                {"start_method": sm, "persistent_workers": p, "epochs": e},
+                {
+                    "epoch_gap_s": None if g is None else g * jitter(r, spread),
+                    "total_s": total[(sm, p)] * e * jitter(r, spread),
+                    "epoch_s": [1.0] * e,
+                },
+                r,
+            )
+        )
     return table(out)
 
 
@@ -106,42 +141,93 @@ GAP_OK = {("fork", False): 0.3, ("fork", True): 0.1, ("spawn", False): 5.0, ("sp
 TOTAL_OK = {("fork", False): 1.5, ("fork", True): 1.3, ("spawn", False): 6.0, ("spawn", True): 1.4}
 
 
-def sharing_table(fail_fd=True, fail_fs=False, fds_fd_many=4000, thr=(1000.0, 400.0, 1000.0, 800.0), reps=3,
-                  limits=(256, 8192), spread=SPREAD):
+def sharing_table(
+    fail_fd=True,
+    fail_fs=False,
+    fds_fd_many=4000,
+    thr=(1000.0, 400.0, 1000.0, 800.0),
+    reps=3,
+    limits=(256, 8192),
+    spread=SPREAD,
+):
     """thr: samples/s for (fd 1 tensor, fd many, fs 1 tensor, fs many)."""
     out = []
-    for s, nw, t, lim, r in itertools.product(("file_descriptor", "file_system"), (2, 8), (1, 256), limits,
-                                              range(reps)):
+    for s, nw, t, lim, r in itertools.product(
+        ("file_descriptor", "file_system"), (2, 8), (1, 256), limits, range(reps)
+    ):
         fd = s == "file_descriptor"
         fds = (fds_fd_many if fd and t > 1 else 60) * nw / 8
         cfg = {"sharing_strategy": s, "num_workers": nw, "tensors_per_sample": t, "ulimit_nofile": lim}
         fails = t > 1 and nw == 8 and lim == 256 and ((fd and fail_fd) or (not fd and fail_fs))
         if fails:
-            out.append(rec("sharing", cfg, {}, r, status="failed",
-                           error={"kind": "too_many_open_files", "message": "too many open files"}))
+            out.append(
+                rec(
+                    "sharing",
+                    cfg,
+                    {},
+                    r,
+                    status="failed",
+                    error={"kind": "too_many_open_files", "message": "too many open files"},
+                )
+            )
             continue
         k = (0 if fd else 2) + (1 if t > 1 else 0)
-        out.append(rec("sharing", cfg, {"samples_per_s": thr[k] * jitter(r, spread),
-                                        "open_fds_peak": fds * jitter(r, spread),
-                                        "shm_peak_bytes": 0}, r, env={"ulimit_nofile_cell": lim}))
+        out.append(
+            rec(
+                "sharing",
+                cfg,
+                {
+                    "samples_per_s": thr[k] * jitter(r, spread),
+                    "open_fds_peak": fds * jitter(r, spread),
+                    "shm_peak_bytes": 0,
+                },
+                r,
+                env={"ulimit_nofile_cell": lim},
+            )
+        )
     return table(out)
 
 
 def ladder_table(speed, consumer="cpu", reps=3, pin_effective=False, spread=SPREAD):
-    steps = {"baseline": {"num_workers": 0}, "+workers": {"num_workers": 4},
-             "+pin_memory": {"num_workers": 4, "pin_memory": True},
-             "+persistent": {"num_workers": 4, "pin_memory": True, "persistent_workers": True},
-             "+prefetcher": {"num_workers": 4, "pin_memory": True, "persistent_workers": True, "prefetcher": True},
-             "+batched": {"num_workers": 4, "pin_memory": True, "persistent_workers": True, "prefetcher": True,
-                          "batched": True}}
+    steps = {
+        "baseline": {"num_workers": 0},
+        "+workers": {"num_workers": 4},
+        "+pin_memory": {"num_workers": 4, "pin_memory": True},
+        "+persistent": {"num_workers": 4, "pin_memory": True, "persistent_workers": True},
+        "+prefetcher": {"num_workers": 4, "pin_memory": True, "persistent_workers": True, "prefetcher": True},
+        "+batched": {
+            "num_workers": 4,
+            "pin_memory": True,
+            "persistent_workers": True,
+            "prefetcher": True,
+            "batched": True,
+        },
+    }
     out = []
     for name, cfg in steps.items():
-        full = {"pin_memory": False, "persistent_workers": False if cfg["num_workers"] else None, "prefetcher": False,
-                "batched": False, "workload": "tutorial", "model": "tutorial", **cfg}
+        full = {
+            "pin_memory": False,
+            "persistent_workers": False if cfg["num_workers"] else None,
+            "prefetcher": False,
+            "batched": False,
+            "workload": "tutorial",
+            "model": "tutorial",
+            **cfg,
+        }
         for r in range(reps):
-            out.append(rec("ladder", full, {"end_to_end_samples_per_s": 100 * speed[name] * jitter(r, spread),
-                                            "consumer": consumer, "device": "cuda:0" if consumer == "gpu" else "cpu",
-                                            "pin_memory_effective": pin_effective and full["pin_memory"]}, r))
+            out.append(
+                rec(
+                    "ladder",
+                    full,
+                    {
+                        "end_to_end_samples_per_s": 100 * speed[name] * jitter(r, spread),
+                        "consumer": consumer,
+                        "device": "cuda:0" if consumer == "gpu" else "cpu",
+                        "pin_memory_effective": pin_effective and full["pin_memory"],
+                    },
+                    r,
+                )
+            )
     return table(out)
 
 
@@ -153,10 +239,27 @@ def gpu_table(rate, consumer="gpu", reps=3, spread=SPREAD, models=("resnet50", "
     out = []
     for model, nw, pin, r in itertools.product(models, nws, (False, True), range(reps)):
         x = rate(model, nw, pin) * jitter(r, spread)
-        out.append(rec("gpu-feed", {"workload": "jpeg", "model": model, "device": "auto", "num_workers": nw,
-                                    "cores": 16, "pin_memory": pin, "batch_size": 64},
-                       {"samples_per_s": x, "consumer": consumer, "accelerator_busy_fraction": min(1.0, x / 2000),
-                        "pin_memory_effective": pin and consumer == "gpu"}, r))
+        out.append(
+            rec(
+                "gpu-feed",
+                {
+                    "workload": "jpeg",
+                    "model": model,
+                    "device": "auto",
+                    "num_workers": nw,
+                    "cores": 16,
+                    "pin_memory": pin,
+                    "batch_size": 64,
+                },
+                {
+                    "samples_per_s": x,
+                    "consumer": consumer,
+                    "accelerator_busy_fraction": min(1.0, x / 2000),
+                    "pin_memory_effective": pin and consumer == "gpu",
+                },
+                r,
+            )
+        )
     return table(out)
 
 
@@ -173,31 +276,57 @@ def over_table(curve, ranks2=None, reps=3, spread=SPREAD):
     for w in ("cpu", "jpeg"):
         for nw, v in curve.items():
             for r in range(reps):
-                out.append(rec("oversubscription", {"workload": w, "num_workers": nw, "ranks": 1},
-                               {"samples_per_s": v * jitter(r, spread)}, r))
+                out.append(
+                    rec(
+                        "oversubscription",
+                        {"workload": w, "num_workers": nw, "ranks": 1},
+                        {"samples_per_s": v * jitter(r, spread)},
+                        r,
+                    )
+                )
     for nw, v in (ranks2 or {}).items():
         for r in range(reps):
-            out.append(rec("oversubscription", {"workload": "cpu", "num_workers": nw, "ranks": 2},
-                           {"samples_per_s": v * jitter(r, spread)}, r))
+            out.append(
+                rec(
+                    "oversubscription",
+                    {"workload": "cpu", "num_workers": nw, "ranks": 2},
+                    {"samples_per_s": v * jitter(r, spread)},
+                    r,
+                )
+            )
     return table(out)
 
 
 PEAK = {1: 500.0, 2: 900.0, 3: 920.0, 4: 880.0, 6: 800.0, 8: 700.0}
 
 
-def rng_table(numpy_within=0.0, python_within=0.0, torch_within=0.0, across=0.0, seeded_dups=0.0, reps=3,
-              epochs=3):
+def rng_table(numpy_within=0.0, python_within=0.0, torch_within=0.0, across=0.0, seeded_dups=0.0, reps=3, epochs=3):
     out = []
     for nw, wi, p, r in itertools.product((0, 2, 4), ("none", "seed_all"), (False, True), range(reps)):
         multi = nw >= 2 and wi == "none"
-        dup = lambda v: v if multi else (seeded_dups if nw >= 2 else 0.0)  # noqa: E731
-        acr = lambda v: (v if multi and not p else 0.0) if epochs > 1 else None  # noqa: E731
-        m = {"rng_duplicates": {
-            "python": {"within_epoch": dup(python_within), "across_epochs": acr(across)},
-            "numpy": {"within_epoch": dup(numpy_within), "across_epochs": acr(across)},
-            "torch": {"within_epoch": torch_within if nw >= 2 else 0.0, "across_epochs": acr(0.0)}}}
-        out.append(rec("rng", {"workload": "rng", "num_workers": nw, "worker_init": wi,
-                               "persistent_workers": p if nw else None, "epochs": epochs}, m, r))
+        dup = lambda v, multi=multi, nw=nw: v if multi else (seeded_dups if nw >= 2 else 0.0)
+        acr = lambda v, multi=multi, p=p: (v if multi and not p else 0.0) if epochs > 1 else None
+        m = {
+            "rng_duplicates": {
+                "python": {"within_epoch": dup(python_within), "across_epochs": acr(across)},
+                "numpy": {"within_epoch": dup(numpy_within), "across_epochs": acr(across)},
+                "torch": {"within_epoch": torch_within if nw >= 2 else 0.0, "across_epochs": acr(0.0)},
+            }
+        }
+        out.append(
+            rec(
+                "rng",
+                {
+                    "workload": "rng",
+                    "num_workers": nw,
+                    "worker_init": wi,
+                    "persistent_workers": p if nw else None,
+                    "epochs": epochs,
+                },
+                m,
+                r,
+            )
+        )
     return table(out)
 
 
@@ -205,18 +334,31 @@ def in_order_table(p99, thr, reps=3, spread=SPREAD):
     out = []
     for io, slow, r in itertools.product((True, False), (0.0, 10.0), range(reps)):
         k = (io, slow > 0)
-        out.append(rec("in-order", {"in_order": io, "slow_worker_ms": slow, "num_workers": 4},
-                       {"batch_wait_s": {"p99": p99[k] * jitter(r, spread), "p50": 0.001},
-                        "samples_per_s": thr[k] * jitter(r, spread)},
-                       r))
+        out.append(
+            rec(
+                "in-order",
+                {"in_order": io, "slow_worker_ms": slow, "num_workers": 4},
+                {
+                    "batch_wait_s": {"p99": p99[k] * jitter(r, spread), "p50": 0.001},
+                    "samples_per_s": thr[k] * jitter(r, spread),
+                },
+                r,
+            )
+        )
     return table(out)
 
 
 SERVICE_S = 0.001  # the synthetic path's service time per request
 
 
-def storage_rate(nw: int, latency_ms: float, client: str = "pooled", mbit: float = 0.0, ceiling: float = 1500.0,
-                 sample_bytes: float = 100e3) -> float:
+def storage_rate(
+    nw: int,
+    latency_ms: float,
+    client: str = "pooled",
+    mbit: float = 0.0,
+    ceiling: float = 1500.0,
+    sample_bytes: float = 100e3,
+) -> float:
     """Little's law with a core's ceiling and a cap: W / (round trips x latency + service), at most `ceiling`
     samples/s and `mbit` of payload."""
     trips = 2 if client == "per_request" else 1
@@ -224,33 +366,81 @@ def storage_rate(nw: int, latency_ms: float, client: str = "pooled", mbit: float
     return min(x, mbit * 1e6 / 8 / sample_bytes) if mbit else x
 
 
-def storage_table(reps=3, spread=SPREAD, per_request=("per_request", 1000.0), cap_mbit=200.0, split_dups=0,
-                  none_dups=192, latencies=(0.0, 10.0, 50.0), nws=(1, 2, 4, 8, 16)):
+def storage_table(
+    reps=3,
+    spread=SPREAD,
+    per_request=("per_request", 1000.0),
+    cap_mbit=200.0,
+    split_dups=0,
+    none_dups=192,
+    latencies=(0.0, 10.0, 50.0),
+    nws=(1, 2, 4, 8, 16),
+):
     """HTTP read-stage jpeg cells on one core at each latency (`storage_rate`), a `cap_mbit` cap at 10 ms, the
     `per_request` client (its name, its ceiling) at 10 ms, local cells, and shards cells (split: `split_dups`
     duplicates; none: `none_dups`)."""
     out = []
     client, pr_ceiling = per_request
-    cells = [(lat, 0.0, "pooled", 1500.0) for lat in latencies] + [(10.0, cap_mbit, "pooled", 1500.0),
-                                                                  (10.0, 0.0, client, pr_ceiling)]
+    cells = [(lat, 0.0, "pooled", 1500.0) for lat in latencies] + [
+        (10.0, cap_mbit, "pooled", 1500.0),
+        (10.0, 0.0, client, pr_ceiling),
+    ]
     for (lat, mbit, cl, ceiling), nw, r in itertools.product(cells, nws, range(reps)):
-        x = storage_rate(nw, lat, "per_request" if cl == "per_request" and client == "per_request" else "pooled",
-                         mbit, ceiling) * jitter(r, spread)
-        cfg = {"workload": "jpeg", "storage": "http", "jpeg_stage": "read", "latency_ms": lat, "bandwidth_mbit": mbit,
-               "http_client": cl, "num_workers": nw, "cores": 1}
+        x = storage_rate(
+            nw, lat, "per_request" if cl == "per_request" and client == "per_request" else "pooled", mbit, ceiling
+        ) * jitter(r, spread)
+        cfg = {
+            "workload": "jpeg",
+            "storage": "http",
+            "jpeg_stage": "read",
+            "latency_ms": lat,
+            "bandwidth_mbit": mbit,
+            "http_client": cl,
+            "num_workers": nw,
+            "cores": 1,
+        }
         path = {"latency": "proxy", "bandwidth": "tbf" if mbit else "none"}
-        metrics = {"samples_per_s": x, "time_to_first_batch_s": 0.1 + 4 * (lat / 1000 + SERVICE_S),
-                   "storage": {"payload_mbit_per_s": x * 100e3 * 8 / 1e6, "bytes_per_sample": 100e3, "path": path}}
+        metrics = {
+            "samples_per_s": x,
+            "time_to_first_batch_s": 0.1 + 4 * (lat / 1000 + SERVICE_S),
+            "storage": {"payload_mbit_per_s": x * 100e3 * 8 / 1e6, "bytes_per_sample": 100e3, "path": path},
+        }
         out.append(rec("storage", cfg, metrics, r))
     for nw, r in itertools.product(nws, range(reps)):
-        out.append(rec("storage", {"workload": "jpeg", "storage": "local", "jpeg_stage": "read", "num_workers": nw,
-                                   "cores": 1}, {"samples_per_s": 1500.0 * jitter(r, spread)}, r))
-    for (storage, sharding), r in itertools.product(itertools.product(("local", "http"), ("split", "none")),
-                                                   range(reps)):
+        out.append(
+            rec(
+                "storage",
+                {"workload": "jpeg", "storage": "local", "jpeg_stage": "read", "num_workers": nw, "cores": 1},
+                {"samples_per_s": 1500.0 * jitter(r, spread)},
+                r,
+            )
+        )
+    for (storage, sharding), r in itertools.product(
+        itertools.product(("local", "http"), ("split", "none")), range(reps)
+    ):
         dups = split_dups if sharding == "split" else none_dups
-        out.append(rec("storage", {"workload": "shards", "storage": storage, "jpeg_stage": "read", "sharding": sharding,
-                                   "num_workers": 4, "cores": 1},
-                       {"samples_per_s": 800.0 * jitter(r, spread),
-                        "shard_passes": {"seen": 512, "duplicates": dups, "missing": 0, "passes_complete": 2,
-                                         "expected_per_pass": 64}}, r))
+        out.append(
+            rec(
+                "storage",
+                {
+                    "workload": "shards",
+                    "storage": storage,
+                    "jpeg_stage": "read",
+                    "sharding": sharding,
+                    "num_workers": 4,
+                    "cores": 1,
+                },
+                {
+                    "samples_per_s": 800.0 * jitter(r, spread),
+                    "shard_passes": {
+                        "seen": 512,
+                        "duplicates": dups,
+                        "missing": 0,
+                        "passes_complete": 2,
+                        "expected_per_pass": 64,
+                    },
+                },
+                r,
+            )
+        )
     return table(out)

@@ -2,7 +2,7 @@
 
 Import it from ``tests/conftest.py``::
 
-    from slurm_fixtures import slurm_cluster  # noqa: F401
+    from slurm_fixtures import slurm_cluster  # noqa: F401 - pytest fixtures, used by name
 
 and ``slurm_node`` (function scope) for a test that needs the cluster's one node to itself.
 
@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 
-from suite.processes import pid_alive
+from loaderbench.processes import pid_alive
 
 REPO = Path(__file__).resolve().parents[1]
 TESTCLUSTER = REPO / "slurm" / "testcluster"
@@ -61,9 +61,7 @@ class SlurmCluster:
 
     def run(self, *cmd: str, check: bool = True, timeout: float = 30) -> str:
         """Run a Slurm client command against this cluster; return its stdout."""
-        res = subprocess.run(
-            cmd, env=self.environ(), capture_output=True, text=True, timeout=timeout
-        )
+        res = subprocess.run(cmd, env=self.environ(), capture_output=True, text=True, timeout=timeout)
         if check and res.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed ({res.returncode}): {res.stderr}")
         return res.stdout
@@ -112,8 +110,6 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-
-
 def _users(path: Path) -> list[str]:
     """Tokens "pid:uuid" of the live users (dead workers are dropped)."""
     try:
@@ -124,23 +120,22 @@ def _users(path: Path) -> list[str]:
 
 
 def _install() -> None:
-    res = subprocess.run(
-        [str(TESTCLUSTER / "install.sh")], capture_output=True, text=True, timeout=1200
-    )
+    res = subprocess.run([str(TESTCLUSTER / "install.sh")], capture_output=True, text=True, timeout=1200)
     if res.returncode == 0:
         return
     missing = [b for b in _SLURM_BINARIES if shutil.which(b) is None]
     detail = (res.stdout + res.stderr).strip()[-2000:]
     if missing and res.returncode in (_EX_TEMPFAIL, _EX_NOPERM):
-        why = "apt cannot reach the package archive" if res.returncode == _EX_TEMPFAIL else (
-            "not root and no password-less sudo"
+        why = (
+            "apt cannot reach the package archive"
+            if res.returncode == _EX_TEMPFAIL
+            else ("not root and no password-less sudo")
         )
         pytest.skip(f"Slurm is not installed ({', '.join(missing)} missing) and {why}: {detail}")
     if missing:
         pytest.fail(f"slurm/testcluster/install.sh failed ({res.returncode}):\n{detail}")
     # Slurm itself is there (maybe not slurmdbd): start.sh copes, without accounting
-    print(f"slurm_cluster: install.sh failed ({res.returncode}), using what is installed:\n{detail}",
-          file=sys.stderr)
+    print(f"slurm_cluster: install.sh failed ({res.returncode}), using what is installed:\n{detail}", file=sys.stderr)
 
 
 def _start(state: Path) -> None:
@@ -148,20 +143,19 @@ def _start(state: Path) -> None:
     env.pop("SLURM_CONF", None)
     res = subprocess.run(
         [str(TESTCLUSTER / "start.sh"), str(state)],
-        env=env, capture_output=True, text=True, timeout=600,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     if res.returncode != 0:
-        pytest.fail(f"slurm/testcluster/start.sh failed ({res.returncode}):\n"
-                    f"{res.stdout}\n{res.stderr}", pytrace=False)
+        pytest.fail(f"slurm/testcluster/start.sh failed ({res.returncode}):\n{res.stdout}\n{res.stderr}", pytrace=False)
 
 
 def _stop(state: Path) -> None:
-    res = subprocess.run(
-        [str(TESTCLUSTER / "stop.sh"), str(state)], capture_output=True, text=True, timeout=300
-    )
+    res = subprocess.run([str(TESTCLUSTER / "stop.sh"), str(state)], capture_output=True, text=True, timeout=300)
     if res.returncode != 0:
-        print(f"slurm_cluster: stop.sh failed ({res.returncode}):\n{res.stdout}\n{res.stderr}",
-              file=sys.stderr)
+        print(f"slurm_cluster: stop.sh failed ({res.returncode}):\n{res.stdout}\n{res.stderr}", file=sys.stderr)
 
 
 @pytest.fixture(scope="session")

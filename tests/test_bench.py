@@ -6,11 +6,13 @@ import math
 import numpy as np
 import pytest
 
-from analysis.stats import rate_ratio_ci, sum_ratio_ci
-from suite.bench import common, overhead, precision, scale, time_to_answer
-
+from loaderbench.bench import analysis_scale as scale
+from loaderbench.bench import common, overhead, time_to_answer
+from loaderbench.bench import precision_per_second as precision
+from loaderbench.stats.bootstrap import rate_ratio_ci, sum_ratio_ci
 
 # --- overhead: ratios and their paired intervals --------------------------------------------------------------
+
 
 def test_ratio_of_identical_arms_is_one():
     secs = [1.0, 2.0, 0.5, 1.5]
@@ -76,8 +78,15 @@ def abab_windows(harness_factor, probe_factor, rounds=30, seed=0):
         for loop in ("bare", "harness"):
             for probe in (False, True):
                 f = (harness_factor if loop == "harness" else 1.0) * (probe_factor if probe else 1.0)
-                out.append({"round": r, "loop": loop, "probe": probe, "batches": 50,
-                            "seconds": 0.25 * load / f * np.exp(rng.normal(0.0, 0.002))})
+                out.append(
+                    {
+                        "round": r,
+                        "loop": loop,
+                        "probe": probe,
+                        "batches": 50,
+                        "seconds": 0.25 * load / f * np.exp(rng.normal(0.0, 0.002)),
+                    }
+                )
     return out
 
 
@@ -100,8 +109,10 @@ def test_overhead_ratios_use_only_complete_rounds():
 
 
 def test_arm_throughput_pools_windows():
-    w = [{"round": 0, "loop": "bare", "probe": False, "batches": 10, "seconds": 1.0},
-         {"round": 1, "loop": "bare", "probe": False, "batches": 30, "seconds": 1.0}]
+    w = [
+        {"round": 0, "loop": "bare", "probe": False, "batches": 10, "seconds": 1.0},
+        {"round": 1, "loop": "bare", "probe": False, "batches": 30, "seconds": 1.0},
+    ]
     assert overhead.arm_throughput(w, ("bare", False)) == pytest.approx(20.0)
     assert math.isnan(overhead.arm_throughput(w, ("harness", True)))
 
@@ -126,24 +137,25 @@ def test_seconds_for_precision_follows_one_over_sqrt_time():
 
 # --- the time-to-answer study and the script it is compared with ----------------------------------------------
 
+
 def test_tta_study_holds_exactly_the_chosen_cells_of_the_quick_study():
     import tomllib
 
-    from suite.study import parse_study
+    from loaderbench.study.study_file import parse_study
 
     text = time_to_answer.tta_study_text(time_to_answer.TTA_CELLS, repetitions=2)
     study = parse_study(tomllib.loads(text), where="tta", max_cores=2)
     got = sorted((c["workload"], c["num_workers"], c["cores"]) for c in study.cells)
     assert got == sorted(time_to_answer.TTA_CELLS)
     assert study.settings.repetitions == 2
-    quick = tomllib.loads((common.REPO / "suite" / "studies" / "quick.toml").read_text())
+    quick = tomllib.loads(time_to_answer.QUICK.read_text())
     assert study.settings.measure_batches == quick["study"]["measure_batches"]
     assert study.settings.warmup_batches == quick["study"]["warmup_batches"]
     assert all(time_to_answer.script_mismatch(c.config) == [] for c in study.cells)
 
 
 def test_script_args_round_trip_through_the_script_parser():
-    from suite.bench.script import parse_args
+    from loaderbench.bench.script import parse_args
 
     cell = common.make_cell("cpu", 2, 2, cpu_work=7)
     args = parse_args(time_to_answer.script_args(cell.config) + ["--repetition", "1"])
@@ -172,6 +184,7 @@ def test_overhead_experiment_runs_abab_windows_in_a_real_cell():
 def test_results_are_strict_json():
     import json
 
-    text = json.dumps(common.json_safe({"a": float("nan"), "b": [1.0, float("inf")], "c": (1, {"d": 2.5})}),
-                      allow_nan=False)
+    text = json.dumps(
+        common.json_safe({"a": float("nan"), "b": [1.0, float("inf")], "c": (1, {"d": 2.5})}), allow_nan=False
+    )
     assert json.loads(text) == {"a": None, "b": [1.0, None], "c": [1, {"d": 2.5}]}

@@ -1,4 +1,4 @@
-"""The adaptive-coverage check of `make bench` (suite/bench/coverage.py): streams with known answers, the
+"""The adaptive-coverage check of `make bench` (loaderbench/bench/coverage.py): streams with known answers, the
 coverage arithmetic, and driving the rule at window edges as the loop does per batch."""
 
 import math
@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from suite.bench import coverage as cov
-from suite.precision import StoppingRule
+from loaderbench.bench import coverage as cov
+from loaderbench.stats.stopping import StoppingRule
 
 
 def test_identical_windows_are_covered_and_stop_at_the_second_look():
@@ -28,8 +28,9 @@ def test_an_interval_holds_the_truth_when_the_rate_is_within_its_half_width():
 def test_driving_at_window_edges_is_driving_per_batch():
     times = 1 + 0.05 * np.random.default_rng(4).standard_normal(cov.MAX_WINDOWS)
     edges_only = cov.drive_rule(times, target=0.02, window_batches=5)
-    per_batch = StoppingRule(warmup=cov.WARMUP, window_batches=5, max_windows=cov.MAX_WINDOWS, target=0.02,
-                             max_seconds=math.inf)
+    per_batch = StoppingRule(
+        warmup=cov.WARMUP, window_batches=5, max_windows=cov.MAX_WINDOWS, target=0.02, max_seconds=math.inf
+    )
     t, b, stopped = 0.0, 0, False
     for _ in range(cov.WARMUP):
         b += 1
@@ -48,8 +49,12 @@ def test_driving_at_window_edges_is_driving_per_batch():
 
 
 def test_summary_counts_coverage_over_trials_with_an_interval():
-    outcomes = [{"covered": True, "windows": 10, "reached": True}, {"covered": False, "windows": 20, "reached": True},
-                {"covered": True, "windows": 40, "reached": False}, {"covered": None, "windows": 40, "reached": False}]
+    outcomes = [
+        {"covered": True, "windows": 10, "reached": True},
+        {"covered": False, "windows": 20, "reached": True},
+        {"covered": True, "windows": 40, "reached": False},
+        {"covered": None, "windows": 40, "reached": False},
+    ]
     s = cov.summarize_trials(outcomes)
     assert s["trials"] == 4
     assert s["coverage"] == pytest.approx(2 / 3)

@@ -1,12 +1,13 @@
-"""The window-bias check of `make bench` (suite/bench/window_bias.py): the bare loop's timing on fake loaders
+"""The window-bias check of `make bench` (loaderbench/bench/window_bias.py): the bare loop's timing on fake loaders
 and fake clocks, the summary's arithmetic and verdicts on synthetic runs. No wall-clock assertions."""
 
 import math
+import os
 
 import pytest
 
-from suite.bench import window_bias as wb
-from suite.window import plan_window
+from loaderbench.bench import window_bias as wb
+from loaderbench.study.window import plan_window
 
 
 class Ticking:
@@ -47,10 +48,10 @@ def test_bare_warmup_is_twice_the_pipeline_and_at_least_four():
 
 
 def test_the_cells_are_the_suites_own_and_the_plan_keeps_windows_pipeline_neutral():
-    c = wb.bias_cell(8, 12).config
-    assert (c["workload"], c["cpu_work"], c["cores"], c["batch_size"], c["num_workers"]) == ("cpu", 15, 1, 32, 8)
+    c = wb.bias_cell(8, 12).typed
+    assert (c.workload, c.cpu_work, c.cores, c.batch_size, c.num_workers) == ("cpu", 15, 1, 32, 8)
     plan = plan_window(c)
-    assert plan.measure >= 2 * 8 * c["prefetch_factor"] and plan.tail == 8 * c["prefetch_factor"]
+    assert plan.measure >= 2 * 8 * c.prefetch_factor and plan.tail == 8 * c.prefetch_factor
 
 
 def runs(bare: dict, short: dict, long_: dict, reps: int = 3) -> list[dict]:
@@ -92,11 +93,33 @@ def test_summary_judges_nothing_when_a_run_failed():
     assert [v["passed"] for v in s["verdicts"]] == [None, None]
 
 
-def test_bare_loop_runs_in_a_forked_child_pinned_to_one_cpu():
-    # structure only: a tiny CPU-bound cell, no workers, two measured batches
-    from suite.bench.common import make_cell
+def test_bare_loop_runs_in_a_forked_child_pinned_to_one_cpu(monkeypatch):
+    """A tiny CPU-bound cell with a worker, two measured batches: the loop runs in another process (forked: it
+    sees this module's stand-ins), on one CPU and one torch thread, and so does its DataLoader worker."""
+    import torch
+    from torch.utils.data import get_worker_info
 
-    config = make_cell("cpu", 0, 1, cpu_work=1).config
+    from loaderbench.bench.common import make_cell
+
+    real = wb.time_bare_loop
+
+    def observed(loader, *args, **kwargs):  # runs in the child: what the loop and its worker see
+        it = iter(loader)
+        out = real(it, *args, **kwargs)
+        return {
+            **out,
+            "pid": os.getpid(),
+            "affinity": sorted(os.sched_getaffinity(0)),
+            "threads": torch.get_num_threads(),
+            "worker_affinity": [sorted(os.sched_getaffinity(w.pid)) for w in it._workers],
+            "in_worker": get_worker_info() is not None,
+        }
+
+    monkeypatch.setattr(wb, "time_bare_loop", observed)
+    config = make_cell("cpu", 1, 1, cpu_work=1).config
     r = wb.run_bare(config, batches=2, repetition=0, timeout_s=120)
     assert "error" not in r, r.get("traceback")
     assert r["measure_batches"] == 2 and r["warmup_batches"] == 4 and r["samples_per_s"] > 0
+    assert r["pid"] != os.getpid() and not r["in_worker"]  # a child process, the loop in its main thread
+    assert r["affinity"] == [r["cpu"]] and r["threads"] == 1
+    assert r["worker_affinity"] == [[r["cpu"]]]  # the DataLoader worker inherits the one CPU

@@ -1,5 +1,5 @@
-"""analysis.claims: every rule decides correctly on small synthetic record sets (holds, does not hold,
-inconclusive, not measured yet), built as the runner writes records and flattened by analysis.records, so
+"""loaderbench.analysis.claims: every rule decides correctly on small synthetic record sets (holds, does not hold,
+inconclusive, not measured yet), built as the runner writes records and flattened by loaderbench.schema.record_row, so
 column names are the real ones (tests/question_records.py)."""
 
 from __future__ import annotations
@@ -9,12 +9,35 @@ import json
 import pandas as pd
 import pytest
 
-from analysis import claims as C
-from analysis import derive as D
-from analysis.synthetic import study_cells, study_records
+from loaderbench.analysis import claims as C
+from loaderbench.analysis import derive as D
+from loaderbench.analysis.synthetic_records import study_cells, study_records
 from tests.question_records import (
-    COW_OK, F, GAP_OK, H, I, MIB, N, PEAK, TOTAL_OK, TUTORIAL, X, cow_records, cow_table, decide, gpu_rate,
-    gpu_table, in_order_table, ladder_table, over_table, pers_table, rec, rng_table, sharing_table, sm_table, table,
+    COW_OK,
+    GAP_OK,
+    MIB,
+    PEAK,
+    TOTAL_OK,
+    TUTORIAL,
+    F,
+    H,
+    I,
+    N,
+    X,
+    cow_records,
+    cow_table,
+    decide,
+    gpu_rate,
+    gpu_table,
+    in_order_table,
+    ladder_table,
+    over_table,
+    pers_table,
+    rec,
+    rng_table,
+    sharing_table,
+    sm_table,
+    table,
     timeline,
 )
 
@@ -24,8 +47,13 @@ WIDE = 0.3  # repetitions at 0.7, 1.0 and 1.3 of the value: every interval reach
 # --------------------------------------------------------------------------------------------------------
 # start-method
 
-SM_RULES = (C.fork_starts_fastest, C.spawn_pays_startup, C.spawn_pickles_dataset, C.forkserver_between,
-            C.preload_restarts_fast)
+SM_RULES = (
+    C.fork_starts_fastest,
+    C.spawn_pays_startup,
+    C.spawn_pickles_dataset,
+    C.forkserver_between,
+    C.preload_restarts_fast,
+)
 
 
 def test_start_method_rules_hold():
@@ -36,9 +64,12 @@ def test_start_method_rules_hold():
 
 def test_start_method_rules_fail():
     # forkserver as slow as spawn (Python 3.11 without preload); fork not fastest; no per-worker copy
-    df = sm_table(ttfb={"fork": 6.0, "forkserver": 5.0, "forkserver+preload": 2.0, "spawn": 5.0},
-                  gap={"fork": 0.2, "forkserver": 3.0, "forkserver+preload": 2.5, "spawn": 5.0},
-                  uss=lambda m, nw, p: nw * 300 * MIB, uss_copies=False)
+    df = sm_table(
+        ttfb={"fork": 6.0, "forkserver": 5.0, "forkserver+preload": 2.0, "spawn": 5.0},
+        gap={"fork": 0.2, "forkserver": 3.0, "forkserver+preload": 2.5, "spawn": 5.0},
+        uss=lambda m, nw, p: nw * 300 * MIB,
+        uss_copies=False,
+    )
     for rule in SM_RULES:
         assert decide(rule, df) == F, rule.__name__
 
@@ -71,8 +102,9 @@ def test_preload_margin_is_relative():
 # cow-memory
 
 
-@pytest.mark.parametrize("rule", [C.cow_grows("list_str"), C.cow_grows("numpy_object"), C.cow_flat,
-                                  C.cow_grows_with_workers])
+@pytest.mark.parametrize(
+    "rule", [C.cow_grows("list_str"), C.cow_grows("numpy_object"), C.cow_flat, C.cow_grows_with_workers]
+)
 def test_cow_rules(rule):
     assert decide(rule, cow_table(COW_OK)) == H
     flat = {b: 1.0 for b in COW_OK}  # nothing grows
@@ -104,9 +136,12 @@ def test_cow_inconclusive_near_the_threshold():
 
 def test_cow_growth_common_to_every_backing_is_not_the_index():
     # at 1 worker a cyclic-GC pass copies ~87 MiB of the parent's objects in every backing (seen here)
-    gc_jump = {"list_str": lambda nw: 30.0 + (87 if nw == 1 else 0), "numpy_object": lambda nw: 28.0 + (87 if nw == 1
-                                                                                                      else 0),
-               "numpy_bytes": lambda nw: 0.5 + (87 if nw == 1 else 0), "arrow": lambda nw: 1.0 + (87 if nw == 1 else 0)}
+    gc_jump = {
+        "list_str": lambda nw: 30.0 + (87 if nw == 1 else 0),
+        "numpy_object": lambda nw: 28.0 + (87 if nw == 1 else 0),
+        "numpy_bytes": lambda nw: 0.5 + (87 if nw == 1 else 0),
+        "arrow": lambda nw: 1.0 + (87 if nw == 1 else 0),
+    }
     df = cow_table(gc_jump)
     assert decide(C.cow_grows("list_str"), df) == H
     assert decide(C.cow_flat, df) == H
@@ -149,8 +184,15 @@ def test_timeline_growth_uses_samples_with_all_workers_alive():
 # persistence
 
 
-@pytest.mark.parametrize("rule", [C.persistent_removes_gap("fork"), C.persistent_removes_gap("spawn"),
-                                  C.gap_grows_with_spawn, C.persistent_speeds_up_run])
+@pytest.mark.parametrize(
+    "rule",
+    [
+        C.persistent_removes_gap("fork"),
+        C.persistent_removes_gap("spawn"),
+        C.gap_grows_with_spawn,
+        C.persistent_speeds_up_run,
+    ],
+)
 def test_persistence_rules(rule):
     assert decide(rule, pers_table(GAP_OK, TOTAL_OK)) == H
     same = {k: 1.0 for k in GAP_OK}
@@ -253,8 +295,9 @@ def test_ladder_matches_is_decided_on_its_interval():
     assert out.verdict == I
 
 
-@pytest.mark.parametrize("rung,prev", [("+workers", "baseline"), ("+persistent", "+pin_memory"),
-                                       ("+batched", "+prefetcher")])
+@pytest.mark.parametrize(
+    "rung,prev", [("+workers", "baseline"), ("+persistent", "+pin_memory"), ("+batched", "+prefetcher")]
+)
 def test_ladder_step_helps(rung, prev):
     rule = C.ladder_step_helps(rung, prev)
     assert decide(rule, ladder_table(TUTORIAL)) == H
@@ -288,8 +331,13 @@ def test_oversubscription_rules():
     assert decide(C.ranks_share_cores, over_table(PEAK, {1: 900.0, 2: 700.0}, reps=2)) == N
 
 
-@pytest.mark.parametrize("curve", [{n: 900.0 for n in PEAK},  # flat: adding workers does nothing
-                                   {n: 1000.0 - 40 * n for n in PEAK}])  # steadily falling
+@pytest.mark.parametrize(
+    "curve",
+    [
+        {n: 900.0 for n in PEAK},  # flat: adding workers does nothing
+        {n: 1000.0 - 40 * n for n in PEAK},
+    ],
+)  # steadily falling
 def test_flat_or_falling_curve_does_not_peak_near_the_cores(curve):
     assert decide(C.peaks_near_cores, over_table(curve)) == F
     assert decide(C.peaks_near_cores, over_table(curve, reps=5)) == F
@@ -328,8 +376,7 @@ def test_rng_rules():
     assert decide(C.seed_all_no_duplicates, new) == H
     assert decide(C.seed_all_no_duplicates, rng_table(seeded_dups=0.5)) == F
     empty = rng_table().iloc[0:0]
-    for rule in (C.rng_repeats("numpy"), C.torch_never_repeats, C.rng_repeats_across_epochs,
-                 C.seed_all_no_duplicates):
+    for rule in (C.rng_repeats("numpy"), C.torch_never_repeats, C.rng_repeats_across_epochs, C.seed_all_no_duplicates):
         assert decide(rule, empty) == N
     assert decide(C.rng_repeats_across_epochs, rng_table(epochs=1)) == N
 
@@ -370,15 +417,22 @@ def test_equivalence_needs_the_whole_interval_inside_the_margin():
 
 
 def test_claims_table_names_every_claim_once_and_only_known_verdicts(tmp_path):
-    df = pd.concat([sm_table(), in_order_table({(a, b): 0.01 for a in (True, False) for b in (True, False)},
-                                               {(a, b): 1.0 for a in (True, False) for b in (True, False)})])
+    df = pd.concat(
+        [
+            sm_table(),
+            in_order_table(
+                {(a, b): 0.01 for a in (True, False) for b in (True, False)},
+                {(a, b): 1.0 for a in (True, False) for b in (True, False)},
+            ),
+        ]
+    )
     t = C.claims_table(df)
     assert list(t.columns) == C.COLUMNS
     assert set(t["verdict"]) <= set(C.VERDICTS)
     assert len(t) == len(C.CLAIMS) and t["claim"].is_unique
     absent = t[t["question"] == "rng"]
     assert (absent["verdict"] == N).all() and (absent["study"] == "").all()
-    assert absent["evidence"].str.contains("make local STUDY=suite/studies/rng.toml").all()
+    assert absent["evidence"].str.contains("make local STUDY=loaderbench/studies/rng.toml").all()
     sm = t[t["question"] == "start-method"]
     assert (sm["verdict"] == H).all() and sm["evidence"].str.startswith("study start-method").all()
     paths = C.write_claims(df, tmp_path)
@@ -391,21 +445,28 @@ def test_claims_table_names_every_claim_once_and_only_known_verdicts(tmp_path):
 
 
 def _quick(reps=3, seed=1):
-    cells = study_cells(workloads=(("sleep", None), ("cpu", None), ("jpeg", "pil")), cores=(1, 2),
-                        n_sweep=(0, 1, 2, 3, 4, 6, 8), start_methods=("fork",), max_workers_per_core=8)
+    cells = study_cells(
+        workloads=(("sleep", None), ("cpu", None), ("jpeg", "pil")),
+        cores=(1, 2),
+        n_sweep=(0, 1, 2, 3, 4, 6, 8),
+        start_methods=("fork",),
+        max_workers_per_core=8,
+    )
     return table(study_records("quick", cells, repetitions=reps, seed=seed, raw=False, random_failures=False))
 
 
 def test_quick_study_records_decide_the_oversubscription_claims():
     t = C.claims_table(_quick()).set_index("claim")
-    for claim in ("CPU-bound throughput peaks near the core count", "CPU-bound throughput degrades past the core "
-                                                                     "count"):
+    for claim in (
+        "CPU-bound throughput peaks near the core count",
+        "CPU-bound throughput degrades past the core count",
+    ):
         row = t.loc[claim]
         assert row["study"] == "quick" and row["verdict"] in (H, F, I), row["evidence"]
         assert row["evidence"].startswith("study quick: ") and "sleep" not in row["evidence"]
     assert t.loc["CPU-bound throughput peaks near the core count", "verdict"] == H
     ranks = t.loc["with R ranks, R x W = cores beats R x cores workers"]
-    assert ranks["verdict"] == N and "make local STUDY=suite/studies/oversubscription.toml" in ranks["evidence"]
+    assert ranks["verdict"] == N and "make local STUDY=loaderbench/studies/oversubscription.toml" in ranks["evidence"]
     others = t[t["question"] != "oversubscription"]
     assert (others["verdict"] == N).all()
 
@@ -445,18 +506,29 @@ def test_a_rule_that_cannot_read_the_records_is_not_measured():
 def test_thresholds_are_printed_from_their_constants():
     rules = {c.claim: c.rule for c in C.CLAIMS}
     assert f"{C.PEAK_RISE_MIN:g}x" in rules["CPU-bound throughput peaks near the core count"]
-    assert f"{1 - C.THROUGHPUT_KEEP:g}..{1 + C.THROUGHPUT_KEEP:g}x" in rules[
-        "in_order=False leaves mean throughput about the same when a worker straggles"]
+    assert (
+        f"{1 - C.THROUGHPUT_KEEP:g}..{1 + C.THROUGHPUT_KEEP:g}x"
+        in rules["in_order=False leaves mean throughput about the same when a worker straggles"]
+    )
     assert f"{C.GROW_MIB:g} MiB" in rules["a NumPy object array behaves like a list (its elements carry refcounts)"]
     assert f"{C.PER_TENSOR_DIFF:.0%}" in rules["the per-tensor cost differs between the strategies"]
     assert f"{C.LADDER_MATCH_FACTOR:g}" in rules["tutorial ladder +workers: 3.3x over the baseline (published, GPU)"]
 
 
 def test_records_flatten_what_the_questions_read():
-    r = rec("rng", {"workload": "rng"}, {
-        "rng_duplicates": {"numpy": {"within_epoch": 0.5, "across_epochs": None}},
-        "batch_wait_s": {"mean": 0.01}, "epoch_s": [1.0, 2.0], "epoch_gaps_s": [0.1], "device": "cpu",
-        "memory_timeline": [[0.0, 3, 1, 2, 3, 4]]}, 0)
+    r = rec(
+        "rng",
+        {"workload": "rng"},
+        {
+            "rng_duplicates": {"numpy": {"within_epoch": 0.5, "across_epochs": None}},
+            "batch_wait_s": {"mean": 0.01},
+            "epoch_s": [1.0, 2.0],
+            "epoch_gaps_s": [0.1],
+            "device": "cpu",
+            "memory_timeline": [[0.0, 3, 1, 2, 3, 4]],
+        },
+        0,
+    )
     row = table([r]).iloc[0]
     assert row["rng_dup_numpy_within"] == 0.5 and pd.isna(row["rng_dup_numpy_across"])
     assert row["batch_wait_mean_s"] == 0.01 and row["consumer_device"] == "cpu"

@@ -8,13 +8,14 @@ import sys
 
 import pytest
 
-from suite.cli import build_parser
+from loaderbench.cli import build_parser
 from tests.conftest import REPO
 
 
 def cli(*args, cwd=REPO):
-    return subprocess.run([sys.executable, "-m", "suite", *map(str, args)], cwd=cwd, capture_output=True,
-                          text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "loaderbench", *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=600
+    )
 
 
 def test_version():
@@ -69,7 +70,7 @@ def test_run_k_runs_only_the_matching_cells(tmp_path):
 
 
 def test_plan_json_counts_and_estimates(tmp_path):
-    out = cli("plan", "suite/studies/quick.toml", "--results", tmp_path, "--json")
+    out = cli("plan", "loaderbench/studies/quick.toml", "--results", tmp_path, "--json")
     assert out.returncode == 0, out.stderr
     plan = json.loads(out.stdout)
     assert plan["cells"] == 44 and plan["counts"]["missing"] == 44 * plan["repetitions"]
@@ -77,20 +78,29 @@ def test_plan_json_counts_and_estimates(tmp_path):
 
 
 def test_a_cluster_study_plans_against_the_profiles_node():
-    here = cli("validate", "suite/studies/scaling.toml")
+    here = cli("validate", "loaderbench/studies/scaling.toml")
     assert here.returncode == 2 and "--cluster" in here.stderr
-    out = cli("plan", "--cluster", "slurm/slurm.toml", "suite/studies/scaling.toml")
+    out = cli("plan", "--cluster", "slurm/slurm.toml", "loaderbench/studies/scaling.toml")
     assert out.returncode == 0, out.stderr
     assert "node-hours" in out.stdout and "280 cells" in out.stdout
-    js = json.loads(cli("validate", "--json", "--cluster", "slurm/slurm.toml", "suite/studies/scaling.toml").stdout)
-    assert js == [{"study_file": "suite/studies/scaling.toml", "ok": True, "name": "scaling", "cells": 280,
-                   "repetitions": js[0]["repetitions"]}]
+    js = json.loads(
+        cli("validate", "--json", "--cluster", "slurm/slurm.toml", "loaderbench/studies/scaling.toml").stdout
+    )
+    assert js == [
+        {
+            "study_file": "loaderbench/studies/scaling.toml",
+            "ok": True,
+            "name": "scaling",
+            "cells": 280,
+            "repetitions": js[0]["repetitions"],
+        }
+    ]
 
 
 def test_validate_json_reports_each_file(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text('[study]\nname = "b"\n[matrix]\nnum_workers = -1\n')
-    out = cli("validate", "--json", "suite/studies/quick.toml", bad)
+    out = cli("validate", "--json", "loaderbench/studies/quick.toml", bad)
     assert out.returncode == 2
     got = json.loads(out.stdout)
     assert [g["ok"] for g in got] == [True, False] and "num_workers = -1" in got[1]["error"]
@@ -103,10 +113,22 @@ def test_status_json_without_submissions(tmp_path):
 
 @pytest.mark.slow
 def test_one_cell_measured_with_a_record(tmp_path):
-    out = cli("cell", "--set", "workload=sleep", "--set", "sleep_ms=1", "--set", "num_workers=2",
-              "--set", "measure_batches=8", "--results", tmp_path, "--json")
+    out = cli(
+        "cell",
+        "--set",
+        "workload=sleep",
+        "--set",
+        "sleep_ms=1",
+        "--set",
+        "num_workers=2",
+        "--set",
+        "measure_batches=8",
+        "--results",
+        tmp_path,
+        "--json",
+    )
     assert out.returncode == 0, out.stderr
-    (rec,) = json.loads(out.stdout[out.stdout.index("["):out.stdout.rindex("]") + 1])
+    (rec,) = json.loads(out.stdout[out.stdout.index("[") : out.stdout.rindex("]") + 1])
     assert rec["status"] == "ok" and rec["metrics"]["samples_per_s"] > 0
     assert len(list((tmp_path / "cell").glob("*.json"))) == 1
 

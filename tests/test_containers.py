@@ -99,8 +99,17 @@ def pip_installs() -> list[dict]:
                 else:
                     operands.append(tok)
                 i += 1
-            found.append({"instr": index, "pos": m.start(), "env": m.group("env"), "flags": flags,
-                          "operands": operands, "files": requirement_files, "text": m.group(0).strip()})
+            found.append(
+                {
+                    "instr": index,
+                    "pos": m.start(),
+                    "env": m.group("env"),
+                    "flags": flags,
+                    "operands": operands,
+                    "files": requirement_files,
+                    "text": m.group(0).strip(),
+                }
+            )
     return found
 
 
@@ -151,6 +160,7 @@ def test_every_python_package_comes_from_the_lock():
 
     project = steps[kinds.index("project")]
     assert {"--no-deps", "--no-index", "--no-build-isolation"} <= project["flags"]
+    assert not {"-e", "--editable"} & project["flags"], "the project is installed editable, not as a user installs it"
 
     simd = steps[kinds.index("pillow-simd")]
     assert {"--no-deps", "--require-hashes", "--no-build-isolation"} <= simd["flags"]
@@ -178,10 +188,10 @@ def test_pillow_simd_is_the_last_python_step_and_is_verified():
     assert re.search(r"pip3? uninstall -y pillow\b", before), "stock Pillow is not removed before pillow-simd"
     assert "verify_pillow_simd.py" in after, "pillow-simd is not verified in the build"
     # No pip command of any kind after it: nothing can put stock Pillow back.
-    later = [args for keyword, args in INSTR[simd["instr"] + 1:] if keyword == "RUN"]
+    later = [args for keyword, args in INSTR[simd["instr"] + 1 :] if keyword == "RUN"]
     assert not any(re.search(r"\bpip3?\s+(install|download|wheel)\b|-m pip\b", r) for r in later)
     for word in ("install", "download"):
-        assert not re.search(rf"\bpip3?\s+{word}\b", after[len(simd["text"]):])
+        assert not re.search(rf"\bpip3?\s+{word}\b", after[len(simd["text"]) :])
 
     verify = (CT / "verify_pillow_simd.py").read_text()
     assert r"\.post\d+$" in verify and 'check_feature("libjpeg_turbo")' in verify
@@ -259,7 +269,7 @@ def test_lock_check_notices_a_changed_pyproject(tmp_path):
     root = _copy_inputs(tmp_path)
     py = root / "pyproject.toml"
     original = py.read_text()
-    py.write_text(original.replace('dependencies = [', 'dependencies = [\n    "requests>=2",', 1))
+    py.write_text(original.replace("dependencies = [", 'dependencies = [\n    "requests>=2",', 1))
     assert any("requests" in p for p in lockcheck.check(root))
     py.write_text(original.replace('"numpy>=1.26"', '"numpy>=99"'))
     assert any("numpy" in p for p in lockcheck.check(root))
@@ -308,9 +318,20 @@ def test_apptainer_definition_parses_and_bootstraps_from_the_docker_image():
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 def test_make_builds_the_tag_apptainer_bootstraps_from():
     out = subprocess.run(
-        ["make", "-s", "--no-print-directory", "-f", "Makefile",
-         "--eval", "ct-print: ; @echo $(IMAGE) $(IMAGE_NAME):latest $(BASE_IMAGE)", "ct-print"],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
+        [
+            "make",
+            "-s",
+            "--no-print-directory",
+            "-f",
+            "Makefile",
+            "--eval",
+            "ct-print: ; @echo $(IMAGE) $(IMAGE_NAME):latest $(BASE_IMAGE)",
+            "ct-print",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert out.returncode == 0, out.stderr
     image, latest, base = out.stdout.split()
@@ -324,7 +345,7 @@ def test_make_builds_the_tag_apptainer_bootstraps_from():
 
 
 def test_smoke_study_is_a_valid_tiny_study():
-    from suite.study import load_study
+    from loaderbench.study.study_file import load_study
 
     study = load_study(CT / "smoke.toml", max_cores=1)
     assert study.name == "container-smoke"
@@ -339,8 +360,14 @@ def _record(env: dict) -> dict:
 
 
 def test_check_record_accepts_a_container_record_and_rejects_stock_pillow(tmp_path, capsys):
-    good = {"container_image": "loaderbench:0.1.0", "container_digest": "sha256:" + "a" * 64,
-            "lock_sha256": "b" * 64, "pillow": "12.1.1.post0", "pillow_simd": True, "libjpeg_turbo": True}
+    good = {
+        "container_image": "loaderbench:0.1.0",
+        "container_digest": "sha256:" + "a" * 64,
+        "lock_sha256": "b" * 64,
+        "pillow": "12.1.1.post0",
+        "pillow_simd": True,
+        "libjpeg_turbo": True,
+    }
     folder = tmp_path / "container-smoke"
     folder.mkdir()
     (folder / "c0.json").write_text(json.dumps(_record(good)))
@@ -355,8 +382,9 @@ def test_verify_script_rejects_stock_pillow():
     """The host venv has stock Pillow: the in-build check must fail on it (and pass only on pillow-simd)."""
     import PIL
 
-    out = subprocess.run([sys.executable, str(CT / "verify_pillow_simd.py")], capture_output=True, text=True,
-                         timeout=300)
+    out = subprocess.run(
+        [sys.executable, str(CT / "verify_pillow_simd.py")], capture_output=True, text=True, timeout=300
+    )
     if re.search(r"\.post\d+$", PIL.__version__):
         assert out.returncode == 0, out.stderr
     else:

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from suite.exceptions import StudyError
-from suite.study import load_study
+from loaderbench.errors import StudyError
+from loaderbench.study.study_file import load_study
 
 PIPELINE = '''
 import time
@@ -111,20 +111,22 @@ def unpicklable(n=64, size=16):
     return d
 '''
 
-EDITED = '''
+EDITED = """
 from pipe import Squares
 
 
 def make(n=64):
     return Squares(n, 4)
-'''
+"""
 
 
 def study_text(name: str, factories: list[str], extra: str = "", args: str = "", timeout_s: float = 120) -> str:
     listed = ", ".join(f'"{f}"' for f in factories)
-    return (f'[study]\nname = "{name}"\nrepetitions = 1\nwarmup_batches = 1\nmeasure_batches = 4\n'
-            f'timeout_s = {timeout_s}\n[matrix]\nworkload = ["custom"]\nfactory = [{listed}]\nbatch_size = [4]\n{extra}\n'
-            f'[factory_args]\n{args}\n')
+    return (
+        f'[study]\nname = "{name}"\nrepetitions = 1\nwarmup_batches = 1\nmeasure_batches = 4\n'
+        f'timeout_s = {timeout_s}\n[matrix]\nworkload = ["custom"]\nfactory = [{listed}]\nbatch_size = [4]\n{extra}\n'
+        f"[factory_args]\n{args}\n"
+    )
 
 
 @pytest.fixture
@@ -151,6 +153,7 @@ def problem_of(folder: Path, factory: str, args: str = "", timeout_s: float = 12
 
 # --- bad factories: one clear error each, before anything runs ------------------------------------------------
 
+
 def test_module_not_found_names_the_file_searched_and_the_folder(pipeline_dir):
     msg = problem_of(pipeline_dir, "pipline:make")
     assert str(pipeline_dir / "study.toml") in msg
@@ -170,10 +173,13 @@ def test_a_factory_that_raises_is_reported_with_its_message(pipeline_dir):
     assert "raised FileNotFoundError: /data/train does not exist" in msg and "pipe.py:" in msg
 
 
-@pytest.mark.parametrize("factory, says", [
-    ("pipe:not_a_dataset", "returned an int, not a dataset; allowed: a torch.utils.data.Dataset"),
-    ("pipe:a_generator", "returned a generator, an iterator"),
-])
+@pytest.mark.parametrize(
+    "factory, says",
+    [
+        ("pipe:not_a_dataset", "returned an int, not a dataset; allowed: a torch.utils.data.Dataset"),
+        ("pipe:a_generator", "returned a generator, an iterator"),
+    ],
+)
 def test_a_factory_returning_no_dataset_says_what_it_returned(pipeline_dir, factory, says):
     assert says in problem_of(pipeline_dir, factory)
 
@@ -213,10 +219,11 @@ def test_custom_without_a_factory_and_a_malformed_one(pipeline_dir):
 
 # --- the duplicate check, seen alone ----------------------------------------------------------------------------
 
+
 def test_samples_are_identified_by_their_strings_through_random_augmentations():
     import torch
 
-    from suite.observers import sample_fingerprints
+    from loaderbench.measure.observers import sample_fingerprints
 
     keys = ["a", "b", "c", "d"]
     first, by_strings = sample_fingerprints([torch.rand(4, 3, 8, 8), torch.arange(4), keys])
@@ -229,7 +236,7 @@ def test_samples_are_identified_by_their_strings_through_random_augmentations():
 def test_only_the_tail_is_checked_and_each_epoch_apart():
     import torch
 
-    from suite.observers import ObservedStep, TailDuplicates
+    from loaderbench.measure.observers import ObservedStep, TailDuplicates
 
     tail = TailDuplicates(first_index=2, num_workers=2)
     step = ObservedStep(lambda batch: None, [tail])
@@ -246,8 +253,9 @@ def test_only_the_tail_is_checked_and_each_epoch_apart():
 
 # --- identity: arguments and the module's content, never its folder -------------------------------------------
 
+
 def test_cell_id_follows_the_arguments_and_the_module_file_not_its_folder(pipeline_dir, tmp_path):
-    ids = lambda path: sorted(c.cell_id for c in load_study(path).cells)  # noqa: E731
+    ids = lambda path: sorted(c.cell_id for c in load_study(path).cells)
     base = ids(write_study(pipeline_dir, study_text("ident", ["pipe:make"], args="n = 8")))
     moved = tmp_path / "elsewhere"
     shutil.copytree(pipeline_dir, moved)
@@ -261,6 +269,7 @@ def test_cell_id_follows_the_arguments_and_the_module_file_not_its_folder(pipeli
 
 # --- measured through the local launcher ----------------------------------------------------------------------
 
+
 def records(results: Path, study: str) -> dict[tuple, dict]:
     out = {}
     for f in (results / study).glob("*.json"):
@@ -272,16 +281,22 @@ def records(results: Path, study: str) -> dict[tuple, dict]:
 
 @pytest.mark.slow
 def test_map_style_and_iterable_cells_measure_and_flag_unsharded_workers(pipeline_dir, tmp_path):
-    from suite.factory import sha256_file
-    from suite.launch.local import run_local
-    from suite.store import Store
+    from loaderbench.launch.local import run_local
+    from loaderbench.schema.store import Store
+    from loaderbench.workloads.factory import sha256_file
 
-    extra = ('num_workers = [0, 2]\nstart_method = ["fork", "spawn", "forkserver"]\n'
-             '[[exclude]]\nfactory = ["pipe:sharded", "pipe:unsharded", "pipe:with_collate"]\n'
-             'start_method = ["spawn", "forkserver"]\n'
-             '[[exclude]]\nnum_workers = 0\nstart_method = ["spawn", "forkserver"]')
-    study = load_study(write_study(pipeline_dir, study_text(
-        "custom-ok", ["pipe:make", "pipe:sharded", "pipe:unsharded", "pipe:with_collate"], extra=extra)))
+    extra = (
+        'num_workers = [0, 2]\nstart_method = ["fork", "spawn", "forkserver"]\n'
+        '[[exclude]]\nfactory = ["pipe:sharded", "pipe:unsharded", "pipe:with_collate"]\n'
+        'start_method = ["spawn", "forkserver"]\n'
+        '[[exclude]]\nnum_workers = 0\nstart_method = ["spawn", "forkserver"]'
+    )
+    study = load_study(
+        write_study(
+            pipeline_dir,
+            study_text("custom-ok", ["pipe:make", "pipe:sharded", "pipe:unsharded", "pipe:with_collate"], extra=extra),
+        )
+    )
     summary = run_local(study, Store(tmp_path / "results"))
     assert summary.measured == 10 and not summary.failed, [r["error"] for r in summary.failed]
     recs = records(tmp_path / "results", "custom-ok")
@@ -290,14 +305,18 @@ def test_map_style_and_iterable_cells_measure_and_flag_unsharded_workers(pipelin
         assert rec["status"] == "ok" and rec["metrics"]["samples_per_s"] > 0
         assert rec["metrics"]["memory_bytes"]["pss_peak"] > 0 and rec["metrics"]["open_fds_peak"] > 0  # probed
         assert rec["config"]["factory_sha256"] == digest
-        assert rec["env"]["factory"] == {"spec": rec["config"]["factory"], "module_file": str(pipeline_dir / "pipe.py"),
-                                         "root": str(pipeline_dir), "sha256": digest}
+        assert rec["env"]["factory"] == {
+            "spec": rec["config"]["factory"],
+            "module_file": str(pipeline_dir / "pipe.py"),
+            "root": str(pipeline_dir),
+            "sha256": digest,
+        }
     for method in ("fork", "spawn", "forkserver"):  # workers started fresh import pipe.py from its folder too
         assert recs[("pipe:make", 2, method)]["metrics"]["samples_per_s"] > 0
     unsharded = recs[("pipe:unsharded", 2, "fork")]
     assert unsharded["metrics"]["duplicate_samples"] > 0
     assert "duplicate samples" in unsharded["warnings"][0] and "get_worker_info()" in unsharded["warnings"][0]
-    for key in [("pipe:sharded", 2, "fork"), ("pipe:sharded", 0, "fork"), ("pipe:unsharded", 0, "fork")]:
+    for key in [("pipe:sharded", 2, "fork"), ("pipe:sharded", 0, None), ("pipe:unsharded", 0, None)]:
         rec = recs[key]
         assert rec["metrics"]["duplicate_checked_samples"] > 0 and rec["metrics"]["duplicate_samples"] == 0
         assert "warnings" not in rec
@@ -306,12 +325,15 @@ def test_map_style_and_iterable_cells_measure_and_flag_unsharded_workers(pipelin
 
 @pytest.mark.slow
 def test_faults_in_the_users_dataset_are_classified_records(pipeline_dir, tmp_path):
-    from suite.launch.local import run_local
-    from suite.store import Store
+    from loaderbench.launch.local import run_local
+    from loaderbench.schema.store import Store
 
     extra = "num_workers = [2]\nulimit_nofile = [512]\nmemory_limit_mb = [4096]"
-    study = load_study(write_study(pipeline_dir, study_text(
-        "custom-faults", ["pipe:raising", "pipe:short", "edited:make"], extra=extra)))
+    study = load_study(
+        write_study(
+            pipeline_dir, study_text("custom-faults", ["pipe:raising", "pipe:short", "edited:make"], extra=extra)
+        )
+    )
     (pipeline_dir / "edited.py").write_text(EDITED.replace("n=64", "n=65"))  # after validation, before the run
     run_local(study, Store(tmp_path / "results"))
     recs = records(tmp_path / "results", "custom-faults")
@@ -322,8 +344,10 @@ def test_faults_in_the_users_dataset_are_classified_records(pipeline_dir, tmp_pa
     assert short["status"] == "failed" and short["error"]["kind"] == "dataset_error"
     assert "epoch ended after 0 batches; each epoch needs" in short["error"]["message"]
     changed = recs[("edited:make", 2, "fork")]
-    assert changed["error"]["kind"] == "dataset_error" and "changed since the study was validated" in \
-        changed["error"]["message"]
+    assert (
+        changed["error"]["kind"] == "dataset_error"
+        and "changed since the study was validated" in changed["error"]["message"]
+    )
     for rec in recs.values():
         assert rec["env"]["limits"]["nofile"] == 512
 

@@ -1,4 +1,4 @@
-"""suite.datasets: the synthetic JPEG generator, its cache, verification, and ImageFolder scanning."""
+"""loaderbench.datasets: the synthetic JPEG generator, its cache, verification, and ImageFolder scanning."""
 
 from __future__ import annotations
 
@@ -18,9 +18,18 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from suite import datasets as ds
-from suite.datasets import cli, manifest, recipes, synthesis
-from suite.datasets import DatasetError, DatasetSpec, PreparedDataset, ensure_dataset, verify_dataset
+from loaderbench import datasets as ds
+from loaderbench.datasets import (
+    DatasetError,
+    DatasetSpec,
+    PreparedDataset,
+    ensure_dataset,
+    manifest,
+    recipes,
+    synthesis,
+    verify_dataset,
+)
+from loaderbench.datasets import by_hand as cli
 
 TINY = {"scale": 0.1}  # ~50x38 px images: the whole pipeline, in milliseconds
 
@@ -90,7 +99,7 @@ def test_second_ensure_reuses_the_cache(tmp_path, monkeypatch):
     def boom(*a, **k):
         raise AssertionError("regenerated a valid cache entry")
 
-    monkeypatch.setattr("suite.datasets.cache._generate_into", boom)
+    monkeypatch.setattr("loaderbench.datasets.cache._generate_into", boom)
     again = make_tiny(tmp_path)
     assert again == first and again.summary == first.summary
 
@@ -151,7 +160,7 @@ def test_truncated_file_is_detected_and_regenerated(tmp_path, caplog):
     victim.write_bytes(before[good.files[3]][:100])
     with pytest.raises(DatasetError, match="truncated"):
         verify_dataset(good.root)
-    with caplog.at_level(logging.WARNING, logger="suite.datasets"):
+    with caplog.at_level(logging.WARNING, logger="loaderbench.datasets"):
         again = make_tiny(tmp_path)
     assert "generating it again" in caplog.text and str(victim) in caplog.text
     assert again.digest == good.digest and file_bytes(again) == before
@@ -167,7 +176,7 @@ def test_incomplete_entry_is_regenerated(tmp_path, damage, caplog):
         (good.root / "class_000" / "stray.jpg").write_bytes(b"x")
     else:
         (good.root / good.files[0]).unlink()
-    with caplog.at_level(logging.WARNING, logger="suite.datasets"):
+    with caplog.at_level(logging.WARNING, logger="loaderbench.datasets"):
         again = make_tiny(tmp_path)
     assert "generating it again" in caplog.text
     assert again.digest == good.digest
@@ -310,7 +319,7 @@ def test_from_table(tmp_path):
 def test_bad_recipe_and_overrides(tmp_path):
     with pytest.raises(DatasetError, match="colour"):
         make_tiny(tmp_path, overrides={"colour": 1})
-    with pytest.raises(DatasetError, match="jpeg.subsampling"):
+    with pytest.raises(DatasetError, match=r"jpeg\.subsampling"):
         make_tiny(tmp_path, overrides={"jpeg": {"subsampling": "4:1:1"}})
     bad = tmp_path / "bad.toml"
     bad.write_text("seed = 1\n")
@@ -362,5 +371,7 @@ def test_sha256_file_matches_hashlib(tmp_path):
 
 
 def test_cli_runs_as_a_module():
-    out = subprocess.run([sys.executable, "-m", "suite.datasets", "--help"], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "loaderbench.datasets", "--help"], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0 and "--images" in out.stdout

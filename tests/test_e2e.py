@@ -28,9 +28,10 @@ sleep_ms = [1.0]
 """
 
 
-def cli(*args, module="suite"):
-    return subprocess.run([sys.executable, "-m", module, *map(str, args)], cwd=REPO, capture_output=True,
-                          text=True, timeout=600)
+def cli(*args, module="loaderbench"):
+    return subprocess.run(
+        [sys.executable, "-m", module, *map(str, args)], cwd=REPO, capture_output=True, text=True, timeout=600
+    )
 
 
 def test_tiny_study_records_and_figures(tmp_path):
@@ -50,8 +51,15 @@ def test_tiny_study_records_and_figures(tmp_path):
         assert m["samples_per_s"] > 0 and m["time_to_first_batch_s"] > 0
         assert m["memory_bytes"]["pss_peak"] > 0 and m["open_fds_peak"] > 0
         # every cell's epoch: warm-up and tail of the study's largest pipeline (2 workers x 2), a window of two
-        assert m["window"] == {"mode": "steady", "warmup_batches": 4, "measure_batches": 8, "tail_batches": 4,
-                               "epoch_batches": 16, "window_batches": 8, "max_windows": 1}
+        assert m["window"] == {
+            "mode": "steady",
+            "warmup_batches": 4,
+            "measure_batches": 8,
+            "tail_batches": 4,
+            "epoch_batches": 16,
+            "window_batches": 8,
+            "max_windows": 1,
+        }
         assert len(rec["raw"]["got"][0]) == 16
     mtimes = {f: f.stat().st_mtime_ns for f in files}
 
@@ -59,10 +67,15 @@ def test_tiny_study_records_and_figures(tmp_path):
     assert again.returncode == 0 and "nothing to do" in again.stderr
     assert {f: f.stat().st_mtime_ns for f in files} == mtimes
 
-    drawn = cli(results, "--figures", figures, module="analysis")
+    drawn = cli(results, "--figures", figures, module="loaderbench.analysis")
     assert drawn.returncode == 0, drawn.stderr
-    for name in ("throughput_vs_workers.png", "throughput_vs_workers.pdf", "oversubscription.png", "summary.csv",
-                 "summary.md"):
+    for name in (
+        "throughput_vs_workers.png",
+        "throughput_vs_workers.pdf",
+        "oversubscription.png",
+        "summary.csv",
+        "summary.md",
+    ):
         assert (figures / "tiny" / name).stat().st_size > 0
     assert "tiny" in (figures / "tiny" / "summary.md").read_text()
 

@@ -3,7 +3,7 @@ next cell, and no process or /dev/shm entry of the cell is left behind; an inter
 finished and resumes without duplicates.
 
 Faults are injected through the normal study path with the `fault` workload (a harness self-test,
-suite/workloads/faulty.py). Every run happens in a subprocess, inside a private mount namespace with its
+loaderbench/workloads/fault.py). Every run happens in a subprocess, inside a private mount namespace with its
 own tmpfs on /dev/shm where `unshare` allows it (root), so leak checks see exactly what the run left and the
 machine's /dev/shm is never touched. Every process of a run carries a tag in its environment, so leftovers
 are found wherever they were re-parented. Nothing here waits on timing luck: a worker that must be killed
@@ -13,12 +13,14 @@ timeout_s.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import typing
 import uuid
 from pathlib import Path
 
@@ -81,9 +83,19 @@ json.dump({"rc": rc, "leftovers": left, "shm_before": shm_before, "shm_after": s
 
 def _can_isolate_shm() -> bool:
     try:
-        out = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                              "mount -t tmpfs -o size=1M tmpfs /dev/shm && test -w /dev/shm"],
-                             capture_output=True, timeout=60)
+        out = subprocess.run(
+            [
+                "unshare",
+                "--mount",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                "mount -t tmpfs -o size=1M tmpfs /dev/shm && test -w /dev/shm",
+            ],
+            capture_output=True,
+            timeout=60,
+        )
         return out.returncode == 0
     except (OSError, subprocess.SubprocessError):
         return False
@@ -93,16 +105,24 @@ ISOLATED = _can_isolate_shm()
 
 
 class Run:
-    """`python -m suite run STUDY` in a subprocess (optionally in a private /dev/shm)."""
+    """`python -m loaderbench run STUDY` in a subprocess (optionally in a private /dev/shm)."""
 
     def __init__(self, tmp: Path, study: Path, results: Path, shm_size: str | None = "64M", env: dict | None = None):
         self.tag = uuid.uuid4().hex
         self.tmp, self.study, self.results = tmp, study, results
         n = len(list(tmp.glob("run-*.json")))
         self.out, self.log, self.pidfile = tmp / f"run-{n}.json", tmp / f"run-{n}.log", tmp / f"run-{n}.pid"
-        args = {"tag": self.tag, "shm_size": shm_size if ISOLATED else None, "env": env or {}, "cwd": str(REPO),
-                "cmd": [sys.executable, "-m", "suite", "run", str(study), "--results", str(results)],
-                "log": str(self.log), "pidfile": str(self.pidfile), "out": str(self.out), "wait_s": 30}
+        args = {
+            "tag": self.tag,
+            "shm_size": shm_size if ISOLATED else None,
+            "env": env or {},
+            "cwd": str(REPO),
+            "cmd": [sys.executable, "-m", "loaderbench", "run", str(study), "--results", str(results)],
+            "log": str(self.log),
+            "pidfile": str(self.pidfile),
+            "out": str(self.out),
+            "wait_s": 30,
+        }
         prefix = ["unshare", "--mount", "--propagation", "private"] if ISOLATED else []
         self.proc = subprocess.Popen(prefix + [sys.executable, "-c", WRAPPER, json.dumps(args)], cwd=REPO)
 
@@ -158,15 +178,17 @@ def tagged_processes(tag: str) -> list[tuple[int, str]]:
 
 
 def study_text(name: str, matrix: str, timeout_s: float = 60, seed: int = 0, extra: str = "") -> str:
-    return (f'[study]\nname = "{name}"\nrepetitions = 1\nwarmup_batches = 1\nmeasure_batches = 4\n'
-            f"timeout_s = {timeout_s}\nseed = {seed}\n\n[matrix]\n{matrix}\n{extra}")
+    return (
+        f'[study]\nname = "{name}"\nrepetitions = 1\nwarmup_batches = 1\nmeasure_batches = 4\n'
+        f"timeout_s = {timeout_s}\nseed = {seed}\n\n[matrix]\n{matrix}\n{extra}"
+    )
 
 
 def write_study(tmp: Path, name: str, matrix: str, order_ok=None, **kw) -> tuple[Path, list]:
     """Write a study; with `order_ok(cells in run order)`, pick the first seed whose run order satisfies it."""
-    from suite.plan import pending_tasks
-    from suite.store import Store
-    from suite.study import load_study
+    from loaderbench.schema.store import Store
+    from loaderbench.study.plan import pending_tasks
+    from loaderbench.study.study_file import load_study
 
     path = tmp / f"{name}.toml"
     for seed in range(200):
@@ -183,8 +205,15 @@ def records(results: Path, study: str) -> dict[str, dict]:
 
 
 def by_fault(recs: dict[str, dict]) -> dict:
-    return {(r["config"]["workload"], r["config"].get("fault"), r["config"]["num_workers"],
-             r["config"].get("sharing_strategy")): r for r in recs.values()}
+    return {
+        (
+            r["config"]["workload"],
+            r["config"].get("fault"),
+            r["config"]["num_workers"],
+            r["config"].get("sharing_strategy"),
+        ): r
+        for r in recs.values()
+    }
 
 
 def assert_clean(report: dict, recs: dict[str, dict], tag: str) -> None:
@@ -202,8 +231,11 @@ def assert_clean(report: dict, recs: dict[str, dict], tag: str) -> None:
         assert report["shm_after"] == report["shm_before"], f"/dev/shm entries left: {report['shm_after']}"
     else:  # shared /dev/shm: only what carries one of the cells' pids can be told apart from other users'
         pids = {p for rec in recs.values() for p in rec["cleanup"]["processes_seen"]}
-        ours = [n for n in set(report["shm_after"]) - set(report["shm_before"])
-                if n.startswith("torch_") and n.split("_")[1].isdigit() and int(n.split("_")[1]) in pids]
+        ours = [
+            n
+            for n in set(report["shm_after"]) - set(report["shm_before"])
+            if n.startswith("torch_") and n.split("_")[1].isdigit() and int(n.split("_")[1]) in pids
+        ]
         assert not ours, f"/dev/shm entries of the cells left: {ours}"
 
 
@@ -211,7 +243,7 @@ def assert_order_kept(recs: dict[str, dict], order: list) -> None:
     """The run went through the cells in plan order, one after the other, each recorded."""
     by_id = {r["cell_id"]: r for r in recs.values()}
     assert [c.cell_id for c in order] == sorted(by_id, key=lambda cid: by_id[cid]["started_at"])
-    for a, b in zip(order, order[1:]):
+    for a, b in itertools.pairwise(order):
         assert by_id[a.cell_id]["finished_at"] <= by_id[b.cell_id]["started_at"]
 
 
@@ -236,7 +268,7 @@ memory_limit_mb = 256
 
 
 def test_worker_faults_are_recorded_and_the_run_goes_on(tmp_path):
-    healthy_last = lambda order: order[-1]["fault"] == "none"  # noqa: E731
+    healthy_last = lambda order: order[-1]["fault"] == "none"
     study, order = write_study(tmp_path, "faults", WORKER_FAULTS, order_ok=healthy_last)
     results = tmp_path / "results"
     run = Run(tmp_path, study, results)
@@ -312,12 +344,11 @@ num_workers = 2
 
 
 def test_cell_faults_fd_exhaustion_and_rlimit_memory(tmp_path):
-    last_ok = lambda order: order[-1]["workload"] == "fault" and order[-1]["fault"] == "none"  # noqa: E731
+    last_ok = lambda order: order[-1]["workload"] == "fault" and order[-1]["fault"] == "none"
     study, order = write_study(tmp_path, "cellfaults", CELL_FAULTS, order_ok=last_ok, timeout_s=GUARD_S)
     (tmp_path / "hang").mkdir()
-    hang_first = lambda order: [c["fault"] for c in order] == ["hang", "none"]  # noqa: E731
-    hang_study, hang_order = write_study(tmp_path / "hang", "hang", HANG, order_ok=hang_first,
-                                         timeout_s=HANG_TIMEOUT_S)
+    hang_first = lambda order: [c["fault"] for c in order] == ["hang", "none"]
+    hang_study, hang_order = write_study(tmp_path / "hang", "hang", HANG, order_ok=hang_first, timeout_s=HANG_TIMEOUT_S)
     results = tmp_path / "results"
     hang_run = Run(tmp_path / "hang", hang_study, results)  # side by side: the hang costs no extra wall time
     run = Run(tmp_path, study, results, env={"LOADERBENCH_CGROUP": "off"})
@@ -333,19 +364,25 @@ def test_cell_faults_fd_exhaustion_and_rlimit_memory(tmp_path):
         for w in words:
             assert w in rec["error"]["message"], (key, rec["error"]["message"])
 
-    check(("fault", "segfault", 0, "file_descriptor"), "cell_crashed", "SIGSEGV", "num_workers = 0")
-    check(("fault", "raise", 0, "file_descriptor"), "dataset_error", "fault injected: sample 5 raised")
-    check(("fault", "oom", 0, "file_descriptor"), "out_of_memory", "out of memory")
+    # without workers nothing is shared: no sharing strategy (None)
+    check(("fault", "segfault", 0, None), "cell_crashed", "SIGSEGV", "num_workers = 0")
+    check(("fault", "raise", 0, None), "dataset_error", "fault injected: sample 5 raised")
+    check(("fault", "oom", 0, None), "out_of_memory", "out of memory")
     check(("fault", "oom", 2, "file_descriptor"), "out_of_memory", "DataLoader worker")
-    check(("sleep", None, 2, "file_descriptor"), "too_many_open_files", "too many open files under file_descriptor "
-          "sharing", "ulimit", "file_system")
+    check(
+        ("sleep", None, 2, "file_descriptor"),
+        "too_many_open_files",
+        "too many open files under file_descriptor sharing",
+        "ulimit",
+        "file_system",
+    )
     check(("fault", "abort", 2, "file_descriptor"), "worker_crashed", "DataLoader worker", "SIGABRT")
     check(("fault", "exit", 2, "file_descriptor"), "worker_crashed", "DataLoader worker", "exit code 3")
     check(("fault", "kill_self", 2, "file_descriptor"), "worker_killed", "DataLoader worker", "SIGKILL")
-    for key in (("fault", "oom", 0, "file_descriptor"), ("fault", "oom", 2, "file_descriptor")):
+    for key in (("fault", "oom", 0, None), ("fault", "oom", 2, "file_descriptor")):
         assert got[key]["env"]["limits"]["memory_via"] == "rlimit_as"
-    assert got[("sleep", None, 0, "file_descriptor")]["status"] == "ok"  # same ulimit, no workers: fine
-    assert got[("fault", "none", 0, "file_descriptor")]["status"] == "ok"
+    assert got[("sleep", None, 0, None)]["status"] == "ok"  # same ulimit, no workers: fine
+    assert got[("fault", "none", 0, None)]["status"] == "ok"
     assert_order_kept(recs, order)
     assert_clean(report, recs, run.tag)
 
@@ -353,7 +390,8 @@ def test_cell_faults_fd_exhaustion_and_rlimit_memory(tmp_path):
     assert hang_report["rc"] == 1, hang_run.output()  # every cell ran; the hang timed out
     hang_recs = records(results, "hang")
     assert len(hang_recs) == len(hang_order) == 2
-    hang, after = (by_fault(hang_recs)[("fault", f, n, "file_descriptor")] for f, n in (("hang", 2), ("none", 0)))
+    keys = (("fault", "hang", 2, "file_descriptor"), ("fault", "none", 0, None))
+    hang, after = (by_fault(hang_recs)[key] for key in keys)
     assert hang["status"] == "timeout" and hang["error"]["kind"] == "timeout", hang.get("error")
     assert f"timeout_s = {HANG_TIMEOUT_S}" in hang["error"]["message"]
     assert after["status"] == "ok", after.get("error")
@@ -433,14 +471,19 @@ def test_interrupted_run_keeps_records_and_resumes(tmp_path, how):
     stale = results / "intr" / f".{order[1].cell_id}-r0.json.x1y2.tmp"
     stale.write_text('{"schema": "loaderbench.record/2", "status": "ok", "cell_')
     if how != "SIGKILL":
-        from suite.plan import counts
-        from suite.store import Store
-        from suite.study import load_study
+        from loaderbench.schema.store import Store
+        from loaderbench.study.plan import counts
+        from loaderbench.study.study_file import load_study
 
         assert counts(load_study(study), Store(results)) == {"ok": 1, "failed": 0, "timeout": 0, "missing": 2}
         return
-    plan = subprocess.run([sys.executable, "-m", "suite", "plan", str(study), "--results", str(results)],
-                          cwd=REPO, capture_output=True, text=True, timeout=GUARD_S)
+    plan = subprocess.run(
+        [sys.executable, "-m", "loaderbench", "plan", str(study), "--results", str(results)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=GUARD_S,
+    )
     assert "ok: 1, failed: 0, timeout: 0, missing: 2" in plan.stdout, plan.stdout + plan.stderr
 
     # resume: the finished cell is not measured again, the others are, once each
@@ -461,6 +504,7 @@ def test_interrupted_run_keeps_records_and_resumes(tmp_path, how):
 
 # --- classification, without running anything ----------------------------------------------------------------
 
+
 def _chained(outer: str, inner: str) -> RuntimeError:
     try:
         try:
@@ -472,52 +516,71 @@ def _chained(outer: str, inner: str) -> RuntimeError:
 
 
 def test_classification_reads_the_whole_exception_chain():
-    from suite.errors import classify_exception
+    from loaderbench.measure.failures import classify_exception
 
-    e = _chained("DataLoader worker (pid(s) 41) exited unexpectedly", "DataLoader worker (pid 41) is killed by signal: "
-                 "Segmentation fault. ")
+    e = _chained(
+        "DataLoader worker (pid(s) 41) exited unexpectedly",
+        "DataLoader worker (pid 41) is killed by signal: Segmentation fault. ",
+    )
     c = classify_exception(e)
     assert c["kind"] == "worker_crashed" and "SIGSEGV" in c["message"] and "pid 41" in c["message"]
-    e = _chained("DataLoader worker (pid(s) 7) exited unexpectedly", "DataLoader worker (pid 7) is killed by signal: "
-                 "Killed. ")
+    e = _chained(
+        "DataLoader worker (pid(s) 7) exited unexpectedly", "DataLoader worker (pid 7) is killed by signal: Killed. "
+    )
     assert classify_exception(e)["kind"] == "worker_killed"
-    e = _chained("DataLoader worker (pid(s) 7) exited unexpectedly", "DataLoader worker (pid 7) exited unexpectedly "
-                 "with exit code 3. Details are lost due to multiprocessing.")
+    e = _chained(
+        "DataLoader worker (pid(s) 7) exited unexpectedly",
+        "DataLoader worker (pid 7) exited unexpectedly with exit code 3. Details are lost due to multiprocessing.",
+    )
     c = classify_exception(e)
     assert c["kind"] == "worker_crashed" and "exit code 3" in c["message"]
 
 
 def test_classification_of_resource_errors():
-    from suite.errors import classify_exception
+    from loaderbench.measure.failures import classify_exception
 
-    shm = RuntimeError("Caught RuntimeError in DataLoader worker process 1.\nOriginal Traceback (most recent call "
-                       "last):\n  File \"x.py\", line 1\nRuntimeError: unable to allocate shared memory(shm) for file "
-                       "</torch_1_2_3>: No space left on device (28)")
+    shm = RuntimeError(
+        "Caught RuntimeError in DataLoader worker process 1.\nOriginal Traceback (most recent call "
+        'last):\n  File "x.py", line 1\nRuntimeError: unable to allocate shared memory(shm) for file '
+        "</torch_1_2_3>: No space left on device (28)"
+    )
     c = classify_exception(shm, "file_system")
     assert c["kind"] == "shm_exhausted" and "worker 1" in c["message"] and "No space left" in c["message"]
     fds = RuntimeError("received 0 items of ancdata")
     c = classify_exception(fds, "file_descriptor")
     assert c["kind"] == "too_many_open_files" and "file_system" in c["message"]
-    mem = RuntimeError("Caught MemoryError in DataLoader worker process 0.\nOriginal Traceback (most recent call "
-                       "last):\nMemoryError")
+    mem = RuntimeError(
+        "Caught MemoryError in DataLoader worker process 0.\nOriginal Traceback (most recent call last):\nMemoryError"
+    )
     assert classify_exception(mem)["kind"] == "out_of_memory"
     assert classify_exception(ValueError("plain"))["kind"] == "error"
 
 
 def test_every_kind_is_documented():
-    from suite.errors import KINDS
+    """docs/troubleshooting.md's table of fault kinds names exactly the kinds a record can carry, each with what
+    happened and what to do."""
+    import re
 
-    assert set(KINDS) >= {"worker_killed", "worker_crashed", "worker_error", "dataset_error", "shm_exhausted",
-                          "too_many_open_files", "out_of_memory", "timeout", "cell_crashed", "error"}
+    from loaderbench.measure.failures import KINDS
+
+    text = (REPO / "docs" / "troubleshooting.md").read_text()
+    table = text.split("## Fault kinds", 1)[1].split("\n## ", 1)[0]
+    rows = [ln for ln in table.splitlines() if re.match(r"^\| `\w+` \|", ln)]
+    documented = [re.match(r"^\| `(\w+)` \|", ln)[1] for ln in rows]
+    assert sorted(documented) == sorted(KINDS), set(documented) ^ set(KINDS)
+    assert len(documented) == len(set(documented))
+    for ln in rows:
+        cells = [c.strip() for c in ln.strip("|").split(" | ")]
+        assert len(cells) == 3 and all(len(c) > 10 for c in cells[1:]), ln
 
 
 ESCAPE = r"""
 import json, sys, tempfile
-import suite.cellproc as C
-from suite.cell import Task
-from suite.runner import run_task
-from suite.store import Store
-from suite.study import parse_study
+import loaderbench.measure.cell_process as C
+from loaderbench.schema.cell import Task
+from loaderbench.measure.runner import run_task
+from loaderbench.schema.store import Store
+from loaderbench.study.study_file import parse_study
 
 cell = parse_study({"study": {"name": "d"}, "matrix": {"workload": "fault"}}, where="x").cells[0]
 
@@ -537,7 +600,7 @@ def torn(config, rep, prepared, path, *_):
 out = []
 for f in (killed, written_then_raised, torn):
     C.cell_main = f
-    rec = run_task(Task("d", cell, 0), Store(tempfile.mkdtemp()), {}, timeout_s=60)
+    rec = run_task(Task("d", cell, 0), Store(tempfile.mkdtemp()), {}, timeout_s=60).to_json()
     out.append([rec["status"], rec["error"]["kind"], rec["error"]["message"]])
 print(json.dumps(out))
 """
@@ -549,7 +612,7 @@ def test_an_exception_escaping_the_cell_body_is_still_recorded():
     had already written completely is kept."""
     out = subprocess.run([sys.executable, "-c", ESCAPE], cwd=REPO, capture_output=True, text=True, timeout=GUARD_S)
     assert out.returncode == 0, out.stderr
-    (s1, k1, m1), (s2, k2, m2), (s3, k3, m3) = json.loads(out.stdout.strip().splitlines()[-1])
+    (s1, k1, m1), (s2, k2, m2), (s3, k3, _m3) = json.loads(out.stdout.strip().splitlines()[-1])
     assert (s1, k1) == ("failed", "worker_killed") and "signal 9" in m1
     assert (s2, k2, m2) == ("failed", "worker_error", "the original")
     assert (s3, k3) == ("failed", "too_many_open_files")
@@ -560,13 +623,16 @@ def test_a_symptom_is_traced_to_the_worker_that_died():
     the descriptors it had sent): the worker's own death is what gets recorded."""
     import types
 
-    from suite.errors import classify_exception
+    from loaderbench.measure.failures import classify_exception
 
     dead = subprocess.Popen([sys.executable, "-c", "import os; os.abort()"])
     os.waitid(os.P_PID, dead.pid, os.WEXITED | os.WNOWAIT)  # dead, not reaped: as a worker is when the cell looks
 
     class Iterator:  # what the DataLoader iterator looks like to the classifier
-        _workers = [types.SimpleNamespace(pid=os.getpid(), exitcode=None), types.SimpleNamespace(pid=dead.pid)]
+        _workers: typing.ClassVar = [
+            types.SimpleNamespace(pid=os.getpid(), exitcode=None),
+            types.SimpleNamespace(pid=dead.pid),
+        ]
 
         def next(self):
             raise ConnectionResetError(104, "Connection reset by peer")
@@ -583,11 +649,11 @@ def test_a_symptom_is_traced_to_the_worker_that_died():
 
 SLOW_RUNNER = r"""
 import json, os, select, tempfile
-import suite.runner as R
-from suite.cell import Task
-from suite.runner import run_task
-from suite.store import Store
-from suite.study import parse_study
+import loaderbench.measure.runner as R
+from loaderbench.schema.cell import Task
+from loaderbench.measure.runner import run_task
+from loaderbench.schema.store import Store
+from loaderbench.study.study_file import parse_study
 
 cell = parse_study({"study": {"name": "d", "warmup_batches": 1, "measure_batches": 1},
                     "matrix": {"workload": "sleep", "sleep_ms": 0.0, "batch_size": 1}}, where="x").cells[0]
@@ -600,7 +666,7 @@ def descheduled(pgid, *args):  # the runner loses the CPU right after the fork, 
     return start(pgid, *args)
 
 R._start_sentinel = descheduled
-rec = run_task(Task("d", cell, 0), Store(tempfile.mkdtemp()), {}, timeout_s=120)
+rec = run_task(Task("d", cell, 0), Store(tempfile.mkdtemp()), {}, timeout_s=120).to_json()
 m = rec["metrics"]
 print(json.dumps([rec["status"], m["probe"]["samples"], m["memory_bytes"]["pss_peak"], m["open_fds_peak"]]))
 """
@@ -609,8 +675,97 @@ print(json.dumps([rec["status"], m["probe"]["samples"], m["memory_bytes"]["pss_p
 def test_the_probe_sees_a_cell_that_ends_before_the_runner_looks():
     """A cell shorter than the runner's way from fork to its first sample (forking the sentinel, waiting for the
     CPU) still has its memory and fds measured: it starts only once the probe has seen it alive."""
-    out = subprocess.run([sys.executable, "-c", SLOW_RUNNER], cwd=REPO, capture_output=True, text=True,
-                         timeout=GUARD_S)
+    out = subprocess.run([sys.executable, "-c", SLOW_RUNNER], cwd=REPO, capture_output=True, text=True, timeout=GUARD_S)
     assert out.returncode == 0, out.stderr
     status, samples, pss, fds = json.loads(out.stdout.strip().splitlines()[-1])
     assert status == "ok" and samples >= 1 and pss > 0 and fds > 0, (status, samples, pss, fds)
+
+
+ADOPTED = r"""
+import json, os, signal, subprocess, sys, tempfile, time
+import psutil
+import loaderbench.measure.cell_process as C
+from loaderbench.schema.cell import Task
+from loaderbench.measure.runner import run_task
+from loaderbench.schema.store import Store
+from loaderbench.study.study_file import parse_study
+
+tmp = tempfile.mkdtemp()
+DAEMON = '''
+import os, sys, time
+def daemon(pidfile, program=False):  # leaves its parent and its process group: the nearest subreaper adopts it
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        child = os.fork()
+        if child == 0:
+            if program:
+                os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(120)"])
+            time.sleep(120)
+            os._exit(0)
+        open(pidfile + ".tmp", "w").write(str(child))
+        os.replace(pidfile + ".tmp", pidfile)
+        os._exit(0)
+    os.waitpid(pid, 0)
+'''
+exec(DAEMON)
+WAIT_AND_LEAVE_A_DAEMON = DAEMON + '''
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.02)
+daemon(sys.argv[2])
+'''
+cell = parse_study({"study": {"name": "d"}, "matrix": {"workload": "sleep"}}, where="x").cells[0]
+
+
+def alive(pidfile):
+    pid = int(open(pidfile).read())
+    try:
+        up = psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        os.kill(pid, signal.SIGKILL)
+    except (psutil.NoSuchProcess, ProcessLookupError):
+        return False
+    try:
+        os.waitpid(pid, 0)  # ours to reap: this process is the runner, a subreaper
+    except ChildProcessError:
+        pass
+    return up
+
+
+def run(name, program, bystander):
+    ours, theirs, go = (os.path.join(tmp, name + "-" + n) for n in ("ours", "theirs", "go"))
+    other = None
+    if bystander:  # started before the cell, it leaves a daemon behind while the cell runs (as slurmd does)
+        other = subprocess.Popen([sys.executable, "-c", WAIT_AND_LEAVE_A_DAEMON, go, theirs])
+
+    def body(config, rep, prepared, path, *_):  # the cell leaves a daemon of its own, then lets the other go
+        daemon(ours, program)
+        open(go, "w").close()
+        if other is not None:
+            other.wait()
+        with open(path, "w") as fh:
+            json.dump({"status": "failed", "error": {"kind": "error", "message": "left a daemon"}}, fh)
+        return 0
+
+    C.cell_main = body
+    rec = run_task(Task("d", cell, 0), Store(tmp), {}, timeout_s=60)
+    if other is not None:
+        other.wait()
+    killed = rec.cleanup["processes_killed"]
+    return {"ours": alive(ours), "theirs": alive(theirs) if bystander else None, "killed": killed}
+
+
+print(json.dumps([run("embedded", True, True), run("alone", False, False)]))
+"""
+
+
+def test_the_runner_kills_the_orphans_of_its_cell_and_no_others():
+    """A runner is a child subreaper: orphans anywhere below it become its children. Alone (the CLI, a Slurm
+    task), every orphan it adopts during a cell is the cell's, and it kills them all. Embedded in a process that
+    has other children (a test worker that also started a Slurm cluster, whose slurmd leaves every slurmstepd
+    to it), it kills only the programs its cell started (they carry the cell's mark) and leaves the others'
+    alone: a killed slurmstepd leaves its job RUNNING in Slurm for good."""
+    out = subprocess.run([sys.executable, "-c", ADOPTED], cwd=REPO, capture_output=True, text=True, timeout=GUARD_S)
+    assert out.returncode == 0, out.stderr
+    embedded, alone = json.loads(out.stdout.strip().splitlines()[-1])
+    assert embedded == {"ours": False, "theirs": True, "killed": 1}, embedded
+    assert alone == {"ours": False, "theirs": None, "killed": 1}, alone

@@ -2,7 +2,7 @@
 and carries the study, machine and versions.
 
 Every figure drawn here is also checked as a reader sees it (the `kept` fixture keeps each figure that
-analysis.figures.style.save closes): every title, legend, label and footer lies on the saved canvas, panels
+loaderbench.analysis.figures.style.save closes): every title, legend, label and footer lies on the saved canvas, panels
 that share an x variable share its limits and ticks, each legend entry stands for something drawn, the number
 of repetitions behind the points is printed, and no interval is called 95% (the helpers below are shared with
 tests/test_questions.py)."""
@@ -16,24 +16,23 @@ import pandas as pd
 import pytest
 from matplotlib.collections import LineCollection, PathCollection, PolyCollection
 from matplotlib.colors import to_rgba
-from matplotlib.figure import Figure
 from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
 from matplotlib.markers import MarkerStyle
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.text import Text
 
-from analysis.aggregate import analyze_study
-from analysis.figures.gpu_feed import accelerator_utilization_vs_workers
-from analysis.figures.model import usl_fit
-from analysis.figures.recommend import NO_GPU, rules_of_thumb
-from analysis.figures.scaling import oversubscription, throughput_vs_workers
-from analysis.figures.style import apply_theme, provenance, workers_axis
-from analysis.records import load_records
-from analysis.report_tables import rules_table
-from analysis.stats import coverage_text
-from analysis.synthetic import study_cells, study_records, write_records
-from analysis.usl import MIN_DISTINCT_N
+from loaderbench.analysis.aggregate import analyze_study
+from loaderbench.analysis.figures.accelerator_busy import accelerator_utilization_vs_workers
+from loaderbench.analysis.figures.rule_cost import NO_GPU, rules_of_thumb
+from loaderbench.analysis.figures.scaling import oversubscription, throughput_vs_workers
+from loaderbench.analysis.figures.style import apply_theme, provenance, workers_axis
+from loaderbench.analysis.figures.usl_fit import usl_fit
+from loaderbench.analysis.report_text import rules_table
+from loaderbench.analysis.synthetic_records import study_cells, study_records, write_records
+from loaderbench.analysis.table import load_records
+from loaderbench.analysis.usl import MIN_DISTINCT_N
+from loaderbench.stats.intervals import coverage_text
 
 FIGURES = (throughput_vs_workers, usl_fit, rules_of_thumb, oversubscription)
 
@@ -42,31 +41,13 @@ FIGURES = (throughput_vs_workers, usl_fit, rules_of_thumb, oversubscription)
 # what a reader sees, checked on a drawn figure (shared with tests/test_questions.py)
 
 
-@pytest.fixture
-def kept(monkeypatch):
-    """The figures style.save wrote, kept open (it closes them) until the test ends: [(figure, png path)]."""
-    figs, real_close, real_save = [], plt.close, Figure.savefig
-
-    def keep(fig=None):
-        if not isinstance(fig, Figure):
-            real_close(fig)
-
-    def savefig(fig, path, *args, **kwargs):
-        real_save(fig, path, *args, **kwargs)
-        if str(path).endswith(".png"):
-            figs.append((fig, path))
-
-    monkeypatch.setattr(plt, "close", keep)
-    monkeypatch.setattr(Figure, "savefig", savefig)
-    yield figs
-    for fig, _ in figs:
-        real_close(fig)
-
-
 def _shown(artist) -> bool:
     ax = getattr(artist, "axes", None)
-    return artist.get_visible() and (ax is None or ax.get_visible()) and (
-        not isinstance(artist, Text) or bool(artist.get_text().strip()))
+    return (
+        artist.get_visible()
+        and (ax is None or ax.get_visible())
+        and (not isinstance(artist, Text) or bool(artist.get_text().strip()))
+    )
 
 
 def text_artists(fig) -> list:
@@ -102,15 +83,23 @@ def outside_canvas(fig, png) -> list[str]:
     boxes = [(a, a.get_window_extent(renderer)) for a in text_artists(fig)]
     for ax in fig.axes:
         if ax.get_visible():
-            boxes += [(f"tick labels of {axis.axis_name} in {ax.get_title()!r}", axis.get_tightbbox(renderer))
-                      for axis in (ax.xaxis, ax.yaxis)]
+            boxes += [
+                (f"tick labels of {axis.axis_name} in {ax.get_title()!r}", axis.get_tightbbox(renderer))
+                for axis in (ax.xaxis, ax.yaxis)
+            ]
     for what, b in boxes:
         if b is None or not (np.isfinite(b.width) and b.width > 0):
             continue
         if b.x0 < canvas.x0 - 1 or b.y0 < canvas.y0 - 1 or b.x1 > canvas.x1 + 1 or b.y1 > canvas.y1 + 1:
-            name = what if isinstance(what, str) else (
-                f"legend {[t.get_text() for t in what.get_texts()][:3]}" if isinstance(what, Legend)
-                else f"text {what.get_text()[:50]!r}")
+            name = (
+                what
+                if isinstance(what, str)
+                else (
+                    f"legend {[t.get_text() for t in what.get_texts()][:3]}"
+                    if isinstance(what, Legend)
+                    else f"text {what.get_text()[:50]!r}"
+                )
+            )
             problems.append(f"{name} at {b.bounds} outside the canvas {canvas.bounds}")
     return problems
 
@@ -165,17 +154,23 @@ def _drawn(fig) -> list:
         for c in ax.collections:
             if not c.get_visible():
                 continue
-            n = len(c.get_segments()) if isinstance(c, LineCollection) else (
-                len(c.get_offsets()) if isinstance(c, PathCollection) else len(c.get_paths()))
+            n = (
+                len(c.get_segments())
+                if isinstance(c, LineCollection)
+                else (len(c.get_offsets()) if isinstance(c, PathCollection) else len(c.get_paths()))
+            )
             if n:
                 out.append(c)
-        out += [p for p in ax.patches if p.get_visible() and isinstance(p, Rectangle)
-                and p.get_width() != 0 and p.get_height() != 0]
+        out += [
+            p
+            for p in ax.patches
+            if p.get_visible() and isinstance(p, Rectangle) and p.get_width() != 0 and p.get_height() != 0
+        ]
     return out
 
 
 def _dash_kind(collection: LineCollection) -> str:
-    offset, dashes = collection.get_linestyle()[0]
+    _offset, dashes = collection.get_linestyle()[0]
     if dashes is None:
         return "-"
     if len(dashes) >= 4:
@@ -243,8 +238,11 @@ def legend_entries_not_drawn(fig) -> list[str]:
 
 N_PRINTED = re.compile(r"n = (\d+) repetitions? per \w+")
 #: An interval called 95% (confidence, coverage or CI): these figures never have one at this n.
-CALLED_95 = re.compile(r"95(\.0)?\s*%[^\n.;]{0,40}(interval|CI|confidence|coverage)|"
-                       r"(interval|CI|confidence|coverage)[^\n.;]{0,40}95(\.0)?\s*%", re.I)
+CALLED_95 = re.compile(
+    r"95(\.0)?\s*%[^\n.;]{0,40}(interval|CI|confidence|coverage)|"
+    r"(interval|CI|confidence|coverage)[^\n.;]{0,40}95(\.0)?\s*%",
+    re.I,
+)
 
 
 def general_problems(fig, png) -> list[str]:
@@ -264,8 +262,11 @@ def general_problems(fig, png) -> list[str]:
 
 def _analysis(root, study, drop=None, **cells):
     """A synthetic study of `cells` (3 repetitions each), less the records for which `drop(record)` is true."""
-    records = [r for r in study_records(study, study_cells(**cells), repetitions=3, raw=False, seed=2,
-                                        random_failures=False) if not (drop and drop(r))]
+    records = [
+        r
+        for r in study_records(study, study_cells(**cells), repetitions=3, raw=False, seed=2, random_failures=False)
+        if not (drop and drop(r))
+    ]
     write_records(root, records)
     df, _ = load_records(root)
     return analyze_study(df, study), df
@@ -274,8 +275,14 @@ def _analysis(root, study, drop=None, **cells):
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
     apply_theme()
-    return _analysis(tmp_path_factory.mktemp("r"), "figs", workloads=(("cpu", None), ("jpeg", "pil")),
-                     cores=(1, 2), n_sweep=(0, 1, 2, 4, 8), start_methods=("fork", "spawn"))
+    return _analysis(
+        tmp_path_factory.mktemp("r"),
+        "figs",
+        workloads=(("cpu", None), ("jpeg", "pil")),
+        cores=(1, 2),
+        n_sweep=(0, 1, 2, 4, 8),
+        start_methods=("fork", "spawn"),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -283,12 +290,27 @@ def single(tmp_path_factory):
     """One panel (the narrowest figure), one cell whose every repetition failed, one that lost a repetition."""
     apply_theme()
     root = tmp_path_factory.mktemp("r")
-    cells = dict(workloads=(("cpu", None),), cores=(2,), n_sweep=(0, 1, 2, 3, 4, 6, 8), start_methods=("fork",),
-                 decode_reference=False)
+    cells = dict(
+        workloads=(("cpu", None),),
+        cores=(2,),
+        n_sweep=(0, 1, 2, 3, 4, 6, 8),
+        start_methods=("fork",),
+        decode_reference=False,
+    )
     failed = {i for i, c in enumerate(study_cells(**cells)) if c["num_workers"] == 3}
-    records = [r for r in study_records("one", study_cells(**cells), repetitions=3, raw=False, seed=2,
-                                        random_failures=False, fail={i: "oom" for i in failed})
-               if not (r["config"]["num_workers"] == 4 and r["repetition"] == 0)]
+    records = [
+        r
+        for r in study_records(
+            "one",
+            study_cells(**cells),
+            repetitions=3,
+            raw=False,
+            seed=2,
+            random_failures=False,
+            fail={i: "oom" for i in failed},
+        )
+        if not (r["config"]["num_workers"] == 4 and r["repetition"] == 0)
+    ]
     write_records(root, records)
     df, _ = load_records(root)
     return analyze_study(df, "one"), df
@@ -298,8 +320,15 @@ def single(tmp_path_factory):
 def fits(tmp_path_factory):
     """Curves with a good USL fit (its peak inside the range) and curves with too few distinct N to fit."""
     apply_theme()
-    return _analysis(tmp_path_factory.mktemp("r"), "fit", workloads=(("sleep", None), ("cpu", None)),
-                     cores=(1, 4), n_sweep=(0, 1, 2, 4, 8, 16), start_methods=("fork",), decode_reference=False)
+    return _analysis(
+        tmp_path_factory.mktemp("r"),
+        "fit",
+        workloads=(("sleep", None), ("cpu", None)),
+        cores=(1, 4),
+        n_sweep=(0, 1, 2, 4, 8, 16),
+        start_methods=("fork",),
+        decode_reference=False,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -307,10 +336,15 @@ def mixed(tmp_path_factory):
     """Two panels measured at different num_workers."""
     apply_theme()
     root = tmp_path_factory.mktemp("r")
-    cells = (study_cells(workloads=(("cpu", None),), cores=(2,), n_sweep=(0, 1, 2), start_methods=("fork",),
-                         decode_reference=False)
-             + study_cells(workloads=(("jpeg", "pil"),), cores=(2,), n_sweep=(0, 1, 2, 4, 8), start_methods=("fork",),
-                           decode_reference=False))
+    cells = study_cells(
+        workloads=(("cpu", None),), cores=(2,), n_sweep=(0, 1, 2), start_methods=("fork",), decode_reference=False
+    ) + study_cells(
+        workloads=(("jpeg", "pil"),),
+        cores=(2,),
+        n_sweep=(0, 1, 2, 4, 8),
+        start_methods=("fork",),
+        decode_reference=False,
+    )
     write_records(root, study_records("mixed", cells, repetitions=3, raw=False, seed=3, random_failures=False))
     df, _ = load_records(root)
     return analyze_study(df, "mixed"), df
@@ -468,8 +502,12 @@ def test_rules_of_thumb_loss_reads_as_the_report_writes_it(small, kept, tmp_path
     rules_of_thumb(a, tmp_path)
     cells = _cells(kept[0][0])
     report = rules_table(a)
-    label = {"workers = cores": "cores", "workers = cores - 1": "cores − 1", "workers = 2 x cores (I/O-bound advice)":
-             "2 × cores", "Lightning: cpus // local_world_size - 1": "Lightning\ncpus//lws − 1"}
+    label = {
+        "workers = cores": "cores",
+        "workers = cores - 1": "cores − 1",
+        "workers = 2 x cores (I/O-bound advice)": "2 × cores",
+        "Lightning: cpus // local_world_size - 1": "Lightning\ncpus//lws − 1",
+    }
     compared = 0
     for _, r in report.iterrows():
         if r["rule"] not in label:
@@ -505,10 +543,22 @@ def test_a_rule_that_needs_a_gpu_is_not_scored_without_one(small, kept, tmp_path
 def test_accelerator_utilization_reads_as_the_others(kept, tmp_path):
     apply_theme()
     rng = np.random.default_rng(0)
-    rows = [{"study": "feed", "status": "ok", "cell_id": f"m{m}c{c}n{n}", "model": m, "cores": c, "num_workers": n,
-             "consumer": "simulated-gpu", "accelerator_busy_fraction": min(1.0, 0.2 * n * c / 2 + rng.normal(0, .02))}
-            for m in ("resnet18", "vit_b_16") for c in (2, 4) for n in ((0, 1, 2, 4) if m == "resnet18" else (0, 2, 8))
-            for _ in range(3)]
+    rows = [
+        {
+            "study": "feed",
+            "status": "ok",
+            "cell_id": f"m{m}c{c}n{n}",
+            "model": m,
+            "cores": c,
+            "num_workers": n,
+            "consumer": "simulated-gpu",
+            "accelerator_busy_fraction": min(1.0, 0.2 * n * c / 2 + rng.normal(0, 0.02)),
+        }
+        for m in ("resnet18", "vit_b_16")
+        for c in (2, 4)
+        for n in ((0, 1, 2, 4) if m == "resnet18" else (0, 2, 8))
+        for _ in range(3)
+    ]
     accelerator_utilization_vs_workers(pd.DataFrame(rows), "feed", tmp_path)
     fig, png = kept[0]
     assert general_problems(fig, png) == []
@@ -517,8 +567,12 @@ def test_accelerator_utilization_reads_as_the_others(kept, tmp_path):
 
 def test_panels_split_axes_that_vary_and_share_main_process_cells(small):
     a, _ = small
-    assert a.panels == ["cpu · start_method=fork", "cpu · start_method=spawn",
-                        "jpeg · start_method=fork", "jpeg · start_method=spawn"]
+    assert a.panels == [
+        "cpu · start_method=fork",
+        "cpu · start_method=spawn",
+        "jpeg · start_method=fork",
+        "jpeg · start_method=spawn",
+    ]
     # the num_workers = 0 cell has no start method: it is the 0 point of both start-method panels
     zero = a.cells[(a.cells["num_workers"] == 0) & (a.cells["cores"] == 1) & (a.cells["workload"] == "cpu")]
     assert sorted(zero["panel"]) == ["cpu · start_method=fork", "cpu · start_method=spawn"]
@@ -532,17 +586,21 @@ def test_provenance_names_study_machine_and_versions(small):
     assert a.provenance == text
 
 
-def test_figures_without_data_write_nothing(tmp_path):
+def test_a_study_of_main_process_loading_only_draws_its_points_and_no_fits(tmp_path):
     apply_theme()
     root = tmp_path / "r"
     cells = study_cells(workloads=(("sleep", None),), cores=(1,), n_sweep=(0,), start_methods=("fork",))
-    a, _ = _analysis(root, "zero-only", workloads=(("sleep", None),), cores=(1,), n_sweep=(0,),
-                     start_methods=("fork",))
+    a, _ = _analysis(root, "zero-only", workloads=(("sleep", None),), cores=(1,), n_sweep=(0,), start_methods=("fork",))
     assert len(cells) == 1
-    # only main-process loading: no worker curve to fit or oversubscribe, but the point is still drawn
-    assert usl_fit(a, tmp_path) == []
-    assert oversubscription(a, tmp_path) == []
-    assert len(throughput_vs_workers(a, tmp_path)) == 2
+    # only main-process loading: no worker curve to fit or oversubscribe, and those figures write nothing
+    out = tmp_path / "figures"
+    out.mkdir()
+    assert usl_fit(a, out) == [] and oversubscription(a, out) == []
+    assert not list(out.iterdir())
+    # but the point is still drawn: the throughput figure and nothing else
+    drawn = throughput_vs_workers(a, out)
+    assert sorted(p.suffix for p in drawn) == [".pdf", ".png"] and all(p.exists() for p in drawn)
+    assert sorted(out.iterdir()) == sorted(drawn)
 
 
 def test_workers_axis_is_log_for_wide_sweeps():

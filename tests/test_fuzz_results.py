@@ -1,6 +1,6 @@
 """Result folders with bad things in them: truncated or corrupt records, records of a newer schema, records of
 the wrong shape, stray files and folders. Analysis reports each path it skips and never crashes, in the
-library (fuzzed) and through the CLI (`python -m analysis`)."""
+library (fuzzed) and through the CLI (`python -m loaderbench.analysis`)."""
 
 from __future__ import annotations
 
@@ -13,32 +13,62 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analysis.records import load_records
+from loaderbench.analysis.table import load_records
 from tests.conftest import REPO
 
 _N = int(os.environ.get("LOADERBENCH_FUZZ_EXAMPLES", "0"))
-FUZZ = settings(max_examples=_N or 100, deadline=None, suppress_health_check=list(HealthCheck), derandomize=not _N,
-                database=None)
+FUZZ = settings(
+    max_examples=_N or 100, deadline=None, suppress_health_check=list(HealthCheck), derandomize=not _N, database=None
+)
 
 
 def good_record(cell="c0123456789abcde", rep=0, sps=100.0, status="ok", study="s") -> dict:
-    rec = {"schema": "loaderbench.record/2", "study": study, "cell_id": cell, "repetition": rep, "status": status,
-           "attempt": 1, "config": {"workload": "sleep", "num_workers": 2, "cores": 1, "batch_size": 4},
-           "metrics": {"samples_per_s": sps, "time_to_first_batch_s": 0.1, "memory_bytes": {"uss_peak": 100}},
-           "env": {"torch": "2.14.1", "cpus_allowed": [0]}, "started_at": "2026-01-01T00:00:00.000+00:00",
-           "finished_at": "2026-01-01T00:00:01.000+00:00", "launcher": {"kind": "local"}}
+    rec = {
+        "schema": "loaderbench.record/2",
+        "study": study,
+        "cell_id": cell,
+        "repetition": rep,
+        "status": status,
+        "attempt": 1,
+        "config": {"workload": "sleep", "num_workers": 2, "cores": 1, "batch_size": 4},
+        "metrics": {"samples_per_s": sps, "time_to_first_batch_s": 0.1, "memory_bytes": {"uss_peak": 100}},
+        "env": {"torch": "2.14.1", "cpus_allowed": [0]},
+        "started_at": "2026-01-01T00:00:00.000+00:00",
+        "finished_at": "2026-01-01T00:00:01.000+00:00",
+        "launcher": {"kind": "local"},
+    }
     if status != "ok":
         rec["error"] = {"kind": "worker_killed", "message": "DataLoader worker 0 (pid 1) was killed by signal 9"}
     return rec
 
 
 json_values = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
-              st.floats(allow_nan=False), st.text(max_size=12)),
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(min_value=-(2**70), max_value=2**70),
+        st.floats(allow_nan=False),
+        st.text(max_size=12),
+    ),
     lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
-    max_leaves=15)
-FIELDS = ["schema", "study", "cell_id", "repetition", "status", "config", "metrics", "env", "error", "attempt",
-          "previous_attempts", "started_at", "launcher", "raw"]
+    max_leaves=15,
+)
+FIELDS = [
+    "schema",
+    "study",
+    "cell_id",
+    "repetition",
+    "status",
+    "config",
+    "metrics",
+    "env",
+    "error",
+    "attempt",
+    "previous_attempts",
+    "started_at",
+    "launcher",
+    "raw",
+]
 
 
 @st.composite
@@ -52,7 +82,7 @@ def broken_record(draw) -> bytes:
     text = json.dumps(rec)
     how = draw(st.sampled_from(["whole", "cut", "bytes", "inf"]))
     if how == "cut":
-        text = text[:draw(st.integers(0, len(text)))]
+        text = text[: draw(st.integers(0, len(text)))]
     elif how == "inf":  # JSON as Python writes it: NaN and Infinity are allowed
         text = text.replace('"repetition": 0', '"repetition": Infinity').replace("100.0", "NaN")
     data = text.encode()
@@ -110,8 +140,13 @@ def test_analysis_cli_skips_bad_files_and_names_them(tmp_path):
     typed = good_record(cell="c7", study=7)
     (root / "s" / "c7-r0.json").write_text(json.dumps(typed))
     (root / "s" / ".c8-r0.json.abc.tmp").write_text('{"schema": "loaderbench.record/2", "status": "ok"')
-    out = subprocess.run([sys.executable, "-m", "analysis", str(root), "--figures", str(tmp_path / "fig")],
-                         cwd=REPO, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "loaderbench.analysis", str(root), "--figures", str(tmp_path / "fig")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     assert "Traceback" not in out.stderr
     for name in ("c1-r0.json", "c2-r0.json", "c3-r0.json", "notes.json", "c4-r0.json", "c6-r0.json", "c7-r0.json"):
@@ -125,7 +160,7 @@ def test_analysis_cli_skips_bad_files_and_names_them(tmp_path):
 @pytest.mark.parametrize("content", [b"", b"{", b"\x00" * 10])
 def test_records_store_ignores_torn_files(tmp_path, content):
     """The suite's own view (resume) treats a torn record as no record."""
-    from suite.store import Store
+    from loaderbench.schema.store import Store
 
     (tmp_path / "s").mkdir()
     (tmp_path / "s" / "c1-r0.json").write_bytes(content)

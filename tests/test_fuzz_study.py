@@ -12,14 +12,15 @@ import string
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from suite.axes import AXES
-from suite.exceptions import StudyError
-from suite.study import load_study
+from loaderbench.errors import StudyError
+from loaderbench.schema.axes import AXES
+from loaderbench.study.study_file import load_study
 
 # CI: a fixed, repeatable sample. Fuzz harder with LOADERBENCH_FUZZ_EXAMPLES=5000 (then random, not repeatable).
 _N = int(os.environ.get("LOADERBENCH_FUZZ_EXAMPLES", "0"))
-FUZZ = settings(max_examples=_N or 150, deadline=None, suppress_health_check=list(HealthCheck), derandomize=not _N,
-                database=None)
+FUZZ = settings(
+    max_examples=_N or 150, deadline=None, suppress_health_check=list(HealthCheck), derandomize=not _N, database=None
+)
 
 VALID = """[study]
 name = "fuzz"
@@ -48,6 +49,7 @@ workload = "cpu"
 
 # --- a small TOML writer (the standard library only reads TOML) ------------------------------------------
 
+
 def _key(k: str) -> str:
     return k if k and all(c in string.ascii_letters + string.digits + "_-" for c in k) else _value(k)
 
@@ -73,7 +75,11 @@ def _value(v) -> str:
 def dump(doc: dict) -> str:
     lines = []
     for k, v in doc.items():
-        if not isinstance(v, (dict, list)) or isinstance(v, list) and not all(isinstance(x, dict) for x in v) or not v:
+        if (
+            not isinstance(v, (dict, list))
+            or (isinstance(v, list) and not all(isinstance(x, dict) for x in v))
+            or not v
+        ):
             lines.append(f"{_key(k)} = {_value(v)}")
     for k, v in doc.items():
         if isinstance(v, dict) and v:
@@ -99,17 +105,54 @@ scalars = st.one_of(
     st.datetimes(),
     st.dates(),
 )
-values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                       st.dictionaries(st.text(max_size=8), inner, max_size=3)),
-                      max_leaves=12)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=3)),
+    max_leaves=12,
+)
 axis_names = st.sampled_from(sorted(AXES))
-any_key = st.one_of(axis_names, st.text(max_size=12), st.sampled_from(["name", "repetitions", "timeout_s", "seed",
-                                                                       "kind", "images", "path", "recipe"]))
+any_key = st.one_of(
+    axis_names,
+    st.text(max_size=12),
+    st.sampled_from(["name", "repetitions", "timeout_s", "seed", "kind", "images", "path", "recipe"]),
+)
 
 
-_POOL = [True, False, 0, 1, 2, 3, 4, 16, 64, 128, 1000, 0.5, 2.0, 12.0, "fork", "spawn", "forkserver", "file_system",
-         "file_descriptor", "sleep", "cpu", "fault", "rng", "none", "raise", "hang", "busy", "pil", "full", "decode",
-         "list_str", "auto", "cpu"]
+_POOL = [
+    True,
+    False,
+    0,
+    1,
+    2,
+    3,
+    4,
+    16,
+    64,
+    128,
+    1000,
+    0.5,
+    2.0,
+    12.0,
+    "fork",
+    "spawn",
+    "forkserver",
+    "file_system",
+    "file_descriptor",
+    "sleep",
+    "cpu",
+    "fault",
+    "rng",
+    "none",
+    "raise",
+    "hang",
+    "busy",
+    "pil",
+    "full",
+    "decode",
+    "list_str",
+    "auto",
+    "cpu",
+]
 
 
 def _valid(name: str) -> list:
@@ -130,8 +173,13 @@ VALID_VALUES = {name: _valid(name) for name in AXES}
 def _axis_value(name: str):
     """Values for an axis: mostly valid ones, else extremes and the wrong type."""
     good = VALID_VALUES[name] or [1]
-    return st.one_of(st.sampled_from(good), st.sampled_from(good), st.integers(-5, 5000),
-                     st.sampled_from(["fork", "none", "oom", "sleep"]), values)
+    return st.one_of(
+        st.sampled_from(good),
+        st.sampled_from(good),
+        st.integers(-5, 5000),
+        st.sampled_from(["fork", "none", "oom", "sleep"]),
+        values,
+    )
 
 
 @st.composite
@@ -151,8 +199,12 @@ def mutated_study(draw) -> dict:
         elif where == "matrix" and isinstance(doc.get("matrix"), dict):
             name = draw(axis_names)
             doc["matrix"][draw(st.one_of(st.just(name), st.just(name), any_key))] = draw(
-                st.one_of(_axis_value(name), st.lists(_axis_value(name), max_size=5),
-                          st.lists(st.sampled_from(VALID_VALUES[name] or [1]), min_size=1, max_size=3, unique_by=repr)))
+                st.one_of(
+                    _axis_value(name),
+                    st.lists(_axis_value(name), max_size=5),
+                    st.lists(st.sampled_from(VALID_VALUES[name] or [1]), min_size=1, max_size=3, unique_by=repr),
+                )
+            )
         elif isinstance(doc.get(where), dict):
             doc[where][draw(any_key)] = draw(values)
     return doc
@@ -167,8 +219,9 @@ def valid_variation(draw) -> dict:
     doc = tomllib.loads(VALID)
     names = [n for n in sorted(AXES) if VALID_VALUES[n]]
     for name in draw(st.lists(st.sampled_from(names), max_size=5, unique=True)):
-        doc["matrix"][name] = draw(st.lists(st.sampled_from(VALID_VALUES[name]), min_size=1, max_size=3,
-                                            unique_by=repr))
+        doc["matrix"][name] = draw(
+            st.lists(st.sampled_from(VALID_VALUES[name]), min_size=1, max_size=3, unique_by=repr)
+        )
     rules = []
     for name in draw(st.lists(st.sampled_from(names), max_size=2, unique=True)):
         rules.append({name: draw(st.sampled_from(VALID_VALUES[name]))})
@@ -210,7 +263,7 @@ def test_random_bytes(tmp_path_factory, data):
 def test_mangled_toml(tmp_path_factory, junk, at, cut):
     """The valid study with a cut out and random text spliced in."""
     p = tmp_path_factory.mktemp("f") / "s.toml"
-    p.write_text(VALID[:at] + junk + VALID[at + cut:], encoding="utf-8", errors="surrogatepass")
+    p.write_text(VALID[:at] + junk + VALID[at + cut :], encoding="utf-8", errors="surrogatepass")
     check(p)
 
 
@@ -253,17 +306,19 @@ def test_deep_nesting(tmp_path):
 def test_huge_matrix_is_refused_quickly(tmp_path):
     """Ten axes of ten valid values each: 10^10 combinations must be a StudyError, not an endless expansion."""
     p = tmp_path / "huge.toml"
-    p.write_text('[study]\nname = "h"\n[matrix]\n'
-                 "num_workers = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n"
-                 "batch_size = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n"
-                 "prefetch_factor = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n"
-                 "epochs = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n"
-                 "step_ms = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n"
-                 "sleep_ms = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n"
-                 "sample_kb = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n"
-                 "tensors_per_sample = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n"
-                 "fault_at = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n"
-                 "ulimit_nofile = [64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768]\n")
+    p.write_text(
+        '[study]\nname = "h"\n[matrix]\n'
+        "num_workers = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n"
+        "batch_size = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n"
+        "prefetch_factor = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n"
+        "epochs = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n"
+        "step_ms = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n"
+        "sleep_ms = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n"
+        "sample_kb = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n"
+        "tensors_per_sample = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n"
+        "fault_at = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n"
+        "ulimit_nofile = [64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768]\n"
+    )
     try:
         load_study(p, max_cores=2)
     except StudyError as exc:

@@ -12,8 +12,11 @@ import torch
 
 from tests.conftest import REPO
 
-pytestmark = [pytest.mark.gpu, pytest.mark.slow,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")]
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.slow,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here"),
+]
 
 STUDY = """
 [study]
@@ -43,8 +46,13 @@ def test_cuda_cells_record_the_accelerator(tmp_path):
     study = tmp_path / "gpu-tiny.toml"
     study.write_text(STUDY)
     results = tmp_path / "results"
-    out = subprocess.run([sys.executable, "-m", "suite", "run", str(study), "--results", str(results)], cwd=REPO,
-                         capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-m", "loaderbench", "run", str(study), "--results", str(results)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr
     records = [json.loads(f.read_text()) for f in sorted((results / "gpu-tiny").glob("*.json"))]
     assert len(records) == 8

@@ -12,20 +12,22 @@ import statistics
 
 import pytest
 
-from suite.launch.local import run_local
-from suite.store import Store
-from suite.study import parse_study
+from loaderbench.launch.local import run_local
+from loaderbench.schema.store import Store
+from loaderbench.study.study_file import parse_study
 
 pytestmark = pytest.mark.slow
 
 
 def run(tmp_path, matrix: dict, **study):
-    raw = {"study": {"name": "phys", "repetitions": 1, "warmup_batches": 2, "measure_batches": 8, **study},
-           "matrix": matrix}
+    raw = {
+        "study": {"name": "phys", "repetitions": 1, "warmup_batches": 2, "measure_batches": 8, **study},
+        "matrix": matrix,
+    }
     s = parse_study(raw, where="test")
     store = Store(tmp_path)
     run_local(s, store)
-    recs = [r for _, r in store.records("phys")]
+    recs = [r.to_json() for _, r in store.records("phys")]
     assert all(r["status"] == "ok" for r in recs), [r.get("error") for r in recs]
     return {r["config"]["num_workers"]: r for r in recs}
 
@@ -36,7 +38,7 @@ def run_reps(tmp_path, matrix: dict, repetitions: int, **study) -> dict[tuple[in
     store = Store(tmp_path)
     run_local(parse_study(raw, where="test"), store)
     out: dict[tuple[int, int], list[dict]] = {}
-    for _, r in store.records("phys"):
+    for r in (rec.to_json() for _, rec in store.records("phys")):
         assert r["status"] == "ok", r.get("error")
         out.setdefault((r["config"]["num_workers"], r["config"]["cores"]), []).append(r)
     return out
@@ -52,12 +54,17 @@ TOLERANCE = 1.10  # what the steady window may read above the physical ceiling (
 
 
 def test_cpu_bound_steady_throughput_never_beats_the_cores(tmp_path):
-    """12-batch windows (the old window's worst case). One process doing all the work on one core sets the
-    per-core rate: samples per CPU-second. With 8 workers on one core the steady rate stays under one core's
-    worth; with 4 workers on 2 cores under two cores' worth."""
-    recs = run_reps(tmp_path, {"workload": "cpu", "cpu_work": 10, "batch_size": 4, "num_workers": [0, 4, 8],
-                               "cores": [1, 2]}, repetitions=3, measure_batches=12)
-    per_core = 1.0 / min(cpu_per_sample(r["metrics"]) for r in recs[(0, 1)])
+    """12-batch windows (the old window's worst case). The cheapest CPU cost per sample any cell paid sets the
+    per-core rate, samples per CPU-second (contention only inflates CPU time per sample, so taking the least of
+    every cell makes the bound looser, never tighter). With 8 workers on one core the steady rate stays under one
+    core's worth; with 4 workers on 2 cores under two cores' worth."""
+    recs = run_reps(
+        tmp_path,
+        {"workload": "cpu", "cpu_work": 10, "batch_size": 4, "num_workers": [0, 4, 8], "cores": [1, 2]},
+        repetitions=3,
+        measure_batches=12,
+    )
+    per_core = 1.0 / min(cpu_per_sample(r["metrics"]) for rs in recs.values() for r in rs)
     for (workers, cores), rs in recs.items():
         assert all(len(r["env"]["cpus_allowed"]) == cores for r in rs)
         steady = statistics.median(r["metrics"]["samples_per_s"] for r in rs)
@@ -75,16 +82,14 @@ def test_sleep_bound_scales_past_one_core(tmp_path):
 
 def test_cpu_bound_on_one_core_does_not_scale(tmp_path):
     recs = run(tmp_path, {"workload": "cpu", "cpu_work": 10, "batch_size": 4, "num_workers": [0, 4], "cores": 1})
-
-    def cpu_per_sample(m):
-        samples = m["end_to_end_samples_per_s"] * m["total_s"]
-        return (m["cpu_s"]["main"] + m["cpu_s"]["workers"]) / samples
-
     base, four = recs[0]["metrics"], recs[4]["metrics"]
     assert len(recs[4]["env"]["cpus_allowed"]) == 1
     # one core's worth of this work, in samples/s; the smaller per-sample cost of the two runs, so that
     # contention (which can only inflate CPU time per sample) makes the bound looser, never tighter
     ceiling = 1.0 / min(cpu_per_sample(base), cpu_per_sample(four))
     assert four["end_to_end_samples_per_s"] < 1.25 * ceiling
-    # and the four workers together never had more than the one core
-    assert four["cpu_s"]["main"] + four["cpu_s"]["workers"] <= 1.1 * four["total_s"] + 0.05
+    # and the four workers together never had more than the one core. Their CPU time is read once they have exited,
+    # after the loop's clock stopped: the batches still in flight then (num_workers x prefetch_factor) were
+    # computed outside total_s, so they are allowed on top, at the cheapest measured cost per sample
+    in_flight_s = 4 * 2 * 4 * min(cpu_per_sample(base), cpu_per_sample(four))
+    assert four["cpu_s"]["main"] + four["cpu_s"]["workers"] <= 1.1 * four["total_s"] + in_flight_s + 0.05

@@ -1,4 +1,4 @@
-"""analysis.figures.questions: each question's figure draws from small synthetic record sets (and from
+"""loaderbench.analysis.figures.questions: each question's figure draws from small synthetic record sets (and from
 records that are all failures), and draw_question_figures picks the figure by study name or axes. Each figure
 is checked as a reader sees it, with the checks of tests/test_figures.py (on the canvas, one x axis per variable,
 a legend of what is drawn, n printed, no interval called 95%)."""
@@ -10,14 +10,30 @@ import re
 import pandas as pd
 import pytest
 
-from analysis import claims as C
-from analysis import derive as D
-from analysis.figures import questions as Q
-from tests.test_figures import all_text, general_problems, kept, outside_canvas  # noqa: F401 (kept: a fixture)
+from loaderbench.analysis import claims as C
+from loaderbench.analysis import derive as D
+from loaderbench.analysis.figures import questions as Q
 from tests.question_records import (
-    COW_OK, GAP_OK, PEAK, TOTAL_OK, TUTORIAL, cow_records, cow_table, gpu_rate, gpu_table, in_order_table,
-    ladder_table, over_table, pers_table, rng_table, sharing_table, sm_table, storage_table, table,
+    COW_OK,
+    GAP_OK,
+    PEAK,
+    TOTAL_OK,
+    TUTORIAL,
+    cow_records,
+    cow_table,
+    gpu_rate,
+    gpu_table,
+    in_order_table,
+    ladder_table,
+    over_table,
+    pers_table,
+    rng_table,
+    sharing_table,
+    sm_table,
+    storage_table,
+    table,
 )
+from tests.test_figures import all_text, general_problems, outside_canvas
 
 P99 = {(True, False): 0.01, (False, False): 0.01, (True, True): 0.08, (False, True): 0.02}
 THR = {(True, False): 1000.0, (False, False): 1000.0, (True, True): 400.0, (False, True): 420.0}
@@ -40,10 +56,18 @@ TABLES = {
 def test_one_figure_per_question_named_after_it():
     assert set(Q.FIGURES) == set(C.QUESTIONS)
     names = {f.__name__ for f in Q.FIGURES.values()}
-    assert {"time_to_first_batch_by_start_method", "memory_growth_by_backing", "epoch_gap_by_persistence",
-            "sharing_strategy_limits", "ladder_speedups", "pin_memory_by_workers", "oversubscription_ranks_x_workers",
-            "rng_duplicates",
-            "tail_latency_in_order", "workers_hide_latency"} == names
+    assert {
+        "time_to_first_batch_by_start_method",
+        "memory_growth_by_backing",
+        "epoch_gap_by_persistence",
+        "sharing_strategy_limits",
+        "ladder_speedups",
+        "pin_memory_by_workers",
+        "oversubscription_ranks_x_workers",
+        "rng_duplicates",
+        "tail_latency_in_order",
+        "workers_hide_latency",
+    } == names
 
 
 @pytest.mark.filterwarnings("error:.*could not draw")
@@ -110,9 +134,9 @@ def test_other_studies_get_no_question_figure(tmp_path):
 
 @pytest.mark.parametrize("question", C.QUESTIONS)
 def test_shipped_study_validates_and_answers_its_question(question):
-    from suite.study import load_study
+    from loaderbench.study.study_file import load_study
 
-    study = load_study(f"suite/studies/{question}.toml", max_cores=16)
+    study = load_study(f"loaderbench/studies/{question}.toml", max_cores=16)
     assert study.name == question
     cells = pd.DataFrame([c.config for c in study.cells]).assign(study=question, status="ok")
     assert C.question_of(question, cells) == question
@@ -120,9 +144,9 @@ def test_shipped_study_validates_and_answers_its_question(question):
 
 
 def test_ladder_study_is_exactly_the_six_rungs():
-    from suite.study import load_study
+    from loaderbench.study.study_file import load_study
 
-    study = load_study("suite/studies/ladder.toml", max_cores=16)
+    study = load_study("loaderbench/studies/ladder.toml", max_cores=16)
     cells = pd.DataFrame([c.config for c in study.cells])
     assert sorted(D.ladder_rung(cells)) == sorted(D.RUNGS)
 

@@ -1,4 +1,4 @@
-"""Tests of analysis.recommend on synthetic curves (deterministic, fast)."""
+"""Tests of loaderbench.analysis.recommend on synthetic curves (deterministic, fast)."""
 
 import numpy as np
 import pandas as pd
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.recommend import (
+from loaderbench.analysis.recommend import (
     RULE_LABELS,
     evaluate_rules,
     knee,
@@ -25,14 +25,40 @@ def _table(curve=CURVE, workload="img", cores=8):
     for n, v in curve.items():
         # three repetitions whose median is exactly v
         for r, f in enumerate([0.99, 1.0, 1.01]):
-            rows.append(dict(workload=workload, cores=cores, num_workers=n, repetition=r,
-                             status="ok", samples_per_s=v * f,
-                             uss_peak_bytes=float((100 + 50 * n) * MB)))
-        rows.append(dict(workload=workload, cores=cores, num_workers=n, repetition=3,
-                         status="failed", samples_per_s=np.nan, uss_peak_bytes=np.nan))
+            rows.append(
+                dict(
+                    workload=workload,
+                    cores=cores,
+                    num_workers=n,
+                    repetition=r,
+                    status="ok",
+                    samples_per_s=v * f,
+                    uss_peak_bytes=float((100 + 50 * n) * MB),
+                )
+            )
+        rows.append(
+            dict(
+                workload=workload,
+                cores=cores,
+                num_workers=n,
+                repetition=3,
+                status="failed",
+                samples_per_s=np.nan,
+                uss_peak_bytes=np.nan,
+            )
+        )
     # a timed-out run with an absurd value must be ignored
-    rows.append(dict(workload=workload, cores=cores, num_workers=1, repetition=4,
-                     status="timeout", samples_per_s=1e9, uss_peak_bytes=0.0))
+    rows.append(
+        dict(
+            workload=workload,
+            cores=cores,
+            num_workers=1,
+            repetition=4,
+            status="timeout",
+            samples_per_s=1e9,
+            uss_peak_bytes=0.0,
+        )
+    )
     return pd.DataFrame(rows)
 
 
@@ -55,8 +81,7 @@ def test_knee_without_ok_rows_raises():
 
 
 @settings(max_examples=30, derandomize=True, deadline=None)
-@given(st.dictionaries(st.integers(0, 64), st.floats(1.0, 1e4), min_size=1, max_size=10),
-       st.floats(0.0, 0.5))
+@given(st.dictionaries(st.integers(0, 64), st.floats(1.0, 1e4), min_size=1, max_size=10), st.floats(0.0, 0.5))
 def test_knee_properties(curve, within):
     df = pd.DataFrame({"num_workers": list(curve), "samples_per_s": list(curve.values())})
     k = knee(df, within=within)
@@ -67,8 +92,7 @@ def test_knee_properties(curve, within):
 
 
 def test_rules_of_thumb():
-    assert rules_of_thumb(8) == {"cores": 8, "cores_minus_1": 7, "2x_cores": 16,
-                                 "4_per_gpu": 4, "lightning": 7}
+    assert rules_of_thumb(8) == {"cores": 8, "cores_minus_1": 7, "2x_cores": 16, "4_per_gpu": 4, "lightning": 7}
     r = rules_of_thumb(32, gpus=4, local_world_size=4)
     assert r["4_per_gpu"] == 16 and r["lightning"] == 7
     r1 = rules_of_thumb(1, gpus=0)
@@ -96,19 +120,21 @@ def test_evaluate_rules_expected_losses():
     img = out[out.workload == "img"].set_index("rule")
     assert list(img.index) == list(RULE_LABELS)
     # cores=8, gpus=1: cores->8, cores-1->7, 2x->16, 4/GPU->4, Lightning->7
-    assert img["rule_n"].to_dict() == {"cores": 8, "cores_minus_1": 7, "2x_cores": 16,
-                                       "4_per_gpu": 4, "lightning": 7}
+    assert img["rule_n"].to_dict() == {"cores": 8, "cores_minus_1": 7, "2x_cores": 16, "4_per_gpu": 4, "lightning": 7}
     x7 = 350.0 + (7 - 4) / 4 * (620.0 - 350.0)  # interpolated between N=4 and N=8
-    expected_x = {"cores": 620.0, "cores_minus_1": x7, "2x_cores": 640.0,
-                  "4_per_gpu": 350.0, "lightning": x7}
+    expected_x = {"cores": 620.0, "cores_minus_1": x7, "2x_cores": 640.0, "4_per_gpu": 350.0, "lightning": x7}
     for rule, x in expected_x.items():
         assert img.loc[rule, "x_at_rule"] == pytest.approx(x)
         assert img.loc[rule, "loss_vs_best"] == pytest.approx(1 - x / 640.0)
     assert img.loc["2x_cores", "loss_vs_best"] == pytest.approx(0.0)
     assert img.loc["4_per_gpu", "loss_vs_best"] == pytest.approx(0.453125)
-    assert img["match"].to_dict() == {"cores": "exact", "cores_minus_1": "interpolated",
-                                      "2x_cores": "exact", "4_per_gpu": "exact",
-                                      "lightning": "interpolated"}
+    assert img["match"].to_dict() == {
+        "cores": "exact",
+        "cores_minus_1": "interpolated",
+        "2x_cores": "exact",
+        "4_per_gpu": "exact",
+        "lightning": "interpolated",
+    }
     assert (img.loc["cores_minus_1", "n_lo"], img.loc["cores_minus_1", "n_hi"]) == (4.0, 8.0)
     assert (img["knee_n"] == 8).all() and (img["best_n"] == 16).all()
     # extra processes and memory vs the knee (USS grows by 50 MiB per worker)

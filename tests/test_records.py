@@ -2,15 +2,22 @@
 
 import json
 
-from analysis.records import load_records
-from analysis.tables import cell_summary
+from loaderbench.analysis.cell_summary import cell_summary
+from loaderbench.analysis.table import load_records
 
 
 def record(cell, rep, sps, status="ok", **config):
     cfg = {"workload": "sleep", "num_workers": 2, "cores": 1, **config}
-    return {"schema": "loaderbench.record/2", "study": "s", "cell_id": cell, "repetition": rep, "status": status,
-            "config": cfg, "metrics": {"samples_per_s": sps, "memory_bytes": {"uss_peak": 100}},
-            "env": {"torch": "2.14.1", "cpus_allowed": [0]}}
+    return {
+        "schema": "loaderbench.record/2",
+        "study": "s",
+        "cell_id": cell,
+        "repetition": rep,
+        "status": status,
+        "config": cfg,
+        "metrics": {"samples_per_s": sps, "memory_bytes": {"uss_peak": 100}},
+        "env": {"torch": "2.14.1", "cpus_allowed": [0]},
+    }
 
 
 def put(root, rec, name=None):
@@ -97,7 +104,7 @@ def test_raw_times_are_skipped_but_everything_else_is_read(tmp_path):
 
 
 def test_process_pool_gives_the_same_table(tmp_path, monkeypatch):
-    import analysis.records as records
+    import loaderbench.analysis.table as records
 
     for cell in "abcdef":
         for rep in range(3):
@@ -110,8 +117,13 @@ def test_process_pool_gives_the_same_table(tmp_path, monkeypatch):
 
 def test_env_columns_for_the_report(tmp_path):
     rec = record("a", 0, 1.0)
-    rec["env"].update(shm_size=2**30, mem_total=2**34, ulimit_nofile=[1024, 4096], container_image="img:1",
-                      slurm={"job_id": "7", "array_task_id": "3", "partition": "cpu"})
+    rec["env"].update(
+        shm_size=2**30,
+        mem_total=2**34,
+        ulimit_nofile=[1024, 4096],
+        container_image="img:1",
+        slurm={"job_id": "7", "array_task_id": "3", "partition": "cpu"},
+    )
     put(tmp_path, rec)
     df, _ = load_records(tmp_path)
     row = df.iloc[0]

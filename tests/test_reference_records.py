@@ -3,8 +3,8 @@ they were kept for (a change to the record schema or a claim's rule that orphane
 
 from pathlib import Path
 
-from analysis.claims import FAILS, HOLDS, NOT_MEASURED, claims_table
-from analysis.records import load_records
+from loaderbench.analysis.claims import FAILS, HOLDS, NOT_MEASURED, claims_table
+from loaderbench.analysis.table import load_records
 from tests.conftest import REPO
 
 H100 = REPO / "results" / "reference" / "h100"
@@ -36,9 +36,103 @@ def test_h100_gpu_feed_decides_its_rules_of_thumb():
 
 
 def test_claims_this_machine_cannot_measure_point_to_the_reference():
-    from analysis.claims.common import GPU_REFERENCE
+    from loaderbench.analysis.claims.claim import GPU_REFERENCE
+
     table = claims_table(load_records(H100, use_cache=False)[0].iloc[0:0])  # no records at all
     gpu = table[table["question"].isin(["ladder", "gpu-feed"])]
     assert len(gpu) == 10 and (gpu["verdict"] == NOT_MEASURED).all()
     assert gpu["evidence"].str.contains(f"make figures RESULTS={GPU_REFERENCE}", regex=False).all()
     assert (REPO / GPU_REFERENCE).is_dir()
+
+
+# --- copying a results folder into results/reference/<machine>/ ---------------------------------------------
+
+
+def _results(tmp_path):
+    """A small results folder: one study with an ok record carrying raw per-batch times, a failed record, a
+    torn temp file and a JSON file that is no record."""
+    import json
+
+    from tests.question_records import rec
+
+    root = tmp_path / "results"
+    (root / "in-order").mkdir(parents=True)
+    ok = rec(
+        "in-order", {"in_order": True, "num_workers": 2}, {"samples_per_s": 100.0, "memory_timeline": [[0, 1, 2]]}, 0
+    )
+    ok["raw"] = {"t_iter": [0.0], "got": [[0.1, 0.2] * 500], "done": [[0.15, 0.25] * 500]}
+    bad = rec(
+        "in-order", {"in_order": False, "num_workers": 2}, {}, 0, "failed", {"kind": "worker_crashed", "message": "m"}
+    )
+    for r in (ok, bad):
+        (root / "in-order" / f"{r['cell_id']}-r0.json").write_text(json.dumps(r, indent=1))
+    (root / "in-order" / ".c1-r0.json.123.tmp").write_text("{")
+    (root / "in-order" / "notes.json").write_text('{"a": 1}')
+    return root, ok, bad
+
+
+def test_a_copy_keeps_every_record_whole_but_its_raw_times(tmp_path):
+    import json
+
+    from loaderbench.analysis.reference_records import copy_reference
+
+    root, ok, bad = _results(tmp_path)
+    done = copy_reference(root, tmp_path / "ref", "box-2cpu", note="alone, load average 0.2")
+    folder = tmp_path / "ref" / "box-2cpu"
+    assert done.records == {"in-order": 2} and done.bytes_after < done.bytes_before / 3
+    assert done.left_out == [(str(root / "in-order" / "notes.json"), "not a record of this study")]
+    copied = {p.name: json.loads(p.read_text()) for p in (folder / "in-order").glob("*.json")}
+    assert set(copied) == {f"{ok['cell_id']}-r0.json", f"{bad['cell_id']}-r0.json"}
+    assert copied[f"{ok['cell_id']}-r0.json"] == {k: v for k, v in ok.items() if k != "raw"}
+    assert copied[f"{bad['cell_id']}-r0.json"] == bad  # a failure is a result: kept as it was
+    assert all("\n" not in p.read_text().rstrip("\n") for p in (folder / "in-order").glob("*.json"))  # compact
+    # the copy reads back as the source does (raw aside, which no column holds)
+    src, _ = load_records(root, use_cache=False)
+    dst, _ = load_records(folder, use_cache=False)
+    cols = [c for c in src.columns if c not in ("path", "record_bytes", "record_mtime_ns")]
+    assert (
+        src[cols]
+        .sort_values("cell_id")
+        .reset_index(drop=True)
+        .equals(dst[cols].sort_values("cell_id").reset_index(drop=True))
+    )
+    readme = (folder / "README.md").read_text()
+    assert "# Reference records: box-2cpu" in readme and "`raw` block" in readme
+    assert "| `in-order` | 2 (1 failed) | 2 | 1 |" in readme and "alone, load average 0.2" in readme
+    assert not (folder / ".records-cache.parquet").exists()
+
+
+def test_a_later_copy_replaces_its_study_and_keeps_the_notes_of_the_others(tmp_path):
+    import shutil
+
+    from loaderbench.analysis.reference_records import copy_reference, notes
+
+    root, ok, _ = _results(tmp_path)
+    shutil.copytree(root / "in-order", root / "rng")
+    for p in (root / "rng").glob("*.json"):
+        p.write_text(p.read_text().replace('"in-order"', '"rng"'))
+    copy_reference(root, tmp_path / "ref", "m", studies=["in-order"], note="first")
+    (root / "in-order" / f"{ok['cell_id']}-r0.json").unlink()
+    copy_reference(root, tmp_path / "ref", "m", studies=["rng", "in-order"], note=None)
+    folder = tmp_path / "ref" / "m"
+    assert len(list((folder / "in-order").glob("*.json"))) == 1  # replaced whole, not merged
+    assert len(list((folder / "rng").glob("*.json"))) == 2
+    assert notes(folder) == {"in-order": "first"}
+    readme = (folder / "README.md").read_text()
+    assert "| `in-order` |" in readme and "| `rng` |" in readme
+
+
+def test_bad_copies_are_one_clear_error(tmp_path):
+    import pytest
+
+    from loaderbench.analysis.reference_records import copy_reference
+    from loaderbench.errors import LoaderbenchError
+
+    root, _, _ = _results(tmp_path)
+    with pytest.raises(LoaderbenchError, match="--machine 'My Box'"):
+        copy_reference(root, tmp_path / "ref", "My Box")
+    with pytest.raises(LoaderbenchError, match="no records of study quick; studies there: in-order"):
+        copy_reference(root, tmp_path / "ref", "m", studies=["quick"])
+    with pytest.raises(LoaderbenchError, match="no study folders"):
+        copy_reference(tmp_path / "empty", tmp_path / "ref", "m")
+    assert not (tmp_path / "ref" / "m").exists()  # nothing half-copied

@@ -7,29 +7,56 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.aggregate import analyze_study
-from analysis.cli import run
-from analysis.records import load_records
-from analysis.report import Section, Table, build_report, render_html, render_markdown, study_file
-from analysis.report_tables import reading
-from analysis.synthetic import study_cells, study_records, write_records, write_synthetic_records
+from loaderbench.analysis.aggregate import analyze_study
+from loaderbench.analysis.draw_all import run
+from loaderbench.analysis.report import Section, Table, build_report, render_html, render_markdown, study_file
+from loaderbench.analysis.report_text import reading
+from loaderbench.analysis.synthetic_records import study_cells, study_records, write_records, write_synthetic_records
+from loaderbench.analysis.table import load_records
 
-SMALL = dict(workloads=(("sleep", None), ("cpu", None), ("jpeg", "pil")), cores=(1, 2), n_sweep=(0, 1, 2, 3, 4, 6),
-             start_methods=("fork",), max_workers_per_core=6)
-SECTIONS = ["Environment", "Readings and figures", "Recommendations: knee, best and the rules of thumb",
-            "Scaling model (USL)", "Physical ceilings", "Unstable and failed cells", "Every cell",
-            "How to reproduce", "Claims", "Methods"]
+SMALL = dict(
+    workloads=(("sleep", None), ("cpu", None), ("jpeg", "pil")),
+    cores=(1, 2),
+    n_sweep=(0, 1, 2, 3, 4, 6),
+    start_methods=("fork",),
+    max_workers_per_core=6,
+)
+SECTIONS = [
+    "Environment",
+    "Readings and figures",
+    "Recommendations: knee, best and the rules of thumb",
+    "Scaling model (USL)",
+    "Physical ceilings",
+    "Unstable and failed cells",
+    "Every cell",
+    "How to reproduce",
+    "Claims",
+    "Methods",
+]
 
 
 def _small_study(root, study="small", fail_kind="too_many_open_files", unstable=True, **kw):
     cells = study_cells(**{**SMALL, **kw})
     # every repetition of the cpu cell with 6 workers on 1 core fails
     idx = next(i for i, c in enumerate(cells) if c["workload"] == "cpu" and c["num_workers"] == 6 and c["cores"] == 1)
-    recs = list(study_records(study, cells, repetitions=3, seed=1, noisy_share=0.0, fail={idx: fail_kind},
-                              raw=False, random_failures=False))
+    recs = list(
+        study_records(
+            study,
+            cells,
+            repetitions=3,
+            seed=1,
+            noisy_share=0.0,
+            fail={idx: fail_kind},
+            raw=False,
+            random_failures=False,
+        )
+    )
     if unstable:  # sleep, 2 workers, 2 cores: IQR 20% of the median
-        target = [r for r in recs if r["config"]["workload"] == "sleep" and r["config"]["num_workers"] == 2
-                  and r["config"]["cores"] == 2]
+        target = [
+            r
+            for r in recs
+            if r["config"]["workload"] == "sleep" and r["config"]["num_workers"] == 2 and r["config"]["cores"] == 2
+        ]
         for r, f in zip(target, (0.8, 1.0, 1.2)):
             r["metrics"]["samples_per_s"] = 400.0 * f
     write_records(root, recs)
@@ -41,7 +68,7 @@ def report_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("results")
     _small_study(root)
     out = tmp_path_factory.mktemp("figures")
-    code, analyses, paths = run(root, out, jobs=1, quiet=True)
+    code, analyses, _paths = run(root, out, jobs=1, quiet=True)
     assert code == 0
     return root, out, analyses
 
@@ -99,7 +126,7 @@ def test_claims_are_decided_from_quick_shaped_records(report_dir):
     claims = (out / "claims.md").read_text()
     row = next(line for line in claims.splitlines() if "CPU-bound throughput peaks near the core count" in line)
     assert "**holds**" in row and "| small |" in row and "study small:" in row
-    assert "make local STUDY=suite/studies/start-method.toml" in claims  # what is missing says how to measure it
+    assert "make local STUDY=loaderbench/studies/start-method.toml" in claims  # what is missing says how to measure it
 
 
 def test_unstable_and_failed_cells_are_listed(report_dir):
@@ -120,8 +147,11 @@ def test_readings_and_tables_come_from_the_data(report_dir):
     for _, c in a.curves.iterrows():
         line = reading(c)
         assert line in md
-        assert re.match(rf"{c['panel']} on {int(c['cores'])} cores?: best [\d,]+ samples/s at \d+ workers?"
-                        rf"( \(main-process loading\))?; knee at \d+ workers?", line)
+        assert re.match(
+            rf"{c['panel']} on {int(c['cores'])} cores?: best [\d,]+ samples/s at \d+ workers?"
+            rf"( \(main-process loading\))?; knee at \d+ workers?",
+            line,
+        )
     # knee and best agree with the per-N medians
     cpu2 = a.curves[(a.curves["panel"] == "cpu") & (a.curves["cores"] == 2)].iloc[0]
     med = a.cells[(a.cells["panel"] == "cpu") & (a.cells["cores"] == 2)].set_index("num_workers")["median"]
@@ -144,18 +174,41 @@ def test_reproduce_names_the_study_file_when_it_exists(tmp_path):
 def test_missing_data_paths(tmp_path):
     root = tmp_path / "results"
     # one num_workers value only; no jpeg
-    write_records(root, study_records("one-n", study_cells(workloads=(("cpu", None),), cores=(1,), n_sweep=(2,),
-                                                           start_methods=("fork",)),
-                                      repetitions=3, raw=False, random_failures=False))
+    write_records(
+        root,
+        study_records(
+            "one-n",
+            study_cells(workloads=(("cpu", None),), cores=(1,), n_sweep=(2,), start_methods=("fork",)),
+            repetitions=3,
+            raw=False,
+            random_failures=False,
+        ),
+    )
     # every cell failed
     cells = study_cells(workloads=(("sleep", None),), cores=(1,), n_sweep=(0, 1, 2), start_methods=("fork",))
-    write_records(root, study_records("all-failed", cells, repetitions=2, raw=False,
-                                      fail={i: "worker_killed" for i in range(len(cells))}))
+    write_records(
+        root,
+        study_records(
+            "all-failed", cells, repetitions=2, raw=False, fail={i: "worker_killed" for i in range(len(cells))}
+        ),
+    )
     # jpeg without a decode-only reference cell
-    write_records(root, study_records("no-ref", study_cells(workloads=(("jpeg", "pil"),), cores=(1,),
-                                                            n_sweep=(0, 1, 2, 4), start_methods=("fork",),
-                                                            decode_reference=False),
-                                      repetitions=3, raw=False, random_failures=False))
+    write_records(
+        root,
+        study_records(
+            "no-ref",
+            study_cells(
+                workloads=(("jpeg", "pil"),),
+                cores=(1,),
+                n_sweep=(0, 1, 2, 4),
+                start_methods=("fork",),
+                decode_reference=False,
+            ),
+            repetitions=3,
+            raw=False,
+            random_failures=False,
+        ),
+    )
     out = tmp_path / "figures"
     code, analyses, _ = run(root, out, jobs=1, quiet=True)
     assert code == 0
@@ -185,9 +238,16 @@ def test_missing_data_paths(tmp_path):
 
 def test_claims_section_shows_the_claims_table(tmp_path):
     root = tmp_path / "r"
-    write_records(root, study_records("c", study_cells(workloads=(("sleep", None),), cores=(1,), n_sweep=(0, 1, 2),
-                                                       start_methods=("fork",)),
-                                      repetitions=3, raw=False, random_failures=False))
+    write_records(
+        root,
+        study_records(
+            "c",
+            study_cells(workloads=(("sleep", None),), cores=(1,), n_sweep=(0, 1, 2), start_methods=("fork",)),
+            repetitions=3,
+            raw=False,
+            random_failures=False,
+        ),
+    )
     df, load = load_records(root)
     a = analyze_study(df, "c")
 
@@ -200,7 +260,7 @@ def test_claims_section_shows_the_claims_table(tmp_path):
     claims = md.split("## Claims")[1]
     assert "workers help I/O-bound loading" not in claims
     assert "spawn pays an interpreter start-up per worker" in claims
-    assert "make local STUDY=suite/studies/start-method.toml" in claims
+    assert "make local STUDY=loaderbench/studies/start-method.toml" in claims
 
 
 def test_renderers_escape_text():
@@ -215,15 +275,26 @@ def test_synthetic_records_load_in_the_real_schema(tmp_path):
     assert len(paths) == 60
     df, load = load_records(tmp_path)
     assert len(df) == 60 and not load.skipped
-    for col in ("samples_per_s", "uss_peak_bytes", "env_cpu_model", "env_shm_size", "env_mem_total",
-                "env_slurm_job_id", "env_container_image", "jpeg_stage", "decoder", "num_workers", "cores"):
+    for col in (
+        "samples_per_s",
+        "uss_peak_bytes",
+        "env_cpu_model",
+        "env_shm_size",
+        "env_mem_total",
+        "env_slurm_job_id",
+        "env_container_image",
+        "jpeg_stage",
+        "decoder",
+        "num_workers",
+        "cores",
+    ):
         assert col in df, col
     ok = df[df["status"] == "ok"]
     assert np.isfinite(ok["samples_per_s"]).all() and (ok["samples_per_s"] > 0).all()
 
 
 def test_unchanged_studies_are_not_redrawn(tmp_path):
-    from analysis.cli import process_all
+    from loaderbench.analysis.draw_all import process_all
 
     root, out = tmp_path / "r", tmp_path / "f"
     cells = study_cells(workloads=(("cpu", None),), cores=(1,), n_sweep=(0, 1, 2), start_methods=("fork",))
@@ -245,16 +316,23 @@ def test_unchanged_studies_are_not_redrawn(tmp_path):
 
 
 def test_a_figure_that_fails_becomes_a_note_and_the_rest_is_drawn(tmp_path, monkeypatch):
-    import analysis.figures.scaling as scaling
+    import loaderbench.analysis.figures.scaling as scaling
 
     def broken_figure(a, folder):
         raise RuntimeError("drawing failed")
 
     monkeypatch.setattr(scaling, "oversubscription", broken_figure)
     root, out = tmp_path / "r", tmp_path / "f"
-    write_records(root, study_records("c", study_cells(workloads=(("cpu", None),), cores=(1,), n_sweep=(0, 1, 2),
-                                                       start_methods=("fork",)),
-                                      repetitions=3, raw=False, random_failures=False))
+    write_records(
+        root,
+        study_records(
+            "c",
+            study_cells(workloads=(("cpu", None),), cores=(1,), n_sweep=(0, 1, 2), start_methods=("fork",)),
+            repetitions=3,
+            raw=False,
+            random_failures=False,
+        ),
+    )
     code, analyses, _ = run(root, out, jobs=1, quiet=True)
     assert code == 0
     assert "figure broken_figure could not be drawn (RuntimeError: drawing failed)" in analyses[0].notes
@@ -266,10 +344,11 @@ def test_a_figure_that_fails_becomes_a_note_and_the_rest_is_drawn(tmp_path, monk
 def test_the_report_does_not_score_a_gpu_rule_without_a_gpu(tmp_path):
     """The rules table says "n/a: no GPU" for 4 workers per GPU where the records say CUDA was not available,
     as the rules figure does."""
-    from analysis.aggregate import analyze_study
-    from analysis.recommend import NO_GPU
-    from analysis.records import load_records
-    from analysis.report_tables import rules_table
+    from loaderbench.analysis.aggregate import analyze_study
+    from loaderbench.analysis.report_text import rules_table
+    from loaderbench.analysis.table import load_records
+    from loaderbench.stats.rules_of_thumb import NO_GPU
+
     _small_study(tmp_path)
     df, _ = load_records(tmp_path)
     a = analyze_study(df, "small")

@@ -44,13 +44,23 @@ def test_local_run_with_a_hostile_path(tmp_path):
     study.write_text(TINY)
     results = tmp_path / f"results {EVIL}"
     for cmd in (["plan", study, "--results", results], ["run", study, "--results", results]):
-        out = subprocess.run([sys.executable, "-m", "suite", *map(str, cmd)], cwd=tmp_path, capture_output=True,
-                             text=True, timeout=300)
+        out = subprocess.run(
+            [sys.executable, "-m", "loaderbench", *map(str, cmd)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert out.returncode == 0, out.stderr
     recs = list((results / "tiny").glob("*.json"))
     assert len(recs) == 1 and json.loads(recs[0].read_text())["status"] == "ok"
-    out = subprocess.run([sys.executable, "-m", "analysis", str(results), "--figures", str(tmp_path / f"fig {EVIL}")],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "loaderbench.analysis", str(results), "--figures", str(tmp_path / f"fig {EVIL}")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
     _no_markers(tmp_path, REPO)
 
@@ -59,23 +69,26 @@ def test_slurm_and_container_commands_are_quoted(tmp_path, monkeypatch):
     """The sbatch script built for an Apptainer profile whose image, binds and log folder are hostile: run by
     bash with stand-ins for srun and apptainer, every path arrives as one argument and nothing else runs."""
     pytest.importorskip("submitit")
-    from suite.launch.slurm import make_executor
-    from suite.profile import load_profile
+    from loaderbench.launch.slurm import make_executor
+    from loaderbench.study.cluster_profile import load_profile
 
     weird = tmp_path / EVIL
     weird.mkdir()
     image, bind = weird / "img 'x'.sif", weird / "data; dir"
     profile = tmp_path / "p.toml"
-    profile.write_text("[slurm]\nnode_cores = 4\n[container]\nkind = \"apptainer\"\n"
-                       f"image = {json.dumps(str(image))}\nbinds = [{json.dumps(str(bind))}]\n"
-                       f"python = {json.dumps('python3; touch PWNED6')}\n")
+    profile.write_text(
+        '[slurm]\nnode_cores = 4\n[container]\nkind = "apptainer"\n'
+        f"image = {json.dumps(str(image))}\nbinds = [{json.dumps(str(bind))}]\n"
+        f"python = {json.dumps('python3; touch PWNED6')}\n"
+    )
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     log = tmp_path / "argv.jsonl"
     for tool in ("srun", "apptainer", "module"):
         fake = bin_dir / tool
-        fake.write_text(f"#!{sys.executable}\nimport json, sys\n"
-                        f"open({str(log)!r}, 'a').write(json.dumps(sys.argv) + '\\n')\n")
+        fake.write_text(
+            f"#!{sys.executable}\nimport json, sys\nopen({str(log)!r}, 'a').write(json.dumps(sys.argv) + '\\n')\n"
+        )
         fake.chmod(0o755)
     # submitit's SlurmExecutor looks for `srun` on PATH when it is built: the stand-in, not a real Slurm that
     # only exists here if another test happened to install it first
@@ -86,23 +99,27 @@ def test_slurm_and_container_commands_are_quoted(tmp_path, monkeypatch):
     slurm = executor._executor
     script = slurm._make_submission_file_text(slurm._submitit_command_str, "uid")
     (tmp_path / "job.sh").write_text(script)
-    out = subprocess.run(["bash", str(tmp_path / "job.sh")], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=60)
+    out = subprocess.run(["bash", str(tmp_path / "job.sh")], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     srun = next(c for c in calls if Path(c[0]).name == "srun")
-    command = srun[srun.index("apptainer"):]
+    command = srun[srun.index("apptainer") :]
     assert command[:3] == ["apptainer", "exec", "--nv"]
     assert f"--bind={bind}" in command and str(image) in command
-    assert command[command.index(str(image)) + 1:] == ["python3; touch PWNED6", "-u", "-m", "submitit.core._submit",
-                                                        str(logs)]
-    assert any(str(logs) in a for a in srun[:srun.index("apptainer")]), "the log paths reach srun whole"
+    assert command[command.index(str(image)) + 1 :] == [
+        "python3; touch PWNED6",
+        "-u",
+        "-m",
+        "submitit.core._submit",
+        str(logs),
+    ]
+    assert any(str(logs) in a for a in srun[: srun.index("apptainer")]), "the log paths reach srun whole"
     _no_markers(tmp_path, REPO)
 
 
 def test_python_command_round_trips():
     """What the container's interpreter line says is what a shell gives back, argument for argument."""
-    from suite.launch.slurm import python_command
+    from loaderbench.launch.slurm import python_command
 
     class C:
         kind, image, binds, python = "apptainer", f"/x/{EVIL}.sif", [f"/d/{EVIL}"], "python3"

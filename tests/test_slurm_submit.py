@@ -9,7 +9,7 @@ import time
 import pytest
 
 from tests.conftest import REPO
-from tests.slurm_fixtures import slurm_cluster, slurm_node  # noqa: F401
+from tests.slurm_fixtures import slurm_cluster, slurm_node  # noqa: F401 - pytest fixtures, used by name
 
 # slurm_node: the one-node cluster to this test alone, whatever else the other xdist workers run
 pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.usefixtures("slurm_node")]
@@ -32,18 +32,30 @@ cpu_work = [2]
 
 
 def make(cluster, *args, timeout=300):
-    return subprocess.run(["make", "--no-print-directory", *args], cwd=REPO, env=cluster.environ(),
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        ["make", "--no-print-directory", *args],
+        cwd=REPO,
+        env=cluster.environ(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def own_arrays(results) -> list[str]:
     """The job arrays submitted into `results` (from the submit ledgers)."""
-    return sorted({json.loads(ln)["job_id"].split("_")[0] for ledger in results.glob("*/.slurm-ledger.jsonl")
-                   for ln in ledger.read_text().splitlines() if ln.strip()})
+    return sorted(
+        {
+            json.loads(ln)["job_id"].split("_")[0]
+            for ledger in results.glob("*/.slurm-ledger.jsonl")
+            for ln in ledger.read_text().splitlines()
+            if ln.strip()
+        }
+    )
 
 
 @pytest.fixture
-def results(slurm_node, tmp_path):  # noqa: F811
+def results(slurm_node, tmp_path):  # noqa: F811 - pytest injects the imported fixture by name
     """The test's results folder. Afterwards, passed or failed, its jobs are cancelled: none is left to hold the
     node for the next test."""
     path = tmp_path / "results"
@@ -63,7 +75,7 @@ def wait_idle(cluster, results, timeout=900):
     raise AssertionError("jobs still queued:\n" + cluster.run("squeue") + cluster.logs())
 
 
-def test_submit_runs_every_cell_once(slurm_cluster, tmp_path, results):  # noqa: F811
+def test_submit_runs_every_cell_once(slurm_cluster, tmp_path, results):  # noqa: F811 - pytest injects the imported fixture by name
     study = tmp_path / "tiny.toml"
     study.write_text(TINY.format(name="slurm-tiny", sleep_ms=1.0))
     out = make(slurm_cluster, "submit", "CLUSTER=test", f"STUDY={study}", f"RESULTS={results}")
@@ -92,10 +104,11 @@ def test_submit_runs_every_cell_once(slurm_cluster, tmp_path, results):  # noqa:
     assert "16 already done" in again.stderr
 
 
-def test_cancelled_job_is_reported_and_resubmitted(slurm_cluster, tmp_path, results):  # noqa: F811
+def test_cancelled_job_is_reported_and_resubmitted(slurm_cluster, tmp_path, results):  # noqa: F811 - pytest injects the imported fixture by name
     study = tmp_path / "slow.toml"
-    # 200 ms per sample: long enough to cancel the array while cells are pending or running
-    study.write_text(TINY.format(name="slurm-cancel", sleep_ms=200.0).replace("repetitions = 2", "repetitions = 1"))
+    # 400 ms per sample, at least 4 batches of 4 samples per cell: 8 cells, 2 at a time, take at least 25 s of
+    # sleeping alone, far longer than the second submit before the cancel: some are always left to cancel
+    study.write_text(TINY.format(name="slurm-cancel", sleep_ms=400.0).replace("repetitions = 2", "repetitions = 1"))
     out = make(slurm_cluster, "submit", "CLUSTER=test", f"STUDY={study}", f"RESULTS={results}")
     assert out.returncode == 0, out.stderr
     ledger = [json.loads(ln) for ln in (results / "slurm-cancel" / ".slurm-ledger.jsonl").read_text().splitlines()]
@@ -106,14 +119,13 @@ def test_cancelled_job_is_reported_and_resubmitted(slurm_cluster, tmp_path, resu
     slurm_cluster.run("scancel", *arrays)
     wait_idle(slurm_cluster, results)
     done = len(list((results / "slurm-cancel").glob("*.json")))
+    assert done < 8, "every cell finished before the cancel: nothing was cancelled to check"
     st = make(slurm_cluster, "status", "CLUSTER=test", f"RESULTS={results}")
     assert f"lost {8 - done}" in st.stdout, st.stdout
-    if done < 8:
-        assert "CANCELLED" in st.stdout or "without a record" in st.stdout
+    assert "CANCELLED" in st.stdout or "without a record" in st.stdout
     resubmit = make(slurm_cluster, "submit", "CLUSTER=test", f"STUDY={study}", f"RESULTS={results}")
     assert resubmit.returncode == 0, resubmit.stderr
-    if done < 8:
-        assert "submitted array" in resubmit.stderr, resubmit.stderr
+    assert "submitted array" in resubmit.stderr, resubmit.stderr
     wait_idle(slurm_cluster, results)
     recs = [json.loads(f.read_text()) for f in (results / "slurm-cancel").glob("*.json")]
     assert len(recs) == 8 and all(r["status"] == "ok" for r in recs), [r.get("error") for r in recs]
@@ -161,10 +173,10 @@ def make(n):
 """
 
 
-def test_submit_a_custom_pipeline_from_a_folder_outside_the_project(slurm_cluster, tmp_path, results):  # noqa: F811
+def test_submit_a_custom_pipeline_from_a_folder_outside_the_project(slurm_cluster, tmp_path, results):  # noqa: F811 - pytest injects the imported fixture by name
     """The factory's module lives beside the study in a folder Slurm's array tasks know nothing of: each cell
     (and its spawned workers) imports it from there, and the record names the module file and its hash."""
-    from suite.factory import sha256_file
+    from loaderbench.workloads.factory import sha256_file
 
     folder = tmp_path / "my_project"
     folder.mkdir()
@@ -184,5 +196,8 @@ def test_submit_a_custom_pipeline_from_a_folder_outside_the_project(slurm_cluste
         assert rec["launcher"]["kind"] == "slurm"
         assert rec["config"]["factory_sha256"] == digest and rec["config"]["factory_root"] == str(folder)
         assert rec["env"]["factory"]["sha256"] == digest
-    assert {(r["config"]["num_workers"], r["config"]["start_method"]) for r in recs} == {(0, "fork"), (2, "fork"),
-                                                                                        (2, "spawn")}
+    assert {(r["config"]["num_workers"], r["config"]["start_method"]) for r in recs} == {
+        (0, None),
+        (2, "fork"),
+        (2, "spawn"),
+    }

@@ -1,4 +1,4 @@
-"""suite/storage without the runner: which worker reads which shard, shards written and read back (and caught
+"""loaderbench/storage without the runner: which worker reads which shard, shards written and read back (and caught
 when truncated wherever they are cut, told apart from a server gone mid-answer), the exactly-once count per
 pass, the delaying proxy's latency and bandwidth (lower bounds on time only: load can slow a request, never
 speed it up), the missing-tool error and the study rules."""
@@ -17,22 +17,31 @@ import time
 
 import pytest
 
-from suite.exceptions import StudyError, ToolMissing
-from suite.storage import tools
-from suite.storage.passes import ShardPasses
-from suite.storage.shards import (TRUNCATED_SHARD, ShardTruncated, assigned, ensure_shards, key_of, load,
-                                  read_samples)
+from loaderbench.errors import StudyError, ToolMissing
+from loaderbench.schema.cell import CellConfig
+from loaderbench.storage import host_tools as tools
+from loaderbench.storage.exactly_once import ShardPasses
+from loaderbench.storage.tar_shards import (
+    TRUNCATED_SHARD,
+    ShardTruncated,
+    assigned,
+    ensure_shards,
+    key_of,
+    load,
+    read_samples,
+)
 from tests.conftest import REPO
 
 
 @pytest.fixture(scope="module")
 def prepared():
-    from suite.datasets import DatasetSpec, ensure_dataset
+    from loaderbench.datasets import DatasetSpec, ensure_dataset
 
     return ensure_dataset(DatasetSpec(kind="synthetic-jpeg", images=16))
 
 
 # --- which loader process reads which shard -------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("shards,ranks,workers", list(itertools.product([1, 3, 7, 16], [1, 2, 3], [1, 2, 4, 5])))
 def test_split_gives_every_shard_to_exactly_one_worker_of_one_rank(shards, ranks, workers):
@@ -55,6 +64,7 @@ def test_no_sharding_gives_every_worker_every_shard():
 
 
 # --- shards on disk ------------------------------------------------------------------------------------------
+
 
 def test_shards_hold_every_sample_in_webdataset_layout(prepared, tmp_path):
     s = ensure_shards(prepared, 3, 5, cache=tmp_path)  # 15 samples of 16 images
@@ -81,8 +91,12 @@ def test_a_truncated_shard_is_caught_wherever_it_is_cut(prepared, tmp_path, cut)
     data = (s.root / s.names[0]).read_bytes()
     with tarfile.open(s.root / s.names[0]) as tar:
         second = tar.getmembers()[2]  # the second sample's .jpg: its header starts a 512-byte block
-    at = {"header": second.offset, "member": second.offset_data + 100, "padding": len(data) - 512,
-          "half": len(data) // 2}[cut]
+    at = {
+        "header": second.offset,
+        "member": second.offset_data + 100,
+        "padding": len(data) - 512,
+        "half": len(data) // 2,
+    }[cut]
     cut_file = tmp_path / "cut.tar"
     cut_file.write_bytes(data[:at])
     with open(cut_file, "rb") as fh, pytest.raises(ShardTruncated, match=r"is truncated: it ended after \d+ of its"):
@@ -101,6 +115,7 @@ def test_the_truncated_variant_cuts_one_shard_and_keeps_the_intact_index(prepare
 
 # --- exactly once, per pass ------------------------------------------------------------------------------------
 
+
 def batch(keys, passes, workers):
     import torch
 
@@ -116,8 +131,15 @@ def test_passes_split_across_workers_count_no_duplicate_and_nothing_missing():
     m = obs.metrics()["shard_passes"]
     passes = m["epochs"][0]
     assert [p["complete"] for p in passes] == [True, False]  # pass 1: nobody has gone past it yet
-    assert passes[0] | {"pass": 0} == {"pass": 0, "complete": True, "seen": 4, "distinct": 4, "duplicates": 0,
-                                       "missing": 0, "unexpected": 0}
+    assert passes[0] | {"pass": 0} == {
+        "pass": 0,
+        "complete": True,
+        "seen": 4,
+        "distinct": 4,
+        "duplicates": 0,
+        "missing": 0,
+        "unexpected": 0,
+    }
     assert (m["passes_complete"], m["duplicates"], m["missing"]) == (1, 0, 0)
     assert obs.warnings() == []
 
@@ -142,7 +164,7 @@ BODY = bytes(range(256)) * 2048  # 512 KiB
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # kept-alive connections, as nginx's
 
-    def do_GET(self):  # noqa: N802
+    def do_GET(self):
         self.send_response(200)
         self.send_header("Content-Length", str(len(BODY)))
         self.end_headers()
@@ -164,8 +186,20 @@ def upstream():
 
 def start_proxy(upstream_port: int, **opts) -> tuple[subprocess.Popen, int]:
     args = [f"--{k.replace('_', '-')}={v}" for k, v in opts.items()]
-    proc = subprocess.Popen([sys.executable, "-m", "suite.storage.proxy", "--listen", "127.0.0.1:0",
-                             "--upstream", f"127.0.0.1:{upstream_port}", *args], cwd=REPO, stdout=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "loaderbench.storage.proxy",
+            "--listen",
+            "127.0.0.1:0",
+            "--upstream",
+            f"127.0.0.1:{upstream_port}",
+            *args,
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+    )
     line = proc.stdout.readline().decode()
     assert line.startswith("ready "), line
     return proc, int(line.split()[1])
@@ -200,6 +234,7 @@ def test_proxy_caps_the_bandwidth_of_all_connections_together(upstream):
 
     proc, port = start_proxy(upstream, bandwidth_mbit=40)
     try:
+
         def fetch(_):
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
             timed_get(conn)
@@ -216,7 +251,7 @@ def test_proxy_caps_the_bandwidth_of_all_connections_together(upstream):
 
 
 def test_proxy_jitter_spreads_delays_around_the_latency_within_its_bounds():
-    from suite.storage.proxy import DelayingProxy, Link
+    from loaderbench.storage.proxy import DelayingProxy, Link
 
     proxy = DelayingProxy(("127.0.0.1", 1), latency_s=0.040, jitter_s=0.015, link=Link(0), seed=3)
     delays = [proxy.delay() for _ in range(2000)]
@@ -244,6 +279,7 @@ def test_proxy_closes_the_client_when_the_server_is_gone():
 
 
 # --- the client ------------------------------------------------------------------------------------------------
+
 
 def _shard_bytes() -> bytes:
     """A two-sample shard in webdataset layout, in memory."""
@@ -279,7 +315,7 @@ def test_a_server_gone_mid_shard_is_unreachable_not_a_truncated_shard():
     shard truncated. The client must name the fault that happened: the server stopped answering."""
     import torch
 
-    from suite.storage.client import Endpoint, HttpClient, StorageUnreachable
+    from loaderbench.storage.client import Endpoint, HttpClient, StorageUnreachable
 
     shard, name = _shard_bytes(), "shard-000000.tar"
     for cut in (3_000, 5_000):  # inside the first sample; after it, inside the second
@@ -289,8 +325,14 @@ def test_a_server_gone_mid_shard_is_unreachable_not_a_truncated_shard():
             counters = torch.zeros((1, 4), dtype=torch.int64)
             client = HttpClient(Endpoint(f"http://127.0.0.1:{port}/", "pooled", 10.0, counters, 1))
             resp = client.open(name)
-            samples = read_samples(resp, lambda size=-1: client.read(resp, name, size), name, len(shard), 2,
-                                   client.url(name))
+            samples = read_samples(
+                resp,
+                lambda size=-1, client=client, resp=resp: client.read(resp, name, size),
+                name,
+                len(shard),
+                2,
+                client.url(name),
+            )
             with pytest.raises(StorageUnreachable, match="stopped answering"):
                 list(samples)
             thread.join(10)
@@ -299,7 +341,7 @@ def test_a_server_gone_mid_shard_is_unreachable_not_a_truncated_shard():
 def test_a_complete_answer_reads_to_its_end_without_a_fault():
     import torch
 
-    from suite.storage.client import Endpoint, HttpClient
+    from loaderbench.storage.client import Endpoint, HttpClient
 
     shard = _shard_bytes()
     listener, thread = _cut_server(shard, sent=len(shard))
@@ -315,6 +357,11 @@ def test_a_complete_answer_reads_to_its_end_without_a_fault():
 
 # --- what is missing, what is allowed --------------------------------------------------------------------------
 
+
+def http_cell(**axes) -> CellConfig:
+    return CellConfig(workload="jpeg", storage="http", warmup_batches=0, measure_batches=1, seed=0, **axes)
+
+
 def hide(monkeypatch, *names):
     real = tools.find_program
     monkeypatch.setattr(tools, "find_program", lambda n: None if n in names else real(n))
@@ -322,15 +369,16 @@ def hide(monkeypatch, *names):
 
 def test_missing_nginx_is_one_error_naming_it_and_how_to_install_it(monkeypatch, tmp_path, capsys):
     hide(monkeypatch, "nginx")
-    with pytest.raises(ToolMissing, match=r"nginx not found .* install it with suite/storage/install-tools\.sh"):
-        tools.check_tools([{"storage": "http", "storage_url": None}])
-    tools.check_tools([{"storage": "http", "storage_url": "http://10.1.2.3:8080/data/"}])  # the user's own server
+    with pytest.raises(ToolMissing, match=r"nginx not found .* install it with tools/install-storage-tools\.sh"):
+        tools.check_tools([http_cell(storage_url=None)])
+    tools.check_tools([http_cell(storage_url="http://10.1.2.3:8080/data/")])  # the user's own server
 
-    from suite.cli import main
+    from loaderbench.cli import main
 
     study = tmp_path / "s.toml"
-    study.write_text('[study]\nname = "s"\nrepetitions = 1\n[dataset]\nimages = 16\n'
-                     '[matrix]\nworkload = "jpeg"\nstorage = "http"\n')
+    study.write_text(
+        '[study]\nname = "s"\nrepetitions = 1\n[dataset]\nimages = 16\n[matrix]\nworkload = "jpeg"\nstorage = "http"\n'
+    )
     assert main(["run", str(study), "--results", str(tmp_path / "results")]) == 2
     errors = [ln for ln in capsys.readouterr().err.strip().splitlines() if ln.startswith("error")]
     assert len(errors) == 1 and errors[0].startswith("error: nginx not found"), errors
@@ -342,36 +390,38 @@ def test_missing_ip_and_tc_refuse_kernel_shaping(monkeypatch):
     tools.kernel_shaping.cache_clear()
     try:
         with pytest.raises(ToolMissing, match=r"shaping = \"kernel\" cannot be used here: ip or tc not found"):
-            tools.check_tools([{"storage": "http", "shaping": "kernel"}])
-        assert tools.path_plan({"storage": "http", "latency_ms": 5.0, "shaping": "auto"}).latency == "proxy"
+            tools.check_tools([http_cell(shaping="kernel")])
+        assert tools.path_plan(http_cell(latency_ms=5.0, shaping="auto")).latency == "proxy"
     finally:
         tools.kernel_shaping.cache_clear()
 
 
 def test_study_rules_and_http_only_axes(tmp_path):
-    from suite.study import load_study
+    from loaderbench.study.study_file import load_study
 
     base = '[study]\nname = "s"\n[dataset]\nimages = 16\n[matrix]\n'
     path = tmp_path / "s.toml"
-    path.write_text(base + 'workload = "jpeg"\nstorage = "local"\nlatency_ms = [0, 10]\nhttp_client = '
-                    '["pooled", "per_request"]\n')
+    path.write_text(
+        base + 'workload = "jpeg"\nstorage = "local"\nlatency_ms = [0, 10]\nhttp_client = ["pooled", "per_request"]\n'
+    )
     (cell,) = load_study(path).cells  # nothing of a network path describes local storage
     assert cell["latency_ms"] is None and cell["http_client"] is None and cell["storage"] == "local"
-    path.write_text(base + 'workload = "jpeg"\nstorage = ["local", "http"]\nstorage_fault = ["server_stop", '
-                    '"truncated_shard"]\n')
+    path.write_text(
+        base + 'workload = "jpeg"\nstorage = ["local", "http"]\nstorage_fault = ["server_stop", "truncated_shard"]\n'
+    )
     with pytest.raises(StudyError) as exc:
         load_study(path)
     text = str(exc.value)
-    assert "storage_fault = \"server_stop\"" in text and "storage_fault = \"truncated_shard\"" in text
+    assert 'storage_fault = "server_stop"' in text and 'storage_fault = "truncated_shard"' in text
     path.write_text(base + 'workload = "jpeg"\nstorage = "http"\nstorage_url = "ftp://x/"\n')
     with pytest.raises(StudyError, match="storage_url"):
         load_study(path)
 
 
 def test_the_storage_study_is_valid():
-    from suite.study import load_study
+    from loaderbench.study.study_file import load_study
 
-    study = load_study(REPO / "suite" / "studies" / "storage.toml", max_cores=2)
+    study = load_study(REPO / "loaderbench" / "studies" / "storage.toml", max_cores=2)
     kinds = {(c["workload"], c["storage"], c["http_client"], c["sharding"]) for c in study.cells}
     assert ("jpeg", "http", "per_request", None) in kinds and ("shards", "http", "pooled", "none") in kinds
     assert json.dumps([c.config for c in study.cells])  # records can hold every config
@@ -379,11 +429,11 @@ def test_the_storage_study_is_valid():
 
 def test_make_test_and_the_image_install_the_storage_tools():
     makefile = (REPO / "Makefile").read_text()
-    assert "test: setup storage-tools" in makefile and "bash suite/storage/install-tools.sh" in makefile
+    assert "test: setup storage-tools" in makefile and "bash tools/install-storage-tools.sh" in makefile
     dockerfile = (REPO / "containers" / "Dockerfile").read_text()
     runtime = next(line for line in dockerfile.splitlines() if "libjpeg62-turbo=" in line and "install" not in line)
     assert " nginx " in f" {runtime} " and " iproute2 " in f" {runtime} "
-    script = (REPO / "suite" / "storage" / "install-tools.sh").read_text()
+    script = (REPO / "tools" / "install-storage-tools.sh").read_text()
     assert "pkgs=(nginx iproute2)" in script and "tools/apt-ensure.sh" in script
     assert "policy-rc.d" in (REPO / "tools" / "apt-ensure.sh").read_text()  # no system-wide nginx started
 
@@ -393,11 +443,11 @@ def test_a_failed_nginx_start_leaves_neither_workers_nor_its_folder(monkeypatch,
     import os
     import tempfile
 
-    from suite.storage import nginx
+    from loaderbench.storage import nginx
 
     exe = tools.find_program("nginx")
     if exe is None:
-        pytest.skip("nginx is not installed (suite/storage/install-tools.sh)")
+        pytest.skip("nginx is not installed (tools/install-storage-tools.sh)")
     seen: list[int] = []
 
     def fail_once_forked(proc, pidfile, log_fd, timeout_s=nginx.READY_TIMEOUT_S):

@@ -1,4 +1,4 @@
-"""Storage cells through the real runner (`python -m suite run`, as tests/test_faults.py runs it): the server,
+"""Storage cells through the real runner (`python -m loaderbench run`, as tests/test_faults.py runs it): the server,
 its network namespaces, veth pair and qdiscs are gone after every cell, ok or failed, and after a killed
 runner; server faults and a truncated shard become classified records and the next cell is ok; latency is on
 the path (a request takes at least the round trip: checked as throughput that cannot exceed it); split shards
@@ -16,31 +16,35 @@ import time
 
 import pytest
 
-from suite.storage import tools
+from loaderbench.storage import host_tools as tools
 from tests.test_faults import GUARD_S, Run, assert_clean, records, tagged_processes, write_study
 
 pytestmark = pytest.mark.slow
 
 KERNEL = tools.kernel_shaping()[0]
-DATASET = "\n[dataset]\nkind = \"synthetic-jpeg\"\nimages = 16\n"
+DATASET = '\n[dataset]\nkind = "synthetic-jpeg"\nimages = 16\n'
 
 
 @pytest.fixture(autouse=True)
 def nginx_installed():
     if tools.find_program("nginx") is None:
-        if os.geteuid() == 0:  # `make test` installs it (suite/storage/install-tools.sh): its absence is a failure
-            pytest.fail("nginx is not installed: run suite/storage/install-tools.sh (make test does)")
-        pytest.skip("nginx is not installed and installing it needs root: run suite/storage/install-tools.sh")
+        if os.geteuid() == 0:  # `make test` installs it (tools/install-storage-tools.sh): its absence is a failure
+            pytest.fail("nginx is not installed: run tools/install-storage-tools.sh (make test does)")
+        pytest.skip("nginx is not installed and installing it needs root: run tools/install-storage-tools.sh")
 
 
 def host_network() -> dict:
     """What the host's own network namespace holds that a cell could leak into it."""
+
     def run(*args):
         exe = tools.find_program(args[0])
         return subprocess.run([exe, *args[1:]], capture_output=True, text=True).stdout if exe else ""
 
-    return {"veth": run("ip", "-o", "link", "show", "type", "veth"), "netns": run("ip", "netns", "list"),
-            "qdiscs": run("tc", "qdisc", "show")}
+    return {
+        "veth": run("ip", "-o", "link", "show", "type", "veth"),
+        "netns": run("ip", "netns", "list"),
+        "qdiscs": run("tc", "qdisc", "show"),
+    }
 
 
 def in_groups(pgids: set[int]) -> list[tuple[int, str]]:
@@ -101,7 +105,7 @@ storage_fault = ["server_stop", "server_stall", "truncated_shard"]
 
 
 def test_faults_are_classified_and_no_server_or_namespace_outlives_its_cell(tmp_path):
-    healthy_last = lambda order: order[-1]["storage_fault"] == "none"  # noqa: E731
+    healthy_last = lambda order: order[-1]["storage_fault"] == "none"
     recs, run = run_study(tmp_path, "storage-faults", FAULTS, order_ok=healthy_last)
     got = {(r["config"]["storage_fault"], r["config"]["shaping"]): r for r in recs.values()}
 
@@ -144,7 +148,7 @@ shaping = ["auto", "proxy"]
 
 
 def test_latency_is_applied_on_the_path(tmp_path):
-    recs, run = run_study(tmp_path, "storage-latency", LATENCY)
+    recs, _run = run_study(tmp_path, "storage-latency", LATENCY)
     for rec in recs.values():
         assert rec["status"] == "ok", rec.get("error")
         m, c = rec["metrics"], rec["config"]
@@ -186,7 +190,7 @@ sharding = "none"
 
 
 def test_split_shards_are_read_exactly_once_per_pass_and_unsplit_ones_repeat(tmp_path):
-    recs, run = run_study(tmp_path, "storage-shards", SHARDS, measure_batches=40)  # 2 ranks: windows must overlap
+    recs, _run = run_study(tmp_path, "storage-shards", SHARDS, measure_batches=40)  # 2 ranks: windows must overlap
     assert len(recs) == 7
     for rec in recs.values():
         assert rec["status"] == "ok", rec.get("error")
@@ -200,20 +204,27 @@ def test_split_shards_are_read_exactly_once_per_pass_and_unsplit_ones_repeat(tmp
             assert all(p["seen"] == p["distinct"] == sp["expected_per_pass"] for p in complete)
             assert not rec.get("warnings")
         else:  # every worker read every shard: each sample once per worker in a complete pass
-            assert all(p["distinct"] == 10 and p["duplicates"] == (workers - 1) * 10 and p["missing"] == 0
-                       for p in complete), sp
+            assert all(
+                p["distinct"] == 10 and p["duplicates"] == (workers - 1) * 10 and p["missing"] == 0 for p in complete
+            ), sp
             assert any("duplicate" in w for w in rec["warnings"])
 
 
 def test_a_killed_runner_leaves_no_server_namespace_or_qdisc(tmp_path):
     before = host_network()
-    study, _ = write_study(tmp_path, "storage-killed", """workload = "jpeg"
+    study, _ = write_study(
+        tmp_path,
+        "storage-killed",
+        """workload = "jpeg"
 storage = "http"
 num_workers = 2
 batch_size = 2
 latency_ms = 20
 bandwidth_mbit = 50
-""", timeout_s=600, extra=DATASET)
+""",
+        timeout_s=600,
+        extra=DATASET,
+    )
     study.write_text(study.read_text().replace("measure_batches = 4", "measure_batches = 100000"))  # runs until killed
     run = Run(tmp_path, study, tmp_path / "results")
     runner = run.runner_pid
@@ -221,8 +232,11 @@ bandwidth_mbit = 50
     deadline = time.monotonic() + GUARD_S
     spaces: set[str] = set()
     groups: set[int] = set()
+    # the namespaces held at one moment once nginx serves: before that, the cell's probes of what the kernel can
+    # shape (loaderbench.storage.host_tools) run in throwaway namespaces of their own, gone by then
     while not any(comm == "nginx" for _, comm in in_groups(groups)) or len(spaces) < (3 if KERNEL else 1):
         assert time.monotonic() < deadline, f"the cell's server never came up:\n{run.output()}"
+        spaces = set()
         # groups with a tagged process alive now: a group whose members all ended frees its number, which
         # the kernel may hand to another test's process (pid_max can be 32768, and the suite forks a lot)
         tagged = tagged_processes(run.tag)

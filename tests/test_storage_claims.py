@@ -1,11 +1,12 @@
-"""analysis.claims.storage on synthetic records (tests/question_records.storage_table: Little's law with a core's
+"""loaderbench.analysis.claims.storage on synthetic records (tests/question_records.storage_table: Little's law with
+a core's
 ceiling, a bandwidth cap, two round trips per request for a new connection): each rule holds where the
 records say so, does not hold where they show the opposite, and stays inconclusive on scattered ones."""
 
 from __future__ import annotations
 
-from analysis import claims as C
-from analysis.claims.storage import http_rows
+from loaderbench.analysis import claims as C
+from loaderbench.analysis.claims.storage import http_rows
 from tests.question_records import F, H, I, N, decide, storage_rate, storage_table
 
 
@@ -30,9 +31,9 @@ def test_a_connection_per_request_costs_more_than_workers_hide():
     assert decide(C.per_request_costs_more, storage_table()) == H
     # a "per_request" client as fast as the pooled one: the claim is shown false (within its margin)
     same = storage_table(per_request=("per_request", 1500.0))
-    same.loc[same["http_client"] == "per_request", "samples_per_s"] = \
-        same[(same["http_client"] == "pooled") & (same["latency_ms"] == 10.0) & (same["bandwidth_mbit"] == 0)][
-            "samples_per_s"].to_numpy()
+    same.loc[same["http_client"] == "per_request", "samples_per_s"] = same[
+        (same["http_client"] == "pooled") & (same["latency_ms"] == 10.0) & (same["bandwidth_mbit"] == 0)
+    ]["samples_per_s"].to_numpy()
     assert decide(C.per_request_costs_more, same) == F
 
 

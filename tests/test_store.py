@@ -4,12 +4,13 @@ import json
 
 import pytest
 
-from suite.store import Store
+from loaderbench.schema.record import Record
+from loaderbench.schema.store import Store
 
 
 def rec(status="ok", rep=0, **kw):
-    return {"schema": "loaderbench.record/2", "study": "s", "cell_id": "c1", "repetition": rep, "status": status,
-            "config": {}, **kw}
+    times = {"launcher": {"kind": "local"}, "started_at": "2026-01-01T00:00:00+00:00"}
+    return Record(study="s", cell_id="c1", repetition=rep, status=status, config={}, **times, finished_at="", **kw)
 
 
 def test_write_read_and_done(tmp_path):
@@ -34,8 +35,8 @@ def test_failed_attempt_history_kept(tmp_path):
     store.write(rec("timeout", error={"kind": "timeout", "message": "y"}))
     store.write(rec("ok"))
     final = store.read("s", "c1", 0)
-    assert final["status"] == "ok" and final["attempt"] == 3
-    assert [a["status"] for a in final["previous_attempts"]] == ["failed", "timeout"]
+    assert final.status == "ok" and final.attempt == 3
+    assert [a["status"] for a in final.previous_attempts] == ["failed", "timeout"]
 
 
 def test_torn_record_counts_as_missing(tmp_path):

@@ -2,8 +2,8 @@
 
 import pytest
 
-from suite.exceptions import StudyError
-from suite.study import load_study
+from loaderbench.errors import StudyError
+from loaderbench.study.study_file import load_study
 
 BASE = """
 [study]
@@ -19,8 +19,9 @@ cores = [1]
 def test_cartesian_product_and_defaults(study_file):
     study = load_study(study_file(BASE))
     assert len(study.cells) == 6
-    cfg = study.cells[0].config
-    assert cfg["batch_size"] == 32 and cfg["start_method"] == "fork"
+    assert all(c["batch_size"] == 32 for c in study.cells)
+    # the start method is a worker setting: its default where there are workers, None (meaningless) without
+    assert {c["num_workers"]: c["start_method"] for c in study.cells} == {0: None, 1: "fork", 2: "fork"}
     assert {c["workload"] for c in study.cells} == {"sleep", "cpu"}
 
 
@@ -37,29 +38,38 @@ def test_exclude_and_ratio(study_file):
     text = BASE + '\n[[exclude]]\nworkload = "cpu"\nnum_workers = [1, 2]\n'
     study = load_study(study_file(text))
     assert sorted((c["workload"], c["num_workers"]) for c in study.cells) == [
-        ("cpu", 0), ("sleep", 0), ("sleep", 1), ("sleep", 2)]
+        ("cpu", 0),
+        ("sleep", 0),
+        ("sleep", 1),
+        ("sleep", 2),
+    ]
     ratio = load_study(study_file(BASE.replace("[study]", "[study]\nmax_workers_per_core = 1"), "r.toml"))
     assert max(c["num_workers"] for c in ratio.cells) == 1
 
 
 def test_meaningless_axes_collapse(study_file):
-    text = BASE.replace('num_workers = [0, 1, 2]', 'num_workers = [0]\nprefetch_factor = [2, 4]\ndecoder = ["pil", "torchvision"]')
+    text = BASE.replace(
+        "num_workers = [0, 1, 2]", 'num_workers = [0]\nprefetch_factor = [2, 4]\ndecoder = ["pil", "torchvision"]'
+    )
     study = load_study(study_file(text))
     # prefetch_factor means nothing without workers, decoder nothing without jpeg: 2 cells, not 8
     assert len(study.cells) == 2
     assert all(c["prefetch_factor"] is None and c["decoder"] is None for c in study.cells)
 
 
-@pytest.mark.parametrize("matrix_line, key, allowed", [
-    ("num_workers = [-1]", "num_workers", "an integer from 0 to 1024"),
-    ("num_workers = [1.5]", "num_workers", "an integer"),
-    ('num_workers = ["2"]', "num_workers", "an integer"),
-    ('start_method = ["forkserve"]', "start_method", "fork, spawn, forkserver"),
-    ("cores = [100000]", "cores", "1 to"),
-    ("batch_size = []", "batch_size", "empty axis"),
-    ('workloads = ["sleep"]', "workloads", "did you mean 'workload'"),
-    ("pin_memory = [1]", "pin_memory", "true or false"),
-])
+@pytest.mark.parametrize(
+    "matrix_line, key, allowed",
+    [
+        ("num_workers = [-1]", "num_workers", "an integer from 0 to 1024"),
+        ("num_workers = [1.5]", "num_workers", "an integer"),
+        ('num_workers = ["2"]', "num_workers", "an integer"),
+        ('start_method = ["forkserve"]', "start_method", "fork, spawn, forkserver"),
+        ("cores = [100000]", "cores", "1 to"),
+        ("batch_size = []", "batch_size", "empty axis"),
+        ('workloads = ["sleep"]', "workloads", "did you mean 'workload'"),
+        ("pin_memory = [1]", "pin_memory", "true or false"),
+    ],
+)
 def test_bad_matrix_values_named(study_file, matrix_line, key, allowed):
     axis = matrix_line.split(" =")[0]
     text = "\n".join(ln for ln in BASE.splitlines() if not ln.startswith(axis + " ="))
@@ -76,15 +86,18 @@ def test_cores_limit_is_the_machine(study_file):
         load_study(study_file(BASE.replace("cores = [1]", "cores = [3]")), max_cores=2)
 
 
-@pytest.mark.parametrize("text, fragment", [
-    ("[study\nname=", "not valid TOML"),
-    ('[matrix]\nworkload = ["sleep"]\n', "[study]: missing"),
-    (BASE.replace("repetitions = 2", "repetitions = 0"), "repetitions = 0"),
-    (BASE.replace("repetitions = 2", "repetition = 2"), "repetition: unknown key"),
-    (BASE + '\n[datasets]\nkind = "x"\n', "[datasets]: unknown table"),
-    (BASE + '\n[dataset]\nkind = "imagefolder"\n', "[dataset] path: missing"),
-    (BASE + '\n[[exclude]]\nworkload = ["sleep", "cpu"]\n', "removes every cell"),
-])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("[study\nname=", "not valid TOML"),
+        ('[matrix]\nworkload = ["sleep"]\n', "[study]: missing"),
+        (BASE.replace("repetitions = 2", "repetitions = 0"), "repetitions = 0"),
+        (BASE.replace("repetitions = 2", "repetition = 2"), "repetition: unknown key"),
+        (BASE + '\n[datasets]\nkind = "x"\n', "[datasets]: unknown table"),
+        (BASE + '\n[dataset]\nkind = "imagefolder"\n', "[dataset] path: missing"),
+        (BASE + '\n[[exclude]]\nworkload = ["sleep", "cpu"]\n', "removes every cell"),
+    ],
+)
 def test_bad_files(study_file, text, fragment):
     with pytest.raises(StudyError) as exc:
         load_study(study_file(text))
@@ -98,7 +111,8 @@ def test_missing_file(tmp_path):
 
 def test_every_problem_reported_at_once(study_file):
     text = BASE.replace("cores = [1]", "cores = [1]\nnum_workers = [-3]\nbatch_size = [0]").replace(
-        "num_workers = [0, 1, 2]\n", "")
+        "num_workers = [0, 1, 2]\n", ""
+    )
     with pytest.raises(StudyError) as exc:
         load_study(study_file(text))
     assert "2 problems" in str(exc.value)
@@ -106,9 +120,8 @@ def test_every_problem_reported_at_once(study_file):
 
 @pytest.mark.parametrize("name", ["quick", "scaling"])
 def test_shipped_studies_valid(name):
-    from suite.study import load_study
+    from loaderbench.study.study_file import load_study
     from tests.conftest import REPO
 
-    study = load_study(REPO / "suite" / "studies" / f"{name}.toml", max_cores=64)
+    study = load_study(REPO / "loaderbench" / "studies" / f"{name}.toml", max_cores=64)
     assert study.cells
-

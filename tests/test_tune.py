@@ -11,17 +11,17 @@ import math
 import numpy as np
 import pytest
 
-from suite.cli import main
-from suite.record import Record
-from suite.store import Store
-from suite.study import load_study, parse_study
-from suite.tune.evidence import Observation
-from suite.tune.options import TuneError, TuneOptions
-from suite.tune.render import _rules_line, answer_line, dataloader_call
-from suite.tune.run import EXIT_ANSWERED, EXIT_NO_ANSWER, run_tune
-from suite.tune.outcome import NO_USABLE, ONE_CANDIDATE, SEPARATED, WITHIN_MARGIN
-from suite.tune.search import geometric_subset, search
-from suite.tune.space import scenarios
+from loaderbench.cli import main
+from loaderbench.schema.record import Record
+from loaderbench.schema.store import Store
+from loaderbench.study.study_file import load_study, parse_study
+from loaderbench.tune.answer_text import _rules_line, answer_line, dataloader_call
+from loaderbench.tune.evidence import Observation
+from loaderbench.tune.options import TuneError, TuneOptions
+from loaderbench.tune.outcome import NO_USABLE, ONE_CANDIDATE, SEPARATED, WITHIN_MARGIN
+from loaderbench.tune.run import EXIT_ANSWERED, EXIT_NO_ANSWER, run_tune
+from loaderbench.tune.search import geometric_subset, search
+from loaderbench.tune.space import scenarios
 from tests.conftest import REPO
 
 W = [0, 1, 2, 3, 4, 6, 8]
@@ -30,8 +30,10 @@ MIB = 2**20
 
 
 def study_of(matrix: dict, repetitions: int = 3, name: str = "syn"):
-    raw = {"study": {"name": name, "repetitions": repetitions},
-           "matrix": {"workload": ["sleep"], "num_workers": W, "cores": [2], **matrix}}
+    raw = {
+        "study": {"name": name, "repetitions": repetitions},
+        "matrix": {"workload": ["sleep"], "num_workers": W, "cores": [2], **matrix},
+    }
     return parse_study(raw, where="synthetic", max_cores=64)
 
 
@@ -60,29 +62,33 @@ def synthetic(f, noise: float, seed: int, fails=lambda c: False):
         if fails(c):
             return Observation("failed", cell_s=1.0, error="worker_crash: synthetic")
         return Observation("ok", f(c) * math.exp(rng.normal(0, noise)), memory_of(c), 1.0)
+
     return measure
 
 
-def tune_one(study, f, noise, seed, options=TuneOptions(), fails=lambda c: False):
+def tune_one(study, f, noise, seed, options=None, fails=lambda c: False):
     (sc,) = scenarios(study.cells)
-    return sc, search(sc, synthetic(f, noise, seed, fails), options, RUNGS)
+    return sc, search(sc, synthetic(f, noise, seed, fails), options or TuneOptions(), RUNGS)
 
 
 # --- the space ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("listed, subset", [
-    ([0, 1, 2, 3, 4, 6, 8], [0, 1, 2, 4, 8]),
-    ([2, 4, 6, 8], [2, 4, 8]),
-    ([0, 4, 8, 12, 16, 24, 32, 48, 64], [0, 4, 8, 16, 32, 64]),
-    ([3], [3]),
-])
+@pytest.mark.parametrize(
+    "listed, subset",
+    [
+        ([0, 1, 2, 3, 4, 6, 8], [0, 1, 2, 4, 8]),
+        ([2, 4, 6, 8], [2, 4, 8]),
+        ([0, 4, 8, 12, 16, 24, 32, 48, 64], [0, 4, 8, 16, 32, 64]),
+        ([3], [3]),
+    ],
+)
 def test_geometric_subset(listed, subset):
     assert geometric_subset(listed) == subset
 
 
 def test_quick_study_splits_into_scenarios_of_work_and_node():
-    study = load_study(REPO / "suite" / "studies" / "quick.toml", max_cores=2)
+    study = load_study(REPO / "loaderbench" / "studies" / "quick.toml", max_cores=2)
     found = scenarios(study.cells)
     assert sum(len(s.candidates) for s in found) == len(study.cells)
     labels = sorted(s.label for s in found)
@@ -120,8 +126,13 @@ SURFACES = {
     "noisy plateau": ({}, PLATEAU, 0.08, 40, 0.95),
     "noisy rising": ({}, RISING, 0.08, 40, 0.95),
     "prefetch_factor matters": ({"prefetch_factor": [2, 4]}, prefetch_matters, 0.03, 30, 1.0),
-    "three setting axes": ({"prefetch_factor": [2, 4], "persistent_workers": [False, True]}, prefetch_matters,
-                           0.03, 30, 1.0),
+    "three setting axes": (
+        {"prefetch_factor": [2, 4], "persistent_workers": [False, True]},
+        prefetch_matters,
+        0.03,
+        30,
+        1.0,
+    ),
 }
 
 
@@ -203,8 +214,14 @@ def test_the_knee_is_found_from_the_ceiling_and_a_wide_plateau_is_probed():
     # ends, then the fewest workers that can reach the band (1 worker cannot: 270 x 1.1 < 0.95 x 390), then
     # the middle of the 2..8 plateau, which is too wide to take on trust, then the middles of 2..4 and 4..8 (in
     # workers + 1, 5/3 and 9/5: wider than 1.5)
-    assert measured == ["num_workers=0", "num_workers=8", "num_workers=2", "num_workers=4", "num_workers=3",
-                        "num_workers=6"]
+    assert measured == [
+        "num_workers=0",
+        "num_workers=8",
+        "num_workers=2",
+        "num_workers=4",
+        "num_workers=3",
+        "num_workers=6",
+    ]
     assert out.answer.candidate.num_workers == 3  # 405, the highest; finalists=2 gives the cheapest (below)
 
 
@@ -216,8 +233,9 @@ def test_a_lesser_in_band_value_is_climbed_from_too():
     (sc,) = scenarios(study.cells)
     out = search(sc, synthetic(lambda c: rates[c.num_workers], 0.0, 0), TuneOptions(), RUNGS)
     assert out.answer.candidate.num_workers == 3
-    assert any(s.candidate == "num_workers=3" and s.note.startswith("next to an in-band value (2 workers)")
-               for s in out.steps)
+    assert any(
+        s.candidate == "num_workers=3" and s.note.startswith("next to an in-band value (2 workers)") for s in out.steps
+    )
 
 
 def test_zero_workers_beating_one_and_an_oversubscribed_end_still_gets_a_worker_per_core_measured():
@@ -236,8 +254,9 @@ def test_zero_workers_beating_one_and_an_oversubscribed_end_still_gets_a_worker_
     # on one core there is no such probe: 0 workers stay the answer of a curve that only falls
     one = study_of({"num_workers": listed, "cores": [1]})
     (sc1,) = scenarios(one.cells)
-    out1 = search(sc1, synthetic(lambda c: rates[c.num_workers] if c.num_workers < 2 else 350, 0.0, 0),
-                  TuneOptions(), RUNGS)
+    out1 = search(
+        sc1, synthetic(lambda c: rates[c.num_workers] if c.num_workers < 2 else 350, 0.0, 0), TuneOptions(), RUNGS
+    )
     assert out1.answer.candidate.num_workers == 0
     assert not [s for s in out1.steps if s.note.startswith("0 workers read best")]
 
@@ -262,8 +281,9 @@ def test_one_worker_is_never_measured_where_0_workers_stands_for_it():
     assert out.answer.candidate.num_workers == 0
     measured = [s.candidate for s in out.steps if s.repetition == 0]
     assert measured == ["num_workers=0", "num_workers=8", "num_workers=2"]
-    assert any(s.candidate == "num_workers=1" and s.note.startswith("not measured: 0 workers does the same")
-               for s in out.steps)
+    assert any(
+        s.candidate == "num_workers=1" and s.note.startswith("not measured: 0 workers does the same") for s in out.steps
+    )
     # with a training step in the loop the main process does more than a worker: 1 worker is screened
     stepped = study_of({"num_workers": listed, "cores": [1], "step_ms": [5.0]})
     (sc2,) = scenarios(stepped.cells)
@@ -278,8 +298,9 @@ def test_one_worker_is_never_measured_where_0_workers_stands_for_it():
 
 def _busy(rates: dict[int, float], busy_at_0: float):
     """measure(candidate, repetition): the rate, and 0 workers keeping `busy_at_0` of the core busy."""
-    return lambda c, rep: Observation("ok", rates[c.num_workers], memory_of(c), 1.0,
-                                      cpu_busy=busy_at_0 if c.num_workers == 0 else 1.0)
+    return lambda c, rep: Observation(
+        "ok", rates[c.num_workers], memory_of(c), 1.0, cpu_busy=busy_at_0 if c.num_workers == 0 else 1.0
+    )
 
 
 @pytest.mark.parametrize("busy, measured", [(0.99, [0]), (0.96, [0]), (0.94, [0, 2, 8]), (0.40, [0, 2, 8])])
@@ -303,8 +324,10 @@ def test_on_one_core_a_main_process_that_keeps_it_busy_leaves_workers_nothing_to
 def test_the_busy_core_rule_needs_one_core_and_the_main_process_standing_for_a_worker():
     listed = [0, 1, 2, 4, 8]
     rates = dict(zip(listed, [480, 380, 700, 690, 650]))
-    for matrix in ({"num_workers": listed, "cores": [2]},  # torch's threads may keep 2 cores busy at 0 workers
-                   {"num_workers": listed, "cores": [1], "step_ms": [5.0]}):  # the main process runs the step too
+    for matrix in (
+        {"num_workers": listed, "cores": [2]},  # torch's threads may keep 2 cores busy at 0 workers
+        {"num_workers": listed, "cores": [1], "step_ms": [5.0]},
+    ):  # the main process runs the step too
         (sc,) = scenarios(study_of(matrix).cells)
         out = search(sc, _busy(rates, 1.0), TuneOptions(), RUNGS)
         assert out.busy_core is None and len(out.evidence) > 1
@@ -315,7 +338,7 @@ def test_a_busy_core_bounds_the_rules_of_thumb_it_kept_out():
     study = study_of({"num_workers": listed, "cores": [1]})
     (sc,) = scenarios(study.cells)
     out = search(sc, _busy(dict(zip(listed, [480, 380, 350, 330, 300])), 0.98), TuneOptions(), RUNGS)
-    from suite.tune.result import scenario_result
+    from loaderbench.tune.tune_json import scenario_result
 
     row = scenario_result(study, TuneOptions(), out, gpus=None)
     assert row["busy_core"] == 0.98
@@ -323,10 +346,16 @@ def test_a_busy_core_bounds_the_rules_of_thumb_it_kept_out():
     assert cores_rule["num_workers"] == 1 and cores_rule["at_most"] == pytest.approx(480 / 0.98)
     assert cores_rule["bound"] == "its busy core"
     assert "workers = cores: 1 (at most +2%, its busy core)" in _rules_line(row)
-    from suite.tune.render import render
+    from loaderbench.tune.answer_text import render
 
-    text = render({"options": {"margin": 0.05}, "scenarios": [row], "records": "r",
-                   "cost": {**row["cost"], "measured_now": 3, "reused": 0}})
+    text = render(
+        {
+            "options": {"margin": 0.05},
+            "scenarios": [row],
+            "records": "r",
+            "cost": {**row["cost"], "measured_now": 3, "reused": 0},
+        }
+    )
     assert "one candidate (0 workers kept the one core 98% busy: nothing with workers can beat them by 5%)" in text
     # a scenario of the 0-workers cell alone has nothing with workers to rule out
     (alone,) = scenarios(study_of({"num_workers": [0], "cores": [1]}).cells)
@@ -338,9 +367,11 @@ def _scripted(values: dict[int, list[float]]):
     return lambda c, rep: Observation("ok", values[c.num_workers][rep], memory_of(c), 1.0)
 
 
-@pytest.mark.parametrize("first, second, answer, reps_of_0", [(1010.0, 1100.0, 0, 3), (1010.0, 900.0, 2, 2),
-                                                             (960.0, 1100.0, 2, 1)],
-                         ids=["keeps its promise and wins", "dropped after one more", "cannot beat it"])
+@pytest.mark.parametrize(
+    "first, second, answer, reps_of_0",
+    [(1010.0, 1100.0, 0, 3), (1010.0, 900.0, 2, 2), (960.0, 1100.0, 2, 1)],
+    ids=["keeps its promise and wins", "dropped after one more", "cannot beat it"],
+)
 def test_a_screen_that_may_have_read_low_gets_one_more_repetition_at_a_time(first, second, answer, reps_of_0):
     # 2 workers screen best and are confirmed at 960-1040 (a spread of about 4%). 0 workers screened at 1010,
     # which one such spread cannot tell from more than 5% above 2 workers' median (1050): it gets a second
@@ -355,8 +386,11 @@ def test_a_screen_that_may_have_read_low_gets_one_more_repetition_at_a_time(firs
     assert [s.candidate for s in climbs] == ["num_workers=0"] * (reps_of_0 - 1)
 
 
-@pytest.mark.parametrize("eight, answer", [([2789.0, 3700.0, 3690.0], 8), ([2789.0, 2800.0, 2790.0], 6)],
-                         ids=["read low once", "really lower"])
+@pytest.mark.parametrize(
+    "eight, answer",
+    [([2789.0, 3700.0, 3690.0], 8), ([2789.0, 2800.0, 2790.0], 6)],
+    ids=["read low once", "really lower"],
+)
 def test_a_low_reading_next_above_a_best_still_scaling_is_measured_again(eight, answer):
     # sleep-bound on one core as one run of this machine read it: 8 workers' screen read 25% low, below 6
     # workers, which read at their linear ceiling (6 x 0 workers' 475). Hill climbing alone stops there. A
@@ -394,8 +428,11 @@ def test_a_cpu_bound_best_at_the_core_count_is_not_taken_for_a_loader_still_scal
     values[0], values[1], values[2], values[3] = [1179.0], [1050.0], [2237.0, 2121.0, 1809.0], [1967.0, 1826.0, 1829.0]
     out = search(sc, _scripted(values), TuneOptions(), RUNGS)
     assert not [s for s in out.steps if "linear ceiling" in s.note]
-    assert [s.phase for s in out.steps if s.candidate == "num_workers=3" and s.repetition is not None
-            and s.phase != "confirm"] == ["refine"]
+    assert [
+        s.phase
+        for s in out.steps
+        if s.candidate == "num_workers=3" and s.repetition is not None and s.phase != "confirm"
+    ] == ["refine"]
 
 
 def test_late_candidates_get_one_more_repetition_one_at_a_time_the_highest_first():
@@ -420,8 +457,15 @@ def test_the_better_half_of_the_screens_near_the_best_get_a_second_look_before_a
     # (6, 4, 2) get a second repetition; 4 workers lead on two and are confirmed.
     study = study_of({})
     (sc,) = scenarios(study.cells)
-    values = {0: [1037.0], 1: [1000.0], 2: [1805.0, 1971.0, 2080.0], 3: [1754.0], 4: [1921.0, 1979.0, 1889.0],
-              6: [1991.0, 1846.0, 1619.0], 8: [1779.0, 1820.0, 2027.0]}
+    values = {
+        0: [1037.0],
+        1: [1000.0],
+        2: [1805.0, 1971.0, 2080.0],
+        3: [1754.0],
+        4: [1921.0, 1979.0, 1889.0],
+        6: [1991.0, 1846.0, 1619.0],
+        8: [1779.0, 1820.0, 2027.0],
+    }
     out = search(sc, _scripted(values), TuneOptions(), RUNGS)
     second = [s.candidate for s in out.steps if "second repetition" in s.note]
     assert second == ["num_workers=6", "num_workers=4", "num_workers=2"]
@@ -448,7 +492,7 @@ def test_a_setting_that_failed_is_never_the_answer():
 
 def test_every_candidate_failing_gives_no_answer():
     study = study_of({})
-    sc, out = tune_one(study, RISING, 0.03, 0, fails=lambda c: True)
+    _sc, out = tune_one(study, RISING, 0.03, 0, fails=lambda c: True)
     assert out.answer is None and out.stop == NO_USABLE
     assert all(e.n == 1 for e in out.evidence.values())  # nothing measured twice
 
@@ -496,12 +540,19 @@ class SyntheticRunner:
             rec = Record.for_task(task, "failed", launcher, error={"kind": "worker_crash", "message": "synthetic"})
         else:
             value = self.surface(_Candidate(c)) * noise
-            rec = Record.for_task(task, "ok", launcher, env={"gpus": []},
-                                  metrics={"samples_per_s": value, "end_to_end_samples_per_s": 0.8 * value,
-                                           "memory_bytes": {"uss_peak": memory_of(_Candidate(c))}})
-        out = rec.to_json()
-        store.write(out)
-        return out
+            rec = Record.for_task(
+                task,
+                "ok",
+                launcher,
+                env={"gpus": []},
+                metrics={
+                    "samples_per_s": value,
+                    "end_to_end_samples_per_s": 0.8 * value,
+                    "memory_bytes": {"uss_peak": memory_of(_Candidate(c))},
+                },
+            )
+        store.write(rec)
+        return rec
 
 
 class _Candidate:
@@ -522,8 +573,8 @@ def test_run_writes_ordinary_records_and_tune_json(tune_study, tmp_path, monkeyp
     saved = json.loads(run.path.read_text())
     assert saved == json.loads(json.dumps(run.result))
     records = [r for _, r in Store(results).records("syn-tune")]
-    assert records and all(r["status"] == "ok" and r["study"] == "syn-tune" for r in records)
-    assert {r["cell_id"] for r in records} <= {c.cell_id for c in tune_study.cells}  # the grid's own cells
+    assert records and all(r.ok and r.study == "syn-tune" for r in records)
+    assert {r.cell_id for r in records} <= {c.cell_id for c in tune_study.cells}  # the grid's own cells
     (sc,) = saved["scenarios"]
     a = sc["answer"]
     assert a["settings"]["num_workers"] == 8 and a["repetitions"] == 3
@@ -560,21 +611,30 @@ def test_a_rule_of_thumb_outside_the_matrix_is_interpolated_never_extrapolated(s
     assert 770 < rules["cores"]["value"] < 2400
     assert rules["cores_minus_1"]["measured"] and rules["cores_minus_1"]["num_workers"] == 1
     text0 = STUDY_TOML.format(name="high", cores=2).replace("[0, 1, 2, 3, 4, 6, 8]", "[4, 8]")
-    high = run_tune(load_study(study_file(text0, "high.toml"), max_cores=2), tmp_path / "r", TuneOptions(),
-                    runner_factory=SyntheticRunner)
+    high = run_tune(
+        load_study(study_file(text0, "high.toml"), max_cores=2),
+        tmp_path / "r",
+        TuneOptions(),
+        runner_factory=SyntheticRunner,
+    )
     low = {r["rule"]: r for r in high.result["scenarios"][0]["rules_of_thumb"]}["cores_minus_1"]
     assert low["value"] is None and low["source"] == "not estimated: outside the measured num_workers (4-8)"
     assert "not in the matrix" in high.text
 
 
 def test_a_rule_of_thumb_is_never_interpolated_from_0_workers_but_bounded_by_the_linear_ceiling(
-        study_file, tmp_path, monkeypatch):
+    study_file, tmp_path, monkeypatch
+):
     # JPEG-like on 2 cores: 1 worker gives less than both 0 (no transfer between processes) and 2 workers;
     # between 0 and 2 a straight line would put it at about 615
     monkeypatch.setattr(SyntheticRunner, "fail", False)
     monkeypatch.setattr(SyntheticRunner, "surface", staticmethod(by_workers([500, 400, 730, 760, 690, 700, 620])))
-    run = run_tune(load_study(study_file(STUDY_TOML.format(name="jpeg", cores=2)), max_cores=2), tmp_path / "r",
-                   TuneOptions(), runner_factory=SyntheticRunner)
+    run = run_tune(
+        load_study(study_file(STUDY_TOML.format(name="jpeg", cores=2)), max_cores=2),
+        tmp_path / "r",
+        TuneOptions(),
+        runner_factory=SyntheticRunner,
+    )
     (sc,) = run.result["scenarios"]
     explored = {e["settings"]["num_workers"]: e["median"] for e in sc["explored"]}
     assert 1 not in explored and {0, 2} <= set(explored)  # 1 x 500 x 1.1 cannot reach the band: not measured
@@ -587,16 +647,24 @@ def test_a_rule_of_thumb_is_never_interpolated_from_0_workers_but_bounded_by_the
     # where the ceiling is no lower than the answer it says nothing: no bound, and still no line from 0 workers
     monkeypatch.setattr(SyntheticRunner, "surface", staticmethod(by_workers([500, 400, 730, 760, 690, 700, 620])))
     only0 = STUDY_TOML.format(name="only0", cores=2).replace("[0, 1, 2, 3, 4, 6, 8]", "[0, 8]")
-    run = run_tune(load_study(study_file(only0, "only0.toml"), max_cores=2), tmp_path / "r", TuneOptions(),
-                   runner_factory=SyntheticRunner)
+    run = run_tune(
+        load_study(study_file(only0, "only0.toml"), max_cores=2),
+        tmp_path / "r",
+        TuneOptions(),
+        runner_factory=SyntheticRunner,
+    )
     (sc,) = run.result["scenarios"]
     assert sc["answer"]["settings"]["num_workers"] == 8
     rules = {r["rule"]: r for r in sc["rules_of_thumb"]}
     assert rules["cores"]["source"] == "not estimated: outside the measured num_workers (8), 0 workers aside"
     assert "at_most" not in rules["2x_cores"] and rules["2x_cores"]["value"] is None  # 4 x 500 > 620
     zero = STUDY_TOML.format(name="zero", cores=2).replace("[0, 1, 2, 3, 4, 6, 8]", "[0]")
-    run = run_tune(load_study(study_file(zero, "zero.toml"), max_cores=2), tmp_path / "r", TuneOptions(),
-                   runner_factory=SyntheticRunner)
+    run = run_tune(
+        load_study(study_file(zero, "zero.toml"), max_cores=2),
+        tmp_path / "r",
+        TuneOptions(),
+        runner_factory=SyntheticRunner,
+    )
     rules = {r["rule"]: r for r in run.result["scenarios"][0]["rules_of_thumb"]}
     assert rules["cores"]["source"] == "not estimated: no num_workers of 1 or more measured"
     assert rules["cores_minus_1"]["source"] == "not estimated: no num_workers of 1 or more measured"
@@ -632,13 +700,21 @@ def test_end_to_end_objective_reads_its_metric(tune_study, tmp_path, monkeypatch
 
 def test_dataloader_call_writes_only_what_a_script_needs():
     ctx = {"batch_size": 64}
-    assert dataloader_call({"num_workers": 0, "prefetch_factor": None}, ctx, ["num_workers"]) == \
-        "DataLoader(ds, batch_size=64, num_workers=0)"
-    settings = {"num_workers": 4, "prefetch_factor": 4, "persistent_workers": True, "pin_memory": False,
-                "start_method": "spawn"}
+    assert (
+        dataloader_call({"num_workers": 0, "prefetch_factor": None}, ctx, ["num_workers"])
+        == "DataLoader(ds, batch_size=64, num_workers=0)"
+    )
+    settings = {
+        "num_workers": 4,
+        "prefetch_factor": 4,
+        "persistent_workers": True,
+        "pin_memory": False,
+        "start_method": "spawn",
+    }
     assert dataloader_call(settings, ctx, ["num_workers", "persistent_workers"]) == (
         "DataLoader(ds, batch_size=64, num_workers=4, prefetch_factor=4, persistent_workers=True, "
-        "multiprocessing_context='spawn')")
+        "multiprocessing_context='spawn')"
+    )
 
 
 # --- the CLI -------------------------------------------------------------------------------------------------
@@ -653,10 +729,20 @@ def test_cli_bad_option_is_one_line_and_exit_2(study_file, tmp_path, capsys):
 
 
 def test_submit_tune_dry_run_asks_for_one_job_with_the_node_cores(study_file, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("suite.launch.slurm.shutil.which", lambda name, *a, **k: None)  # no Slurm here
+    monkeypatch.setattr("loaderbench.launch.slurm.shutil.which", lambda name, *a, **k: None)  # no Slurm here
     path = study_file(STUDY_TOML.format(name="syn", cores=2))
-    rc = main(["submit", str(path), "--cluster", str(REPO / "slurm" / "test.toml"), "--results",
-               str(tmp_path / "r"), "--tune", "--dry-run"])
+    rc = main(
+        [
+            "submit",
+            str(path),
+            "--cluster",
+            str(REPO / "slurm" / "test.toml"),
+            "--results",
+            str(tmp_path / "r"),
+            "--tune",
+            "--dry-run",
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 0, err
     assert "would submit: tune 'syn' on one node, 2 cores, 0 GPUs" in err
@@ -664,12 +750,20 @@ def test_submit_tune_dry_run_asks_for_one_job_with_the_node_cores(study_file, tm
 
 
 @pytest.mark.parametrize("tune", [[], ["--tune"]], ids=["grid", "tune"])
-def test_a_dry_run_needs_no_slurm_here_and_a_submit_without_it_says_what_is_missing(study_file, tmp_path, capsys,
-                                                                                     monkeypatch, tune):
-    monkeypatch.setattr("suite.launch.slurm.shutil.which", lambda name, *a, **k: None)
+def test_a_dry_run_needs_no_slurm_here_and_a_submit_without_it_says_what_is_missing(
+    study_file, tmp_path, capsys, monkeypatch, tune
+):
+    monkeypatch.setattr("loaderbench.launch.slurm.shutil.which", lambda name, *a, **k: None)
     path = study_file(STUDY_TOML.format(name="syn", cores=2))
-    args = ["submit", str(path), "--cluster", str(REPO / "slurm" / "test.toml"), "--results", str(tmp_path / "r"),
-            *tune]
+    args = [
+        "submit",
+        str(path),
+        "--cluster",
+        str(REPO / "slurm" / "test.toml"),
+        "--results",
+        str(tmp_path / "r"),
+        *tune,
+    ]
     assert main([*args, "--dry-run"]) == 0, capsys.readouterr().err
     capsys.readouterr()
     assert main(args) == 2
@@ -692,7 +786,7 @@ workload = ["sleep"]
 num_workers = [0, 2]
 cores = [1]
 batch_size = [4]
-sleep_ms = [2.0]
+sleep_ms = [20.0]
 """)
     results = tmp_path / "results"
     rc = main(["tune", str(path), "--results", str(results), "-q"])
@@ -700,7 +794,11 @@ sleep_ms = [2.0]
     assert rc == 0, out
     result = json.loads((results / "tune-real-tune.json").read_text())
     answer = result["scenarios"][0]["answer"]
+    # physics fixes the answer: the main process sleeps 20 ms per sample in turn, two workers sleep side by side
+    # and need almost no CPU, so even on one loaded core (a few ms late at each wake-up) 2 workers read about
+    # twice 0 workers' rate, far outside the margin that would make the cheaper 0 workers the answer
+    assert answer["settings"]["num_workers"] == 2, answer
     assert answer["repetitions"] == 3 and answer["median"] > 0
-    assert "DataLoader(ds, batch_size=4, num_workers=" in out
+    assert "DataLoader(ds, batch_size=4, num_workers=2" in out
     records = list((results / "tune-real-tune").glob("*.json"))
     assert len(records) == result["cost"]["measurements"] <= 6

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from tests.conftest import REPO
-from tests.slurm_fixtures import slurm_cluster, slurm_node  # noqa: F401
+from tests.slurm_fixtures import slurm_cluster, slurm_node  # noqa: F401 - pytest fixtures, used by name
 
 # slurm_node: the one-node cluster to this test alone, whatever else the other xdist workers run
 pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.usefixtures("slurm_node")]
@@ -31,8 +31,14 @@ sleep_ms = [2.0]
 
 
 def _make(cluster, *args, timeout=300):
-    return subprocess.run(["make", "--no-print-directory", *args], cwd=REPO, env=cluster.environ(),
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        ["make", "--no-print-directory", *args],
+        cwd=REPO,
+        env=cluster.environ(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _wait_gone(cluster, job_id: str, timeout=900):
@@ -46,14 +52,14 @@ def _wait_gone(cluster, job_id: str, timeout=900):
 
 
 @pytest.fixture
-def submitted(slurm_node):  # noqa: F811
+def submitted(slurm_node):  # noqa: F811 - pytest injects the imported fixture by name
     """Job ids the test submits; cancelled afterwards, passed or failed, so none holds the node for the next."""
     ids: list[str] = []
     yield ids
     slurm_node.cancel(*ids)
 
 
-def test_submit_tune_runs_one_job_on_the_node(slurm_cluster, tmp_path, submitted):  # noqa: F811
+def test_submit_tune_runs_one_job_on_the_node(slurm_cluster, tmp_path, submitted):  # noqa: F811 - pytest injects the imported fixture by name
     study = tmp_path / "tune.toml"
     study.write_text(STUDY)
     results = tmp_path / "results"

@@ -1,4 +1,4 @@
-"""Tests of analysis.usl on synthetic curves (seeded, fast)."""
+"""Tests of loaderbench.analysis.usl on synthetic curves (seeded, fast)."""
 
 import math
 
@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.usl import fit_usl, fit_usl_groups, usl, usl_curve
+from loaderbench.analysis.usl import fit_usl, fit_usl_groups, usl, usl_curve
 
 N_SWEEP = np.array([1, 2, 4, 6, 8, 12, 16, 24, 32, 48])
 LAM, SIGMA, KAPPA = 100.0, 0.05, 0.002
@@ -61,11 +61,13 @@ def test_too_few_distinct_n_is_not_good():
 
 @pytest.mark.parametrize(
     "n, x",
-    [([0, 1, 2], [10.0, 20.0, 30.0]),  # num_workers=0 is not a USL point
-     ([1, 2], [10.0]),
-     ([], []),
-     ([1, 2, 3], [10.0, np.nan, 30.0]),
-     ([1, 2, 3], [10.0, 0.0, 30.0])],
+    [
+        ([0, 1, 2], [10.0, 20.0, 30.0]),  # num_workers=0 is not a USL point
+        ([1, 2], [10.0]),
+        ([], []),
+        ([1, 2, 3], [10.0, np.nan, 30.0]),
+        ([1, 2, 3], [10.0, 0.0, 30.0]),
+    ],
 )
 def test_invalid_input_raises(n, x):
     with pytest.raises(ValueError):
@@ -84,12 +86,13 @@ def test_fit_usl_groups_uses_ok_repetitions_with_n_ge_1():
     rows = []
     for wl, (lam, sigma, kappa) in {"a": (100, 0.05, 0.002), "b": (50, 0.1, 0.0)}.items():
         n, x = _noisy(seed=5, lam=lam, sigma=sigma, kappa=kappa)
-        rows += [dict(workload=wl, cores=8, num_workers=int(ni), status="ok", samples_per_s=xi)
-                 for ni, xi in zip(n, x)]
+        rows += [dict(workload=wl, cores=8, num_workers=int(ni), status="ok", samples_per_s=xi) for ni, xi in zip(n, x)]
         # main-process rows and failures must not enter the fit
-        rows += [dict(workload=wl, cores=8, num_workers=0, status="ok", samples_per_s=1e6),
-                 dict(workload=wl, cores=8, num_workers=4, status="failed", samples_per_s=np.nan),
-                 dict(workload=wl, cores=8, num_workers=4, status="timeout", samples_per_s=1e6)]
+        rows += [
+            dict(workload=wl, cores=8, num_workers=0, status="ok", samples_per_s=1e6),
+            dict(workload=wl, cores=8, num_workers=4, status="failed", samples_per_s=np.nan),
+            dict(workload=wl, cores=8, num_workers=4, status="timeout", samples_per_s=1e6),
+        ]
     rows.append(dict(workload="c", cores=8, num_workers=0, status="ok", samples_per_s=10.0))
     out = fit_usl_groups(pd.DataFrame(rows))
     assert list(out["workload"]) == ["a", "b", "c"]

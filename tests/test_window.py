@@ -3,9 +3,10 @@ and closes on a drained one is credited with work done before it; the pipeline-n
 
 import pytest
 
-from suite.harness import summarize_loop
-from suite.study import parse_study
-from suite.window import WindowPlan, plan_window
+from loaderbench.measure.loop import summarize_loop
+from loaderbench.schema.cell import CellConfig
+from loaderbench.study.study_file import parse_study
+from loaderbench.study.window import WindowPlan, plan_window
 from tests.pipeline_sim import simulate
 
 BATCH_S = 0.01  # CPU-seconds per batch
@@ -17,8 +18,11 @@ def rate(times, plan: WindowPlan) -> float:
 
 
 def neutral(num_workers, prefetch, measure=12, warmup=0):
-    return plan_window({"num_workers": num_workers, "prefetch_factor": prefetch, "warmup_batches": warmup,
-                        "measure_batches": measure})
+    return plan_window(
+        CellConfig(
+            num_workers=num_workers, prefetch_factor=prefetch, warmup_batches=warmup, measure_batches=measure, seed=0
+        )
+    )
 
 
 SEEDS = range(30)
@@ -27,8 +31,9 @@ JITTER = 0.3  # per-batch cost spread: workers drift out of step, as real ones d
 
 def mean_rate(workers: int, cores: int, plan: WindowPlan, **kw) -> float:
     """Mean over seeded runs of the window's reading (each run deterministic)."""
-    rates = [rate(simulate(workers, cores, 2, plan.epoch_batches, BATCH_S, jitter=JITTER, seed=s, **kw), plan)
-             for s in SEEDS]
+    rates = [
+        rate(simulate(workers, cores, 2, plan.epoch_batches, BATCH_S, jitter=JITTER, seed=s, **kw), plan) for s in SEEDS
+    ]
     return sum(rates) / len(rates)
 
 
@@ -76,26 +81,30 @@ def test_the_neutral_window_agrees_with_a_ten_times_longer_one():
 
 def test_every_cell_of_a_study_gets_the_same_epoch():
     """Sized from the largest pipeline, so end-to-end throughput spreads start-up over the same work."""
-    raw = {"study": {"name": "w", "warmup_batches": 4, "measure_batches": 12},
-           "matrix": {"workload": "cpu", "num_workers": [0, 1, 4, 8], "prefetch_factor": [2, 4], "cores": 1}}
-    plans = {plan_window(c.config) for c in parse_study(raw, where="t").cells}
+    raw = {
+        "study": {"name": "w", "warmup_batches": 4, "measure_batches": 12},
+        "matrix": {"workload": "cpu", "num_workers": [0, 1, 4, 8], "prefetch_factor": [2, 4], "cores": 1},
+    }
+    plans = {plan_window(c.typed) for c in parse_study(raw, where="t").cells}
     assert len(plans) == 1
     (p,) = plans
     assert (p.warmup, p.measure, p.tail) == (32, 64, 32)
 
 
 def test_an_epoch_window_needs_no_warmup_and_measures_the_whole_epoch():
-    raw = {"study": {"name": "w", "warmup_batches": 0, "measure_batches": 16, "window": "epoch"},
-           "matrix": {"workload": "sleep", "num_workers": [0, 2]}}
+    raw = {
+        "study": {"name": "w", "warmup_batches": 0, "measure_batches": 16, "window": "epoch"},
+        "matrix": {"workload": "sleep", "num_workers": [0, 2]},
+    }
     for c in parse_study(raw, where="t").cells:
-        p = plan_window(c.config)
+        p = plan_window(c.typed)
         assert (p.warmup, p.measure, p.tail, p.epoch_batches) == (0, 16, 0, 16)
 
 
 def test_ranks_are_measured_over_the_interval_all_of_them_were_measuring():
     """Two ranks at 100 batches/s each, the second starting 1 s later: summing their own-window rates says
     200/s whatever the overlap; the common interval counts only batches done while both were measuring."""
-    from suite.cellproc import common_window
+    from loaderbench.measure.cell_process import common_window
 
     plan = WindowPlan("steady", 1, 200, 0, 200)
 

@@ -3,7 +3,7 @@ of class sub-folders, decoded by Pillow, augmented with torchvision's v2 transfo
 
     make_dataset(root="/data/imagenet/train", image_size=224)
 
-With no `root`, it reads the suite's synthetic JPEG set (generated once; `python -m suite dataset` prints
+With no `root`, it reads the suite's synthetic JPEG set (generated once; `python -m loaderbench dataset` prints
 where), so the example runs anywhere.
 """
 
@@ -18,18 +18,20 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
 def train_transform(image_size: int) -> v2.Compose:
-    return v2.Compose([
-        v2.ToImage(),  # PIL -> uint8 tensor: the crop and flip below run on tensors
-        v2.RandomResizedCrop(image_size, antialias=True),
-        v2.RandomHorizontalFlip(),
-        v2.ToDtype(torch.float32, scale=True),
-        v2.Normalize(IMAGENET_MEAN, IMAGENET_STD),
-    ])
+    return v2.Compose(
+        [
+            v2.ToImage(),  # PIL -> uint8 tensor: the crop and flip below run on tensors
+            v2.RandomResizedCrop(image_size, antialias=True),
+            v2.RandomHorizontalFlip(),
+            v2.ToDtype(torch.float32, scale=True),
+            v2.Normalize(IMAGENET_MEAN, IMAGENET_STD),
+        ]
+    )
 
 
 def synthetic_root(images: int) -> str:
     """The suite's synthetic JPEG set of `images` files (an ImageFolder tree), generated on first use."""
-    from suite.datasets import DatasetSpec, ensure_dataset
+    from loaderbench.datasets import DatasetSpec, ensure_dataset
 
     return str(ensure_dataset(DatasetSpec(kind="synthetic-jpeg", images=images)).root)
 

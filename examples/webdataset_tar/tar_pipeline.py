@@ -29,13 +29,15 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
 def train_transform(image_size: int) -> v2.Compose:
-    return v2.Compose([
-        v2.ToImage(),
-        v2.RandomResizedCrop(image_size, antialias=True),
-        v2.RandomHorizontalFlip(),
-        v2.ToDtype(torch.float32, scale=True),
-        v2.Normalize(IMAGENET_MEAN, IMAGENET_STD),
-    ])
+    return v2.Compose(
+        [
+            v2.ToImage(),
+            v2.RandomResizedCrop(image_size, antialias=True),
+            v2.RandomHorizontalFlip(),
+            v2.ToDtype(torch.float32, scale=True),
+            v2.Normalize(IMAGENET_MEAN, IMAGENET_STD),
+        ]
+    )
 
 
 def tar_samples(path: str):
@@ -57,8 +59,7 @@ def tar_samples(path: str):
 
 
 class TarShards(IterableDataset):
-    def __init__(self, shards: list[str], image_size: int = 224, shard_by_worker: bool = True,
-                 repeat: bool = True):
+    def __init__(self, shards: list[str], image_size: int = 224, shard_by_worker: bool = True, repeat: bool = True):
         if not shards:
             raise ValueError("no shards to read")
         self.shards, self.shard_by_worker, self.repeat = list(shards), shard_by_worker, repeat
@@ -68,10 +69,12 @@ class TarShards(IterableDataset):
         info = get_worker_info()
         if info is None or not self.shard_by_worker:
             return self.shards
-        mine = self.shards[info.id::info.num_workers]
+        mine = self.shards[info.id :: info.num_workers]
         if not mine:
-            raise ValueError(f"{len(self.shards)} shards for {info.num_workers} workers: worker {info.id} has "
-                             f"none; write at least as many shards as workers")
+            raise ValueError(
+                f"{len(self.shards)} shards for {info.num_workers} workers: worker {info.id} has "
+                f"none; write at least as many shards as workers"
+            )
         return mine
 
     def __iter__(self):
@@ -120,15 +123,20 @@ def write_shards(out_dir: Path, files: list[Path], labels: list[int], shards: in
 
 def synthetic_shards(images: int, shards: int) -> list[str]:
     """Shards of the suite's synthetic JPEG set, written once into the suite's cache."""
-    from suite.datasets import DatasetSpec, default_cache_dir, ensure_dataset
+    from loaderbench.datasets import DatasetSpec, default_cache_dir, ensure_dataset
 
     prepared = ensure_dataset(DatasetSpec(kind="synthetic-jpeg", images=images))
     out = default_cache_dir().parent / "example-shards" / f"{prepared.root.name}-tar{shards}"
     return write_shards(out, prepared.paths(), list(prepared.labels), shards)
 
 
-def make_dataset(shards: str | list[str] | None = None, image_size: int = 224, shard_by_worker: bool = True,
-                 images: int = 1024, synthetic_shard_count: int = 8) -> TarShards:
+def make_dataset(
+    shards: str | list[str] | None = None,
+    image_size: int = 224,
+    shard_by_worker: bool = True,
+    images: int = 1024,
+    synthetic_shard_count: int = 8,
+) -> TarShards:
     """TarShards over `shards` (a folder of .tar files, one file, or a list); without it, shards of the
     suite's synthetic set."""
     paths = shard_paths(shards) if shards else synthetic_shards(images, synthetic_shard_count)

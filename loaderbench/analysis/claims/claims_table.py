@@ -1,0 +1,251 @@
+"""Which records decide which claim, and the claims table (claims.csv, claims.md).
+
+A claim is decided on the records that carry what its rule reads, whichever study produced them: a study
+carries a question when its rows have the question's data (its `needs`) and vary no axis the question's
+rules do not tell apart (its `axes`). Each claim is decided once, on one study's rows (studies are never
+mixed): the study named for the question when it carries the claim, else the carrying study with the most
+ok repetitions the rule reads; the evidence names it and the other studies that carried it too. A claim no
+study carries is "not measured yet", with the command that measures it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from loaderbench.analysis.claims.claim import Claim, Question, narrow, varies, with_workers
+from loaderbench.analysis.claims.cow_memory import QUESTION as COW
+from loaderbench.analysis.claims.gpu_feed import QUESTION as GPU_FEED
+from loaderbench.analysis.claims.in_order import QUESTION as IN_ORDER
+from loaderbench.analysis.claims.ladder import QUESTION as LADDER
+from loaderbench.analysis.claims.oversubscription import QUESTION as OVERSUBSCRIPTION
+from loaderbench.analysis.claims.oversubscription import cpu_rows
+from loaderbench.analysis.claims.persistence import QUESTION as PERSISTENCE
+from loaderbench.analysis.claims.rng import QUESTION as RNG
+from loaderbench.analysis.claims.sharing import QUESTION as SHARING
+from loaderbench.analysis.claims.start_method import QUESTION as START_METHOD
+from loaderbench.analysis.claims.storage import QUESTION as STORAGE
+from loaderbench.analysis.report_layout import md_table
+from loaderbench.analysis.table import AXIS_COLUMNS, ok_rows
+from loaderbench.stats.verdicts import MEANING, NOT_MEASURED, VERDICTS, Outcome, decision_rule_text
+
+COLUMNS = ["question", "study", "claim", "rule", "evidence", "verdict"]
+QUESTION_LIST: list[Question] = [
+    START_METHOD,
+    COW,
+    PERSISTENCE,
+    SHARING,
+    LADDER,
+    GPU_FEED,
+    OVERSUBSCRIPTION,
+    RNG,
+    IN_ORDER,
+    STORAGE,
+]
+BY_NAME = {q.name: q for q in QUESTION_LIST}
+#: The questions the studies answer, each with a study file of the same name in loaderbench/studies/.
+QUESTIONS = tuple(BY_NAME)
+CLAIMS: list[Claim] = [c for q in QUESTION_LIST for c in q.claims]
+
+
+# --------------------------------------------------------------------------------------------------------
+# which study answers which question (figures: one per study)
+
+
+def question_of(study: str, rows: pd.DataFrame | None = None) -> str | None:
+    """The question a study was made for: by its name (the question's name, or it followed by '-' or '_' and a
+    suffix, e.g. 'start-method-64c'), else by the axes its records vary. None for other studies. (This picks a
+    study's question figure; the claims are bound to records by `carries`.)"""
+    for q in sorted(QUESTIONS, key=len, reverse=True):
+        if study == q or study.startswith((q + "-", q + "_")):
+            return q
+    if rows is None or rows.empty:
+        return None
+    if "index_backing" in rows and (rows["index_backing"].dropna() != "none").any():
+        return "cow-memory"
+    if varies(rows, "sharing_strategy"):
+        return "sharing"
+    if "workload" in rows and (rows["workload"] == "rng").all():
+        return "rng"
+    if varies(rows, "in_order") and "slow_worker_ms" in rows:
+        return "in-order"
+    if "model" in rows and (rows["model"] == "tutorial").all() and (rows["workload"] == "tutorial").all():
+        return "ladder"
+    if "model" in rows and (rows["model"].fillna("none").astype(str) != "none").any():
+        return "gpu-feed"
+    if varies(rows, "persistent_workers") and "epochs" in rows and rows["epochs"].max() > 1:
+        return "persistence"
+    if varies(rows, "start_method") and (varies(rows, "parent_payload_mb") or varies(rows, "forkserver_preload")):
+        return "start-method"
+    if "storage" in rows and (rows["storage"] == "http").any():
+        return "storage"
+    if varies(rows, "ranks"):
+        return "oversubscription"
+    return None
+
+
+def studies_by_question(df: pd.DataFrame) -> dict[str, list[str]]:
+    """The studies made for each question (by name or axes, as `question_of`)."""
+    out: dict[str, list[str]] = {q: [] for q in QUESTIONS}
+    if df.empty or "study" not in df:
+        return out
+    for study, rows in df.groupby("study"):
+        q = question_of(str(study), rows)
+        if q:
+            out[q].append(str(study))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------
+# which records carry which claim
+
+
+def foreign_axes(question: Question, rows: pd.DataFrame) -> list[str]:
+    """Axes the rows vary (among cells with workers, values aside that only cells without workers lack) that the
+    question's rules do not tell apart; [] for a question whose rules separate every varying axis."""
+    if not question.axes:
+        return []
+    rows = narrow(rows, AXIS_COLUMNS)
+    rows = with_workers(rows) if "num_workers" in rows else rows
+    return [a for a in AXIS_COLUMNS if a in rows and a not in question.axes and varies(rows, a)]
+
+
+def carries(question: Question, claim: Claim, rows: pd.DataFrame, foreign: list[str] | None = None) -> bool:
+    """The rows carry what the claim reads and vary nothing its question's rules do not tell apart (`foreign`:
+    foreign_axes(question, rows) when already known)."""
+    needs = claim.needs or question.needs
+    try:
+        return not (foreign_axes(question, rows) if foreign is None else foreign) and bool(needs(rows))
+    except (KeyError, ValueError, TypeError):
+        return False
+
+
+def _amount(question: Question, rows: pd.DataFrame) -> int:
+    rows = narrow(rows, ["status", *AXIS_COLUMNS, "samples_per_s"])
+    read = cpu_rows(rows) if question is OVERSUBSCRIPTION else with_workers(rows) if "num_workers" in rows else rows
+    return len(ok_rows(read))
+
+
+def _decide(claim: Claim, rows: pd.DataFrame) -> Outcome:
+    try:
+        return claim.decide(rows)
+    except (KeyError, ValueError, TypeError, ZeroDivisionError) as exc:  # a column the records lack
+        return Outcome(NOT_MEASURED, f"the records lack what this rule reads ({type(exc).__name__}: {exc})")
+
+
+def claims_for(df: pd.DataFrame, study: str, question: str | None = None) -> pd.DataFrame:
+    """The claims of one question, decided on one study's records (a figure's header)."""
+    rows = df[df["study"] == study] if "study" in df else df.iloc[0:0]
+    question = question or question_of(study, rows)
+    out = []
+    for c in CLAIMS:
+        if c.question != question:
+            continue
+        o = Outcome(NOT_MEASURED, f"no records of study {study}") if rows.empty else _decide(c, rows)
+        out.append(
+            {
+                "question": c.question,
+                "study": study,
+                "claim": c.claim,
+                "rule": c.rule,
+                "evidence": o.evidence,
+                "verdict": o.verdict,
+            }
+        )
+    return pd.DataFrame(out, columns=COLUMNS)
+
+
+def claims_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Every claim once, decided on the study whose records carry it (see the module doc), or "not measured
+    yet" with the command that measures it. Columns: question, study (the one that decided it; "" when none),
+    claim, rule, evidence, verdict."""
+    groups = {str(s): r for s, r in df.groupby("study")} if not df.empty and "study" in df else {}
+    named = studies_by_question(df)
+    out = []
+    for q in QUESTION_LIST:
+        foreign = {s: foreign_axes(q, r) for s, r in groups.items()}
+        for c in q.claims:
+            carrying = [s for s, r in groups.items() if carries(q, c, r, foreign[s])]
+            if not carrying:
+                own = [s for s in named[q.name] if s in groups]
+                extra = foreign[own[0]] if own else []
+                why = (
+                    f"; study {', '.join(own)} does not carry what this rule reads"
+                    + (f" (it also varies {', '.join(extra)})" if extra else "")
+                    if own
+                    else ""
+                )
+                out.append(
+                    {
+                        "question": q.name,
+                        "study": "",
+                        "claim": c.claim,
+                        "rule": c.rule,
+                        "evidence": f"no records carry it{why}; measure with `{q.command}`"
+                        + (
+                            f" (records from a GPU node decide it: `make figures RESULTS={q.reference}`)"
+                            if q.reference
+                            else ""
+                        ),
+                        "verdict": NOT_MEASURED,
+                    }
+                )
+                continue
+            own = [s for s in carrying if question_of(s) == q.name]
+            study = own[0] if own else max(carrying, key=lambda s: (_amount(q, groups[s]), s))
+            o = _decide(c, groups[study])
+            others = [s for s in carrying if s != study]
+            head = f"study {study}" + (f" (also carried by {', '.join(others)})" if others else "")
+            tail = f"; measure it with `{q.command}`" if o.verdict == NOT_MEASURED else ""
+            out.append(
+                {
+                    "question": q.name,
+                    "study": study,
+                    "claim": c.claim,
+                    "rule": c.rule,
+                    "evidence": f"{head}: {o.evidence}{tail}",
+                    "verdict": o.verdict,
+                }
+            )
+    return pd.DataFrame(out, columns=COLUMNS)
+
+
+def vocabulary_lines() -> list[str]:
+    """The verdict vocabulary and the decision rule, for the report and claims.md."""
+    return [f"**{v}**: {MEANING[v]}." for v in VERDICTS] + [
+        f"Every rule is {decision_rule_text()}; intervals are printed with their real coverage and n."
+    ]
+
+
+def write_claims(df: pd.DataFrame, out_dir: str | Path, table: pd.DataFrame | None = None) -> list[Path]:
+    """claims.csv and claims.md under out_dir: the claims table, verdicts computed from the records."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    table = claims_table(df) if table is None else table
+    csv = out / "claims.csv"
+    table.to_csv(csv, index=False)
+    counts = table["verdict"].value_counts()
+    lines = [
+        "# Claims the studies test, decided from the records",
+        "",
+        "Each verdict is computed from the records by the rule next to it (loaderbench/analysis/claims/); none is "
+        "written by hand. The verdicts:",
+        "",
+    ]
+    lines += [f"- {line}" for line in vocabulary_lines()]
+    lines += ["", ", ".join(f"{v}: {int(counts.get(v, 0))}" for v in VERDICTS), ""]
+    for question, part in table.groupby("question", sort=False):
+        shown = pd.DataFrame(
+            {
+                "claim": part["claim"],
+                "verdict": [f"**{v}**" for v in part["verdict"]],
+                "study": [s or "–" for s in part["study"]],
+                "evidence": part["evidence"],
+                "rule": part["rule"],
+            }
+        )
+        lines += [f"## {question}", "", md_table(shown), ""]
+    md = out / "claims.md"
+    md.write_text("\n".join(lines))
+    return [csv, md]

@@ -1,0 +1,177 @@
+"""Oversubscription: CPU-bound loading against the core count, and ranks x workers (DDP-like).
+
+The curves are read from whatever study carries them (the quick and scaling studies as well as the
+oversubscription one): CPU-bound workloads (cpu, jpeg; not the decode-only reference cells), no consumer
+step or model, one rank; one curve per value of every other axis that varies, so no curve mixes cells.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pandas as pd
+
+from loaderbench.analysis.claims.claim import NOISY, Claim, Question, finite, narrow, quiet, with_workers
+from loaderbench.analysis.derive import ranks
+from loaderbench.analysis.environment import env_one
+from loaderbench.analysis.table import AXIS_COLUMNS, col, ok_rows
+from loaderbench.stats.verdicts import MIN_EFFECT, NOT_MEASURED, Outcome, all_of, at_least, at_most, both, decide_shift
+
+CPU_BOUND = ("cpu", "jpeg")
+#: "rises to the core count": throughput at num_workers = cores at least this many times that at 1 worker.
+PEAK_RISE_MIN = 1.2
+#: "peaks near the core count": no num_workers past this many times the cores gains more than MIN_EFFECT.
+PEAK_SPAN = 2
+#: "degrades past the core count": at the most workers at least this share below num_workers = cores.
+DEGRADE_MIN = 0.05
+#: "R x W = cores beats R x cores workers": by at least this factor.
+RANKS_GAIN = 1.05
+
+
+def cpu_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows of CPU-bound loading alone: cpu/jpeg workloads with workers, no decode-only reference, no read-only
+    or remote (storage = "http") cells, no consumer step or model, one rank."""
+    ok = with_workers(rows)
+    if ok.empty:
+        return ok
+    keep = col(ok, "workload").isin(CPU_BOUND) & (ranks(ok) == 1)
+    keep &= col(ok, "jpeg_stage").astype(object).ne("decode")
+    keep &= col(ok, "jpeg_stage").astype(object).ne("read")  # reading only: nothing for the cores to bind
+    keep &= col(ok, "storage").astype(object).ne("http")  # remote data waits on the network (the storage question)
+    keep &= col(ok, "model").isna() | col(ok, "model").astype(str).isin(("none", ""))
+    keep &= pd.to_numeric(col(ok, "step_ms", 0.0), errors="coerce").fillna(0.0) == 0
+    return ok[keep]
+
+
+_READ = ["status", "cell_id", *AXIS_COLUMNS, "samples_per_s"]
+
+
+def _curves(rows) -> Iterator[tuple[str, int, dict[int, pd.Series]]]:
+    """(label, cores, {num_workers: ok values}) per curve with two or more num_workers."""
+    cpu = cpu_rows(narrow(rows, _READ))
+    if cpu.empty:
+        return
+    keys = [
+        a
+        for a in AXIS_COLUMNS
+        if a in cpu and a not in ("num_workers", "cores") and cpu[a].dropna().astype(str).nunique() > 1
+    ]
+    ok = ok_rows(cpu)
+    for key, grp in ok.groupby(keys + ["cores"], dropna=False, sort=True):
+        key = key if isinstance(key, tuple) else (key,)
+        cores = int(key[-1])
+        label = " · ".join(
+            [str(grp["workload"].iloc[0])] + [f"{a}={v}" for a, v in zip(keys, key[:-1]) if a != "workload"]
+        )
+        vals = {int(n): finite(g["samples_per_s"]) for n, g in grp.groupby("num_workers")}
+        if len(vals) >= 2:
+            yield f"{label}, {cores} core{'s' if cores != 1 else ''}", cores, vals
+
+
+def peaks_near_cores(rows: pd.DataFrame) -> Outcome:
+    checks, skipped = [], []
+    for label, cores, v in _curves(rows):
+        if cores < 2:
+            skipped.append(label)
+            continue
+        if len(v.get(1, [])) < 3 or len(v.get(cores, [])) < 3:
+            checks.append(Outcome(NOT_MEASURED, f"{label}: needs num_workers = 1 and = cores with 3 ok repetitions"))
+            continue
+        rise = decide_shift(v[1], v[cores], at_least(PEAK_RISE_MIN), label=f"w={cores} / w=1")
+        beyond = [n for n in sorted(v) if n > PEAK_SPAN * cores]
+        past = [decide_shift(v[cores], v[n], at_most(1 + MIN_EFFECT), label=f"w={n} / w={cores}") for n in beyond]
+        if not beyond:
+            past = [Outcome(NOT_MEASURED, f"no num_workers above {PEAK_SPAN} x cores measured")]
+        o = both(rise, *past)
+        checks.append(Outcome(o.verdict, f"{label}: {o.evidence}"))
+    out = all_of(
+        checks, f"needs ok cpu/jpeg cells on 2 or more cores at num_workers = 1, = cores and past {PEAK_SPAN} x cores"
+    )
+    extra = f"; physical cores reported: {env_one(rows, 'physical_cores')}" if checks else ""
+    if skipped:
+        extra += f"; not used (1 core: the core count is the fewest workers, nothing to rise to): {', '.join(skipped)}"
+    return Outcome(out.verdict, out.evidence + extra)
+
+
+def degrades_past_cores(rows: pd.DataFrame) -> Outcome:
+    checks = []
+    for label, cores, v in _curves(rows):
+        top = max(v)
+        if top <= cores or len(v.get(cores, [])) < 3:
+            continue
+        o = decide_shift(v[cores], v[top], at_most(1 - DEGRADE_MIN), label=f"w={top} / w={cores}")
+        checks.append(Outcome(o.verdict, f"{label}: {o.evidence}"))
+    return all_of(checks, "needs ok cpu/jpeg cells at num_workers = cores and past it")
+
+
+def ranks_share_cores(rows: pd.DataFrame) -> Outcome:
+    ok = ok_rows(rows)
+    ok = ok.assign(ranks=ranks(ok))
+    checks = []
+    for (w, cores, r), grp in ok[ok["ranks"] > 1].groupby(["workload", "cores", "ranks"]):
+        cores, r = int(cores), int(r)
+        if cores % r:
+            continue
+        a, b = (finite(grp[grp["num_workers"] == n]["samples_per_s"]) for n in (cores // r, cores))
+        if len(a) < 3 or len(b) < 3:
+            continue
+        o = decide_shift(b, a, at_least(RANKS_GAIN), label=f"total samples/s W={cores // r} / W={cores}")
+        checks.append(Outcome(o.verdict, f"{w}, {cores} cores, {r} ranks: {o.evidence}"))
+    return all_of(checks, "needs ranks > 1 cells at W = cores / R and W = cores")
+
+
+def _has_curves(rows: pd.DataFrame) -> bool:
+    cpu = cpu_rows(narrow(rows, _READ))
+    if cpu.empty:
+        return False
+    keys = [a for a in AXIS_COLUMNS if a in cpu and a != "num_workers" and cpu[a].dropna().astype(str).nunique() > 1]
+    counts = (
+        cpu.groupby(keys or ["cores"], dropna=False)["num_workers"].nunique()
+        if keys or "cores" in cpu
+        else pd.Series([cpu["num_workers"].nunique()])
+    )
+    return bool((counts >= 2).any())
+
+
+def _has_ranks(rows: pd.DataFrame) -> bool:
+    return bool((ranks(rows) > 1).any())
+
+
+def _cpu_read(rows: pd.DataFrame) -> pd.DataFrame:
+    return cpu_rows(narrow(rows, _READ))
+
+
+QUESTION = Question("oversubscription", (), lambda rows: _has_curves(rows) or _has_ranks(rows))
+_NOISE = (
+    f"inconclusive when repetitions scatter by more than {NOISY:.0%} of their median (median over cells of "
+    "range/median): the cores were not the cells' own"
+)
+QUESTION.claims.extend(
+    [
+        Claim(
+            "oversubscription",
+            "CPU-bound throughput peaks near the core count",
+            f"per CPU-bound curve on 2 or more cores (ranks = 1): holds if throughput at num_workers = cores is at "
+            f"least {PEAK_RISE_MIN:g}x that at 1 worker and no num_workers past {PEAK_SPAN} x cores reaches "
+            f"{1 + MIN_EFFECT:g}x that at cores (a flat or falling curve does not hold); {_NOISE}",
+            quiet(peaks_near_cores, select=_cpu_read),
+            needs=_has_curves,
+        ),
+        Claim(
+            "oversubscription",
+            "CPU-bound throughput degrades past the core count",
+            f"per CPU-bound curve: holds if throughput at the most workers is at most {1 - DEGRADE_MIN:g}x that at "
+            f"num_workers = cores; {_NOISE}",
+            quiet(degrades_past_cores, select=_cpu_read),
+            needs=_has_curves,
+        ),
+        Claim(
+            "oversubscription",
+            "with R ranks, R x W = cores beats R x cores workers",
+            f"per workload, cores and R > 1: holds if total throughput at W = cores/R is at least {RANKS_GAIN:g}x "
+            f"that at W = cores; {_NOISE}",
+            quiet(ranks_share_cores),
+            needs=_has_ranks,
+        ),
+    ]
+)

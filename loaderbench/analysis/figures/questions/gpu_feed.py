@@ -1,0 +1,58 @@
+"""The gpu-feed question's figure: samples/s against num_workers per model, pinned and not, on the most cores
+measured (claims: loaderbench.analysis.claims.gpu_feed; the accelerator busy fraction has its own figure,
+loaderbench.analysis.figures.accelerator_busy)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+
+from loaderbench.analysis.figures.questions.shared import bars, claims_header, drawable, legend_top, save_with_note
+from loaderbench.analysis.table import col, is_true
+
+HUE_ORDER = ["pin_memory=False", "pin_memory=True"]
+
+
+def pin_memory_by_workers(df: pd.DataFrame, study: str, out: Path) -> list[Path]:
+    """Samples/s against num_workers per model, pinned and not, on the most cores measured."""
+    ok = drawable(df)
+    ok = ok[ok["cores"] == ok["cores"].max()].copy()
+    ok["model"] = col(ok, "model", "none").astype(str)
+    ok["pinning"] = ["pin_memory=True" if is_true(v) else "pin_memory=False" for v in col(ok, "pin_memory", False)]
+    hues = [h for h in HUE_ORDER if h in set(ok["pinning"])]
+    models = sorted(ok["model"].unique())
+    order = sorted(ok["num_workers"].astype(int).unique())
+    ok["num_workers"] = ok["num_workers"].astype(int)
+    pal = sns.color_palette("colorblind", 2)[-len(hues) :] if len(hues) == 1 else sns.color_palette("colorblind", 2)
+    fig, axes = plt.subplots(1, len(models), figsize=(max(6.5, 5.2 * len(models)), 3.8), squeeze=False)
+    points = []
+    for ax, model in zip(axes[0], models):
+        points += bars(ax, ok[ok["model"] == model], "num_workers", "samples_per_s", "pinning", order, hues, pal)
+        ax.set_title(model)
+        ax.set_xlabel("num_workers")
+        ax.set_ylabel("throughput (samples/s)")
+    leg = legend_top(fig, axes[0][0], None, ncol=2)
+    for ax in axes[0][1:]:
+        if ax.get_legend():
+            ax.get_legend().remove()
+    step = ", ".join(sorted(set(col(ok, "consumer").dropna().astype(str)))) or "?"
+    claims_header(
+        fig,
+        f"Feeding the accelerator: workers and pin_memory ({study}; step on {step}, {int(ok['cores'].iloc[0])} cores)",
+        df,
+        study,
+        "gpu-feed",
+        legend=leg,
+    )
+    return save_with_note(
+        fig,
+        df,
+        study,
+        out,
+        "pin_memory_by_workers",
+        "Bars: median over repetitions; dots: repetitions. Cells on the most cores the study measured.",
+        points,
+    )

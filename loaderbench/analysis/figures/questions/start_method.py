@@ -1,0 +1,74 @@
+"""The start-method question's figure: what a worker costs to start under fork, spawn and forkserver
+(claims: loaderbench.analysis.claims.start_method)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+
+from loaderbench.analysis.derive import MIB, payload_mb, start_method_label
+from loaderbench.analysis.figures.questions.shared import bars, claims_header, drawable, legend_top, save_with_note
+from loaderbench.analysis.table import col
+
+METHOD_ORDER = ["fork", "forkserver+preload", "forkserver", "spawn"]
+#: (metric, y label, log scale, panel title), drawn where the records carry the metric.
+PANELS = [
+    ("time_to_first_batch_s", "time to first batch (s, log)", True, "first loader: workers start, 1st batch"),
+    ("epoch_gap_s", "epoch-2 gap (s, log)", True, "next loader: workers start again (epoch 2)"),
+    ("workers_cpu_per_worker", "workers' CPU per worker (s, log)", True, "each worker's own start-up (2 starts)"),
+    ("cpu_main_s", "main-process CPU (s, log)", True, "pickling the dataset, per worker start"),
+    ("workers_uss_mib_per_worker", "workers' USS peak per worker (MiB)", False, "memory each worker holds alone"),
+    ("samples_per_s", "steady throughput (samples/s)", False, "after start-up"),
+]
+
+
+def time_to_first_batch_by_start_method(df: pd.DataFrame, study: str, out: Path) -> list[Path]:
+    """Time to first batch, epoch-2 restart, workers' memory and steady throughput per start method, for each
+    num_workers x dataset payload."""
+    ok = drawable(df, with_workers=True)
+    ok["method"] = start_method_label(ok)
+    ok["payload"] = payload_mb(ok)
+    ok["cell"] = [
+        f"{int(n)} worker{'s' if n > 1 else ''}, {p:g} MiB payload" for n, p in zip(ok["num_workers"], ok["payload"])
+    ]
+    keys = dict(zip(ok["cell"], zip(ok["num_workers"], ok["payload"])))
+    hue_order = sorted(keys, key=keys.get)
+    order = [m for m in METHOD_ORDER if m in set(ok["method"])]
+    ok["workers_uss_mib_per_worker"] = ok["workers_uss_peak_bytes"] / MIB / ok["num_workers"]
+    ok["workers_cpu_per_worker"] = pd.to_numeric(col(ok, "cpu_workers_s"), errors="coerce") / ok["num_workers"]
+    palette = sns.color_palette("Paired", len(hue_order))
+    panels = [p for p in PANELS if p[0] in ok and pd.to_numeric(ok[p[0]], errors="coerce").notna().any()]
+    ncols = min(3, len(panels))
+    nrows = -(-len(panels) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5.2 * ncols, 3.7 * nrows), squeeze=False)
+    axes = list(axes.ravel())
+    for ax in axes[len(panels) :]:
+        ax.set_visible(False)
+    points = []
+    for ax, (metric, label, log, title) in zip(axes, panels):
+        points += bars(ax, ok, "method", metric, "cell", order, hue_order, palette, log=log)
+        ax.set_xlabel("start method")
+        ax.set_ylabel(label)
+        ax.set_title(title)
+        ax.tick_params(axis="x", labelrotation=20)
+    leg = legend_top(fig, axes[0], None, ncol=len(hue_order))
+    for ax in axes[1:]:
+        if ax.get_legend():
+            ax.get_legend().remove()
+    claims_header(fig, f"Start methods: what a worker costs to start ({study})", df, study, "start-method", legend=leg)
+    return save_with_note(
+        fig,
+        df,
+        study,
+        out,
+        "time_to_first_batch_by_start_method",
+        "Bars: median over repetitions; dots: repetitions. forkserver+preload = set_forkserver_preload(torch, "
+        "torchvision, the workload). Payload: Python strings the dataset object carries (pickled to "
+        "spawn/forkserver workers).\nWorkers = every process under the cell but the main one, per worker: "
+        "under forkserver it includes the fork server, under spawn/forkserver the resource tracker. A spawned "
+        "worker's exit can add a transient as large as the payload to its USS peak.",
+        points,
+    )

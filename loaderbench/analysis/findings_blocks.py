@@ -1,0 +1,433 @@
+"""The blocks of docs/findings.md (loaderbench.analysis.findings puts them between their markers): each one a
+table of numbers, or of verdicts, rendered from one or two machines' shipped records.
+
+Every number is a median over a cell's ok repetitions (a star marks a cell whose spread, IQR over the median,
+is over 10%), a ratio of two cells' medians with its distribution-free interval, or a verdict of the claims
+table as `make figures` decides it from the same records. Nothing here is measured or written by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from loaderbench.analysis.claims import claims_table
+from loaderbench.analysis.claims.ladder import PUBLISHED
+from loaderbench.analysis.derive import MIB, RUNGS, ladder_rung, start_method_label, with_growth
+from loaderbench.analysis.environment import env_one
+from loaderbench.analysis.reference_records import machine_line, software_line, wall_minutes
+from loaderbench.analysis.report_layout import md_table
+from loaderbench.analysis.report_text import fmt_num
+from loaderbench.analysis.table import AXIS_COLUMNS, col, is_true, ok_rows
+from loaderbench.stats.comparison import compare
+from loaderbench.stats.verdicts import VERDICTS
+
+UNSTABLE = 0.10  # IQR over the median above this: the cell's star
+STAR = "\\* unstable: the repetitions' IQR is over 10% of their median."
+#: The claim studies measured on the CPU machine: their records decide every claim a CPU can.
+CLAIM_STUDIES = (
+    "start-method",
+    "cow-memory",
+    "persistence",
+    "sharing",
+    "oversubscription",
+    "rng",
+    "in-order",
+    "storage",
+)
+GPU_STUDIES = ("ladder", "gpu-feed")
+
+
+@dataclass(frozen=True)
+class Block:
+    """A generated block: the studies it reads of each machine its marker names, and how it renders."""
+
+    name: str
+    needs: tuple[tuple[str, ...], ...]  # per machine; () reads whatever studies it has (but some)
+    takes: str  # what each machine folder of the marker is, in words
+    render: Callable[[list[pd.DataFrame], list[dict[str, str]]], str]
+
+
+# --------------------------------------------------------------------------------------------------------
+# numbers
+
+
+def _study(df: pd.DataFrame, study: str) -> pd.DataFrame:
+    return df[df["study"] == study]
+
+
+def _values(rows: pd.DataFrame, metric: str) -> np.ndarray:
+    x = pd.to_numeric(col(ok_rows(rows), metric), errors="coerce").to_numpy(dtype=float)
+    return x[np.isfinite(x)]
+
+
+def median_text(values: np.ndarray, scale: float = 1.0, star: bool = False) -> str:
+    """The median (over `scale`), starred when the spread is over UNSTABLE; "–" without values."""
+    if not len(values):
+        return "–"
+    med = float(np.median(values))
+    q1, q3 = np.quantile(values, [0.25, 0.75])
+    unstable = star and med != 0 and (q3 - q1) / abs(med) > UNSTABLE
+    return fmt_num(med / scale) + ("\\*" if unstable else "")
+
+
+def ratio_text(a: pd.DataFrame, b: pd.DataFrame, metric: str = "samples_per_s") -> str:
+    """median(b) / median(a) with its interval, coverage and n (or the bare ratio and n when n is too small)."""
+    c = compare(_values(a, metric), _values(b, metric))
+    if not np.isfinite(c.ratio):
+        return "–"
+    text = c.interval_text()
+    return text if text != "–" else f"{c.ratio:.3g}x ({c.n_a} v {c.n_b} repetitions: no interval)"
+
+
+def _cells(rows: pd.DataFrame, **axes) -> pd.DataFrame:
+    for k, v in axes.items():
+        rows = rows[col(rows, k) == v]
+    return rows
+
+
+# --------------------------------------------------------------------------------------------------------
+# verdicts
+
+
+def verdict_table(df: pd.DataFrame, questions: tuple[str, ...]) -> str:
+    """The claims of `questions` as the claims table decides them from every study of `df`."""
+    t = claims_table(df)
+    t = t[t["question"].isin(questions)]
+    shown = pd.DataFrame(
+        {"claim": t["claim"], "verdict": [f"**{v}**" for v in t["verdict"]], "evidence": t["evidence"]}
+    )
+    return md_table(shown)
+
+
+def counts_text(table: pd.DataFrame) -> str:
+    counts = table["verdict"].value_counts()
+    return ", ".join(f"{int(counts[v])} {v}" for v in VERDICTS if counts.get(v, 0))
+
+
+# --------------------------------------------------------------------------------------------------------
+# the machines
+
+
+def _repetitions(df: pd.DataFrame) -> str:
+    by: dict[str, list[str]] = {}
+    for study, rows in df.groupby("study", sort=True):
+        reps = rows.groupby("cell_id")["repetition"].nunique().max()
+        by.setdefault(str(reps), []).append(f"`{study}`")
+    return "; ".join(f"{n} per cell: {', '.join(s)}" for n, s in sorted(by.items(), key=lambda kv: -int(kv[0])))
+
+
+def where(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
+    cpu, gpu = frames
+    cpu_claims, gpu_claims = claims_table(cpu), claims_table(gpu)
+    on_gpu = gpu_claims[gpu_claims["question"].isin(GPU_STUDIES)]
+    noted = "; ".join(f"`{s}`: {n}" for s, n in sorted(notes[0].items())) or "–"
+    rows = [
+        ("machine", machine_line(cpu)),
+        ("software", software_line(cpu)),
+        ("repetitions", _repetitions(cpu)),
+        ("conditions", noted),
+        (
+            "claims",
+            f"{len(cpu_claims)}: {counts_text(cpu_claims)}; the GPU node's records decide the "
+            f"{len(on_gpu)} claims of `ladder` and `gpu-feed`: {counts_text(on_gpu)}",
+        ),
+        ("GPU node", f"{machine_line(gpu)}; {software_line(gpu)}"),
+    ]
+    return md_table(pd.DataFrame(rows, columns=["", " "]))
+
+
+def study_times(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
+    df = frames[0]
+    out = []
+    for study, rows in df.groupby("study", sort=True):
+        reps = rows.groupby("cell_id")["repetition"].nunique()
+        out.append(
+            {
+                "study": f"`{study}`",
+                "cells x repetitions": f"{rows['cell_id'].nunique()} x "
+                + (f"{reps.max()}" if reps.min() == reps.max() else f"{reps.min()}-{reps.max()}"),
+                "records": len(rows),
+                "wall time": f"{wall_minutes(rows):.1f} min",
+            }
+        )
+    gpu = env_one(df, "cuda_device")
+    where = gpu if gpu not in ("?", "None") else env_one(df, "cpu_model")
+    return f"On {where}:\n\n{md_table(pd.DataFrame(out))}"
+
+
+# --------------------------------------------------------------------------------------------------------
+# the quick study
+
+
+def _workload_label(rows: pd.DataFrame) -> pd.Series:
+    w = col(rows, "workload").astype(str)
+    sleep = pd.to_numeric(col(rows, "sleep_ms"), errors="coerce")
+    lab = w.where(w != "sleep", "sleep (" + sleep.map(lambda v: fmt_num(v)) + " ms/sample)")
+    return lab.where(w != "jpeg", "jpeg (PIL, full pipeline)")
+
+
+def quick_throughput(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
+    q = _study(frames[0], "quick")
+    q = q[col(q, "jpeg_stage").astype(str) != "decode"].copy()
+    q["label"] = _workload_label(q)
+    workers = sorted(int(n) for n in q["num_workers"].dropna().unique())
+    out = []
+    for (label, cores), rows in q.groupby(["label", "cores"], sort=False):
+        line = {"samples/s": f"{label}, {int(cores)} core{'s' if cores > 1 else ''}"}
+        for n in workers:
+            line[str(n)] = median_text(_values(rows[rows["num_workers"] == n], "samples_per_s"), star=True)
+        out.append(line)
+    table = pd.DataFrame(out).rename(columns={"samples/s": "num_workers"})
+    reps = q.groupby("cell_id")["repetition"].nunique().max()
+    return f"Medians over {reps} repetitions, samples/s:\n\n{md_table(table)}\n\n{STAR}"
+
+
+def quick_measures(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
+    q = _study(frames[0], "quick")
+    full = q[col(q, "jpeg_stage").astype(str) != "decode"]
+    most = int(full["num_workers"].max())
+    reps = q.groupby("cell_id")["repetition"].nunique().max()
+    rows = [
+        (
+            f"run time of the quick study ({q['cell_id'].nunique()} cells x {reps} repetitions)",
+            f"{wall_minutes(q):.1f} min",
+        )
+    ]
+    decode = q[col(q, "jpeg_stage").astype(str) == "decode"]
+    if not decode.empty:
+        per = [
+            f"{median_text(_values(r, 'samples_per_s'))} ({int(c)} core{'s' if c > 1 else ''})"
+            for c, r in decode.groupby("cores")
+        ]
+        rows.append(("JPEG decode only, 0 workers, samples/s", ", ".join(per)))
+    for workload in ("sleep", "cpu"):
+        w = full[full["workload"] == workload]
+        for cores, r in w.groupby("cores"):
+            rows.append(
+                (
+                    f"`{workload}` on {int(cores)} core{'s' if cores > 1 else ''}: {most} workers over 0 workers",
+                    ratio_text(_cells(r, num_workers=0), _cells(r, num_workers=most)),
+                )
+            )
+    cpu2 = _cells(full, workload="cpu", cores=2)
+    if not cpu2.empty:
+        med = cpu2.groupby("num_workers")["samples_per_s"].median()
+        zero = med.get(0, np.nan)
+        rows.append(
+            (
+                "`cpu` on 2 cores: the best median over 2 x the 0-worker rate (the two cores' ceiling)",
+                f"{fmt_num(med.max())} of {fmt_num(2 * zero)} ({med.max() / (2 * zero):.2f}) "
+                f"at {int(med.idxmax())} workers",
+            )
+        )
+    jpeg2 = _cells(full, workload="jpeg", cores=2)
+    if not jpeg2.empty:
+        at = _cells(jpeg2, num_workers=2)
+        for n in (4, 8):
+            if n in set(jpeg2["num_workers"]):
+                rows.append(
+                    (
+                        f"JPEG on 2 cores: {n} workers ({n // 2} x cores) over 2 (= cores)",
+                        ratio_text(at, _cells(jpeg2, num_workers=n)),
+                    )
+                )
+        one, top = _cells(jpeg2, num_workers=1), _cells(jpeg2, num_workers=most)
+        rows.append(
+            (
+                f"JPEG on 2 cores, 1 -> {most} workers: USS of the cell (main + workers), MiB",
+                f"{median_text(_values(one, 'uss_peak_bytes'), MIB)} -> "
+                f"{median_text(_values(top, 'uss_peak_bytes'), MIB)}",
+            )
+        )
+        rows.append(
+            (
+                f"JPEG on 2 cores, 1 -> {most} workers: time to the first batch, s",
+                f"{median_text(_values(one, 'time_to_first_batch_s'))} -> "
+                f"{median_text(_values(top, 'time_to_first_batch_s'))}",
+            )
+        )
+    return md_table(pd.DataFrame(rows, columns=["measure", "value"]))
+
+
+# --------------------------------------------------------------------------------------------------------
+# a claim study: its cells' medians, then its verdicts
+
+
+@dataclass(frozen=True)
+class Metric:
+    column: str
+    header: str
+    scale: float = 1.0
+    agg: str = "median"  # "median" (starred when unstable) or "max" (exact counts: any repetition's)
+
+
+SAMPLES = Metric("samples_per_s", "samples/s")
+STUDY_METRICS: dict[str, list[Metric]] = {
+    "start-method": [
+        Metric("time_to_first_batch_s", "first batch (s)"),
+        Metric("epoch_gap_s", "epoch-2 restart gap (s)"),
+        Metric("cpu_main_s", "main-process CPU (s)"),
+        Metric("uss_peak_bytes", "USS (MiB)", MIB),
+    ],
+    "cow-memory": [
+        Metric("end_mib_per_worker", "peak USS per worker (MiB)"),
+        Metric("growth_mib_per_worker", "USS growth per worker (MiB)"),
+    ],
+    "persistence": [
+        Metric("epoch_gap_s", "epoch-boundary gap (s)"),
+        Metric("total_s", "whole run (s)"),
+        Metric("end_to_end_samples_per_s", "end-to-end samples/s"),
+    ],
+    "sharing": [SAMPLES, Metric("open_fds_peak", "open descriptors (peak)")],
+    "rng": [
+        Metric(f"rng_dup_{src}_{when}", f"{src} {when.replace('_', ' ')}", agg="max")
+        for src in ("python", "numpy", "torch")
+        for when in ("within", "across")
+    ],
+    "in-order": [Metric("batch_wait_p99_s", "batch wait p99 (ms)", 1e-3), SAMPLES],
+    "oversubscription": [SAMPLES],
+    "storage": [SAMPLES],
+}
+
+
+def _prepared(study: str, rows: pd.DataFrame) -> pd.DataFrame:
+    rows = rows.copy()
+    if study == "start-method":
+        rows["start_method"] = start_method_label(rows)
+        rows = rows.drop(columns=["forkserver_preload"], errors="ignore")
+    if study == "cow-memory":
+        grown = with_growth(rows)[["path", "end_mib_per_worker", "growth_mib_per_worker"]]
+        rows = rows.merge(grown, on="path", how="left")
+    return rows
+
+
+def cells_table(study: str, rows: pd.DataFrame) -> str:
+    """One line per cell: the axes the study varies, ok repetitions of all, and each metric's median."""
+    rows = _prepared(study, rows)
+    axes = [a for a in AXIS_COLUMNS if a in rows and rows[a].astype(str).nunique() > 1]
+    out, order = [], []
+    for _, cell in rows.groupby("cell_id", sort=False):
+        first = cell.iloc[0]
+        order.append(tuple((pd.isna(first[a]), str(type(first[a])), first[a]) for a in axes))
+        line = {a: _axis_text(first[a]) for a in axes}
+        line["ok"] = f"{int((cell['status'] == 'ok').sum())}/{len(cell)}"
+        for i, m in enumerate(STUDY_METRICS[study]):
+            x = _values(cell, m.column)
+            if m.agg == "max":
+                line[m.header] = fmt_num(x.max() / m.scale) if len(x) else "–"
+            else:
+                line[m.header] = median_text(x, m.scale, star=i == 0)
+        out.append(line)
+    return md_table(pd.DataFrame([out[i] for i in sorted(range(len(out)), key=lambda i: order[i])]))
+
+
+def _axis_text(v) -> str:
+    if isinstance(v, (bool, np.bool_)):
+        return str(bool(v)).lower()
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return "–" if v is None or (isinstance(v, float) and np.isnan(v)) else str(v)
+
+
+def study_block(study: str) -> Callable[[list[pd.DataFrame], list[dict[str, str]]], str]:
+    def render(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
+        rows = _study(frames[0], study)
+        reps = rows.groupby("cell_id")["repetition"].nunique().max()
+        exact = STUDY_METRICS[study][0].agg == "max"
+        head = (
+            f"Per cell of {reps} repetitions, the largest fraction of repeated draws in any of them"
+            if exact
+            else f"Per cell of {reps} repetitions, the median over the ok ones"
+        )
+        parts = [f"{head} (ok: ok repetitions of all):", cells_table(study, rows)]
+        parts += [] if exact else [STAR]
+        # each claim study is named for the question it answers
+        return "\n\n".join([*parts, verdict_table(frames[0], (study,))])
+
+    return render
+
+
+# --------------------------------------------------------------------------------------------------------
+# the GPU node
+
+
+def h100_ladder(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
+    rows = ok_rows(_study(frames[0], "ladder")).copy()
+    rows["rung"] = ladder_rung(rows)
+    base = rows[rows["rung"] == "baseline"]
+    metric = "end_to_end_samples_per_s"
+    out, previous = [], None
+    for rung in RUNGS:
+        this = rows[rows["rung"] == rung]
+        if this.empty:
+            continue
+        out.append(
+            {
+                "rung": rung,
+                "end-to-end samples/s": median_text(_values(this, metric), star=True),
+                "over the baseline": "1" if rung == "baseline" else ratio_text(base, this, metric),
+                "published": "1" if rung == "baseline" else f"{PUBLISHED[rung]:g}x",
+                "over the rung before": "–" if previous is None else ratio_text(previous, this, metric),
+            }
+        )
+        previous = this
+    return f"{md_table(pd.DataFrame(out))}\n\n{STAR}\n\n{verdict_table(frames[0], ('ladder',))}"
+
+
+def h100_gpu_feed(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
+    rows = _study(frames[0], "gpu-feed")
+    out = []
+    keys = ["model", "cores", "num_workers", "pin_memory"]
+    for key, cell in rows.groupby(keys, sort=True):
+        out.append(
+            {
+                **{k: _axis_text(v) for k, v in zip(keys, key)},
+                "ok": f"{int((cell['status'] == 'ok').sum())}/{len(cell)}",
+                "samples/s": median_text(_values(cell, "samples_per_s"), star=True),
+                "AU": median_text(_values(cell, "accelerator_busy_fraction")),
+                "H2D GB/s": median_text(_values(cell, "h2d_gbps")),
+            }
+        )
+    pins = []
+    ok = ok_rows(rows)
+    most = ok["cores"].max()
+    for (model, n), cell in ok[ok["cores"] == most].groupby(["model", "num_workers"], sort=True):
+        pinned, plain = cell[cell["pin_memory"].map(is_true)], cell[~cell["pin_memory"].map(is_true)]
+        if pinned.empty or plain.empty:
+            continue
+        pins.append(
+            {
+                "model": model,
+                "num_workers": int(n),
+                "samples/s pinned / not": ratio_text(plain, pinned),
+                "AU pinned, not": f"{median_text(_values(pinned, 'accelerator_busy_fraction'))}, "
+                f"{median_text(_values(plain, 'accelerator_busy_fraction'))}",
+            }
+        )
+    return (
+        f"Per cell, the median over its ok repetitions (ok: of all):\n\n{md_table(pd.DataFrame(out))}\n\n{STAR}\n\n"
+        f"Pinned over not pinned on {int(most)} cores:\n\n{md_table(pd.DataFrame(pins))}\n\n"
+        f"{verdict_table(frames[0], ('gpu-feed',))}"
+    )
+
+
+# --------------------------------------------------------------------------------------------------------
+
+CPU = "the CPU machine"
+GPU = "the GPU node"
+BLOCKS: dict[str, Block] = {
+    b.name: b
+    for b in [
+        Block("where", (("quick", *CLAIM_STUDIES), GPU_STUDIES), f"{CPU}, {GPU}", where),
+        Block("quick-throughput", (("quick",),), CPU, quick_throughput),
+        Block("quick-measures", (("quick",),), CPU, quick_measures),
+        *[Block(s, ((s,),), CPU, study_block(s)) for s in CLAIM_STUDIES],
+        Block("h100-ladder", (("ladder",),), GPU, h100_ladder),
+        Block("h100-gpu-feed", (("gpu-feed",),), GPU, h100_gpu_feed),
+        Block("study-times", ((),), "any machine", study_times),
+    ]
+}

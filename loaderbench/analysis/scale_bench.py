@@ -1,0 +1,176 @@
+"""Does the analysis stay fast at scale? Times every stage of `python -m loaderbench.analysis` on N synthetic records.
+
+    python -m loaderbench.analysis.scale_bench --records 100000 [--folder DIR] [--jobs N] [--json FILE]
+
+Stages, each timed on its own: first load (parse every JSON record, write the Parquet cache),
+cached load (read the cache, check every file's size and mtime), aggregate (per-cell medians and
+intervals, knees, rules of thumb, USL fits, comparisons), draw (tables + PNG + PDF of every figure
+of every study), report (HTML with inlined figures + Markdown), and the whole of `make figures`
+run again with no record changed (cached load, every study reused from its cache, report). Peak memory is the high-water
+resident set (getrusage maxrss) of this process and of the largest worker process.
+
+The records are generated once into DIR (default: a folder under the system temp dir) and reused
+by later runs with the same --records and --seed; generating is not part of the timings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def _ensure_records(folder: Path, n: int, seed: int) -> tuple[int, float]:
+    from loaderbench.analysis.synthetic_records import write_synthetic_records
+
+    marker = folder / f".synthetic-{n}-{seed}"
+    if marker.exists():
+        return n, 0.0
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    t = time.perf_counter()
+    paths = write_synthetic_records(folder, n, seed)
+    marker.write_text(str(len(paths)))
+    return len(paths), time.perf_counter() - t
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and its finished workers: unlike wall time, not inflated by other load."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+class _Stage:
+    def __init__(self, res: dict, name: str):
+        self.res, self.name = res, name
+
+    def __enter__(self):
+        self.t, self.c = time.perf_counter(), _cpu()
+
+    def __exit__(self, *exc):
+        self.res[f"{self.name}_s"] = time.perf_counter() - self.t
+        self.res[f"{self.name}_cpu_s"] = _cpu() - self.c
+
+
+def _maxrss_bytes(who: int) -> int:
+    return resource.getrusage(who).ru_maxrss * 1024  # KiB on Linux
+
+
+def bench(n: int, folder: Path, seed: int = 0, jobs: int | None = None, figures: Path | None = None) -> dict:
+    from loaderbench.analysis.draw_all import (
+        analyze_all,
+        default_jobs,
+        draw_all,
+        process_all,
+        save_study_cache,
+        study_key,
+    )
+    from loaderbench.analysis.report import build_report, write_report
+    from loaderbench.analysis.table import CACHE_NAME, load_records
+
+    jobs = default_jobs() if jobs is None else jobs
+    written, gen_s = _ensure_records(folder, n, seed)
+    out = figures or Path(tempfile.mkdtemp(prefix="loaderbench-bench-figures-"))
+    (folder / CACHE_NAME).unlink(missing_ok=True)
+
+    res: dict = {"records": written, "jobs": jobs, "generate_s": round(gen_s, 2)}
+    with _Stage(res, "first_load"):
+        df, load = load_records(folder, workers=jobs)
+    res["parsed"] = load.parsed
+    with _Stage(res, "cached_load"):
+        df, load = load_records(folder, workers=jobs)
+    res["parsed_when_cached"] = load.parsed
+    res["studies"] = int(df["study"].nunique())
+    res["cells"] = int(df["cell_id"].nunique())
+
+    with _Stage(res, "aggregate"):
+        analyses = analyze_all(df, jobs)
+    res["curves"] = int(sum(len(a.curves) for a in analyses))
+
+    with _Stage(res, "draw"):
+        analyses, figs = draw_all(analyses, df, out, jobs)
+    res["figures"] = int(sum(1 for paths in figs.values() for p in paths if p.suffix == ".png"))
+
+    with _Stage(res, "report"):
+        report = write_report(build_report(analyses, figs, df, load, folder, out), out)
+
+    # `make figures` again with no record changed: every study comes from its cache, only the report is redone
+    for a in analyses:
+        save_study_cache(out / a.study, study_key(df[df["study"] == a.study]), a, figs[a.study])
+    with _Stage(res, "unchanged_rerun"):
+        df, load = load_records(folder, workers=jobs)
+        analyses, figs, reused = process_all(df, out, jobs)
+        write_report(build_report(analyses, figs, df, load, folder, out), out)
+    res["unchanged_rerun_reused_studies"] = len(reused)
+    res["report_html_bytes"] = report[0].stat().st_size
+    res["peak_rss_main_bytes"] = _maxrss_bytes(resource.RUSAGE_SELF)
+    res["peak_rss_largest_child_bytes"] = _maxrss_bytes(resource.RUSAGE_CHILDREN)
+    res["figures_folder"] = str(out)
+    return res
+
+
+def _gib(b: int) -> str:
+    return f"{b / 2**30:.2f} GiB"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m loaderbench.analysis.scale_bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--records", type=int, default=100_000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--folder",
+        type=Path,
+        default=None,
+        help="where the synthetic records live (reused across runs; default: under the temp dir)",
+    )
+    p.add_argument("--figures", type=Path, default=None, help="where figures and report go (default: a temp dir)")
+    p.add_argument("--jobs", type=int, default=None, help="worker processes (default: the CPUs allowed)")
+    p.add_argument("--json", type=Path, default=None, help="also write the numbers here as JSON")
+    args = p.parse_args(argv)
+    folder = args.folder or Path(tempfile.gettempdir()) / f"loaderbench-synthetic-{args.records}-{args.seed}"
+    print(f"records: {args.records} synthetic under {folder} (generated once, reused)", flush=True)
+    r = bench(args.records, folder, args.seed, args.jobs, args.figures)
+    if r["generate_s"]:
+        print(f"  generated in {r['generate_s']:.1f} s (not part of the timings)")
+    print(
+        f"  {r['records']} records, {r['studies']} studies, {r['cells']} cells, {r['curves']} curves, "
+        f"{r['jobs']} worker processes"
+    )
+    rows = [
+        ("first load", "parse JSON, write Parquet cache", "first_load"),
+        ("cached load", f"Parquet cache, stat every file; {r['parsed_when_cached']} re-parsed", "cached_load"),
+        ("aggregate", "medians, CIs, knees, rules, USL fits, tests", "aggregate"),
+        ("draw", f"{r['figures']} figures, PNG + PDF, + CSV tables", "draw"),
+        ("report", f"HTML {r['report_html_bytes'] / 2**20:.1f} MiB with figures inlined + Markdown", "report"),
+        (
+            "unchanged rerun",
+            f"make figures again, no record changed: {r['unchanged_rerun_reused_studies']} of "
+            f"{r['studies']} studies from the cache",
+            "unchanged_rerun",
+        ),
+    ]
+    print(f"{'stage':16s} {'wall s':>8s} {'CPU s':>8s}  what")
+    for label, what, key in rows:
+        print(f"{label:16s} {r[key + '_s']:8.2f} {r[key + '_cpu_s']:8.2f}  {what}")
+    print(
+        f"peak memory (maxrss): main process {_gib(r['peak_rss_main_bytes'])}, "
+        f"largest worker {_gib(r['peak_rss_largest_child_bytes'])}"
+    )
+    print(f"figures and report: {r['figures_folder']}")
+    if args.json:
+        args.json.write_text(json.dumps(r, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,3 @@
+from loaderbench.bench.run_all import main
+
+raise SystemExit(main())

@@ -1,0 +1,138 @@
+"""The cell side of the overhead experiment: a measuring loop with `loaderbench.measure.loop.run_loop`'s signature that
+`loaderbench.measure.cell_process.measure_cell(cell, repetition, prepared, loop=...)` runs inside a real cell process.
+
+It consumes one long epoch: the cell's warm-up (`loaderbench.study.window.plan_window`), a calibration, then rounds of
+four windows of equal batch count in a shuffled order: {bare `for` loop, `run_loop`} x {probe off, on}.
+Before every window it tells the parent through a pipe whether the probe must be on ("1") or off ("0") and
+waits for the parent's "k", so no probe sample straddles a window of the other kind. When done it fills
+`out` (windows, rounds, calibration, time to warm) and raises `Finished` to leave `measure_cell`.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from loaderbench.schema.cell import CellConfig
+
+
+class Finished(Exception):
+    """Raised by the ABAB driver to leave measure_cell once its windows are done."""
+
+
+class _Reuse:
+    """A 'loader' whose iter() is an iterator already running: lets run_loop measure one window of it."""
+
+    def __init__(self, it):
+        self.it = it
+
+    def __iter__(self):
+        return self.it
+
+
+@dataclass
+class OverheadPlan:
+    total_s: float = 20.0  # measuring time, all windows together
+    window_s: float = 0.5  # each window: about this long (batch count from a calibration)
+    calibrate_s: float = 0.5
+    min_rounds: int = 6
+    seed: int = 0
+
+
+ORDER = tuple((loop, probe) for loop in ("bare", "harness") for probe in (False, True))
+
+
+def abab_driver(cell: CellConfig, plan: OverheadPlan, ctl_w: int, ack_r: int, out: dict) -> Callable:
+    """The measuring loop the cell process runs instead of loaderbench.measure.loop.run_loop (same signature)."""
+    import loaderbench.measure.loop as harness
+    from loaderbench.study.window import WindowPlan, pipeline_batches, plan_window
+
+    real_run_loop, summarize_loop = harness.run_loop, harness.summarize_loop
+
+    def handshake(probe: bool) -> None:
+        os.write(ctl_w, b"1" if probe else b"0")
+        if os.read(ack_r, 1) != b"k":
+            raise RuntimeError("the runner side went away")
+
+    def driver(loader, epochs, batches, step, on_epoch_end=None, **_):
+        clock = time.perf_counter
+        warmup = plan_window(cell).warmup
+        t_iter = clock()
+        it = iter(loader)
+        for _ in zip(range(warmup), it):
+            pass
+        out["time_to_warm_s"] = clock() - t_iter
+        handshake(False)
+        n, t0 = 0, clock()
+        while n < 2 or clock() - t0 < plan.calibrate_s:
+            next(it)
+            n += 1
+        rate = calibrated = n / (clock() - t0)
+        left = batches - warmup - n
+        # a window at least twice the prefetch pipeline, or whether the pipeline happened to be full or empty
+        # at a boundary would decide a window's time (loaderbench/study/window.py)
+        k_min = max(1, 2 * pipeline_batches(cell.num_workers, cell.prefetch_factor))
+        rng = random.Random(plan.seed)
+        windows, reuse, batch = [], _Reuse(it), None
+        summarize_s, measured_s, r, ks = 0.0, 0.0, 0, []
+        # rounds until total_s of windows (at least min_rounds); each round's window length comes from the rate
+        # of the round before (one calibration at a busy moment must not make every window tiny or huge); the
+        # four windows of a round always have the same batch count
+        while (measured_s < plan.total_s or r < plan.min_rounds) and left >= 4 * k_min:
+            k = min(max(k_min, round(rate * plan.window_s)), left // 4)
+            order = list(ORDER)
+            rng.shuffle(order)
+            round_s = 0.0
+            for loop, probe in order:
+                handshake(probe)
+                if loop == "bare":
+                    t0 = clock()
+                    for _ in zip(range(k), it):
+                        pass
+                    t1 = clock()
+                else:
+                    t0 = clock()
+                    times = real_run_loop(reuse, 1, k, step)
+                    t1 = clock()
+                    s0 = clock()
+                    summarize_loop(times, WindowPlan("epoch", 0, k, 0, k), cell.batch_size)  # outside the window
+                    summarize_s += clock() - s0
+                windows.append({"round": r, "loop": loop, "probe": probe, "batches": k, "seconds": t1 - t0})
+                round_s += t1 - t0
+            left -= 4 * k
+            measured_s += round_s
+            rate = 4 * k / round_s if round_s > 0 else rate
+            ks.append(k)
+            r += 1
+        out.update(calibrated_batches_per_s=calibrated, rounds=r, window_batches=ks, measured_s=measured_s)
+        handshake(False)
+        if on_epoch_end is not None:
+            on_epoch_end()
+        out["windows"] = windows
+        out["summarize_loop_s_per_call"] = summarize_s / max(1, r * 2)
+        del it, reuse, batch  # workers shut down here, as they do at the end of run_loop
+        raise Finished
+
+    return driver
+
+
+def abab_cell(config: dict, prepared, plan: OverheadPlan, ctl_w: int, ack_r: int) -> dict:
+    """The body of the forked cell process: the real measure_cell, driven by the ABAB loop."""
+    from loaderbench.measure.cell_process import measure_cell
+
+    out: dict = {}
+    cell = CellConfig.of(config)
+    try:
+        measure_cell(cell, 0, prepared, loop=abab_driver(cell, plan, ctl_w, ack_r, out))
+        out["error"] = "measure_cell returned without running the ABAB driver"
+    except Finished:
+        pass
+    except Exception as exc:  # noqa: BLE001 - reported with what was measured before it
+        import traceback
+
+        out["error"] = f"{type(exc).__name__}: {exc}"
+        out["traceback"] = traceback.format_exc()[-3000:]
+    return out

@@ -1,0 +1,71 @@
+"""Experiment 4, analysis at scale: `python -m loaderbench.analysis.scale_bench --records N --json FILE`, run as its own
+process (the analysis never shares a process with the harness), its numbers read from FILE.
+
+Contract: `analysis_scale(records)` returns {"available": False, "records"} when the module is missing, else
+{"available": True, "records", "command", "wall_s", "returncode"} plus "result" (bench_scale's JSON: seconds
+and CPU seconds per stage, peak memory) or "error". Figures are drawn into a temporary folder (drawing is one
+of the timed stages) and removed afterwards.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+MODULE = "loaderbench.analysis.scale_bench"
+# (label, key prefix in bench_scale's JSON, what the stage does)
+STAGES = (
+    ("first load", "first_load", "parse JSON, write Parquet cache"),
+    ("cached load", "cached_load", "Parquet cache, stat every file"),
+    ("aggregate", "aggregate", "medians, intervals, knees, rules, USL fits"),
+    ("draw", "draw", "figures, PNG + PDF, + CSV tables"),
+    ("report", "report", "HTML with figures inlined + Markdown"),
+    ("unchanged rerun", "unchanged_rerun", "make figures again, no record changed"),
+)
+
+
+def analysis_scale(records: int, timeout_s: float = 1800) -> dict:
+    try:
+        spec = importlib.util.find_spec(MODULE)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
+        return {"available": False, "records": records}
+    with tempfile.TemporaryDirectory(prefix="loaderbench-bench-scale-") as tmp:
+        json_path = Path(tmp) / "bench_scale.json"
+        cmd = [
+            sys.executable,
+            "-m",
+            MODULE,
+            "--records",
+            str(records),
+            "--json",
+            str(json_path),
+            "--figures",
+            str(Path(tmp) / "figures"),
+        ]
+        out: dict[str, Any] = {
+            "available": True,
+            "records": records,
+            "command": f"python -m {MODULE} --records {records} --json FILE",
+        }
+        t0 = time.perf_counter()
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return {**out, "error": f"timed out after {timeout_s:.0f} s"}
+        out.update(wall_s=time.perf_counter() - t0, returncode=proc.returncode)
+        if proc.returncode != 0:
+            return {**out, "error": proc.stderr[-2000:]}
+        try:
+            out["result"] = json.loads(json_path.read_text())
+        except (OSError, ValueError) as exc:
+            return {**out, "error": f"{MODULE} wrote no readable JSON to {json_path.name}: {exc}"}
+    out["result"].pop("figures_folder", None)  # a temporary folder, gone by now
+    return out

@@ -1,0 +1,580 @@
+"""Run one cell repetition in a fresh process and turn what happened into exactly one record.
+
+The runner imports torch and the workloads once; each cell repetition is a process forked from it
+(a zygote, as Android and pyperf-like runners do), so a cell pays no interpreter start-up or torch
+import, yet starts with clean process-global state. The runner never touches CUDA or starts a
+DataLoader itself, and holds no threads when it forks.
+
+Whatever happens to a cell, it ends as one record (ok, failed or timeout with a classified error) and
+leaves nothing behind:
+- the cell runs in its own process group (and, with `memory_limit_mb`, its own memory cgroup); after it
+  ends, the runner kills what is left of it (workers, a forkserver), gives cleanup helpers (the
+  multiprocessing resource tracker, torch_shm_manager) a moment to unlink what they track, kills them
+  too if they linger, reaps them (the runner is a child subreaper, so the cell's orphans become its
+  children, not init's), and removes /dev/shm entries the cell left (probes.sweep_shm). A runner embedded
+  in a process that has other children (a test worker that also started a Slurm cluster, whose slurmd
+  re-parents every slurmstepd) adopts their orphans too: there, an orphan is the cell's only when it carries
+  the cell's mark (probes.CELL_MARK, in the environment of every program the cell starts: torch_shm_manager,
+  a forkserver, spawned workers), and the others are left alone;
+- if the runner itself dies (SIGKILL, a machine going down), the cell dies with it: the cell process has
+  PR_SET_PDEATHSIG = SIGKILL, and a small sentinel process, forked from the runner and blocked on a pipe
+  only the runner writes to, kills the cell's whole process group (workers included, whatever started
+  them) when that pipe breaks, then cleans up /dev/shm and the cgroup;
+- Ctrl-C or SIGTERM (KeyboardInterrupt here) tears the cell down the same way and writes no record: the
+  cell is not done, and the next run measures it again.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import select
+import signal
+import sys
+import time
+from contextlib import ExitStack
+from typing import Any
+
+from loaderbench.errors import LoaderbenchError
+from loaderbench.measure.failures import classify_exit, out_of_memory
+from loaderbench.measure.probes import (
+    CELL_MARK,
+    SHM_PREFIXES,
+    TreeProbe,
+    cell_processes,
+    is_cleanup_helper,
+    shm_snapshot,
+    sweep_shm,
+)
+from loaderbench.processes import ResultChannel, kill_group
+from loaderbench.schema.cell import CellConfig, Task
+from loaderbench.schema.record import Record, now
+from loaderbench.schema.store import Store
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+HELPER_GRACE_S = 5.0  # how long cleanup helpers may take to finish on their own before they are killed
+SENTINEL_DONE = b"d"
+CELL_GO = b"g"  # the runner has sampled the cell once: it may start
+# torch.cuda.is_available() asked through the CUDA runtime marks this process so that every cell forked from it
+# fails at its first CUDA call; through NVML it does not. For code that embeds the runner (the tests, a notebook).
+os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+
+
+def warm_imports() -> None:
+    """What every cell would import: done once here so forked cells inherit it."""
+    import numpy  # noqa: F401 - imported once here, inherited by every forked cell
+    import scipy.stats  # noqa: F401  (the adaptive stopping rule; 1-3 s to import)
+    import torch
+    import torch.utils.data  # noqa: F401 - imported once here, inherited by every forked cell
+    import torchvision.transforms.v2  # noqa: F401 - imported once here, inherited by every forked cell
+
+    import loaderbench.measure.cell_process
+    import loaderbench.measure.consumers
+    import loaderbench.measure.limits
+    import loaderbench.measure.loop
+    import loaderbench.workloads.claim_axes  # noqa: F401 - imported once here, inherited by every forked cell
+    from loaderbench.workloads import import_all
+
+    import_all()
+
+
+def _prctl(option: int, arg: int) -> bool:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(option, ctypes.c_ulong(arg), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+_SUBREAPER = False
+
+
+def _become_subreaper() -> None:
+    """Orphans of a cell (workers of a dead cell process, a daemonised torch_shm_manager) become this
+    process's children, so they can be found, killed and reaped here, even in a container whose init reaps
+    nothing."""
+    global _SUBREAPER
+    if not _SUBREAPER and sys.platform.startswith("linux"):
+        _SUBREAPER = _prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def _pidfd_wait(pid: int, timeout: float, pidfd: int | None) -> bool:
+    """Wait up to `timeout` s for the child to exit; True when it has."""
+    if pidfd is not None:
+        r, _, _ = select.select([pidfd], [], [], timeout)
+        return bool(r)
+    time.sleep(timeout)
+    return os.waitpid(pid, os.WNOHANG)[0] != 0
+
+
+# --- the cell side of the fork ---------------------------------------------------------------------------
+
+
+def _cell_start(runner_pid: int, cgroup) -> bool:
+    """First thing in the forked cell: die with the runner, own process group, join the memory cgroup.
+    Returns whether it is inside the cgroup."""
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != runner_pid:  # the runner died before the line above
+        os._exit(75)
+    os.setpgid(0, 0)
+    os.environ[CELL_MARK] = str(os.getpid())  # inherited by all it starts: how the runner knows its orphans
+    if cgroup is None:
+        return False
+    try:
+        cgroup.join(os.getpid())
+        return True
+    except OSError:  # the cell falls back to RLIMIT_AS (loaderbench.measure.limits.apply_cell_limits)
+        return False
+
+
+def _record_escaped(exc: BaseException, channel: ResultChannel, cell: CellConfig) -> int:
+    """An exception escaped cell_main: typically torch's SIGCHLD handler, which raises again (anywhere, even
+    while the result is being written) for a worker that died, or no file descriptor left to open the result
+    with. Silence the handler and write the classified error straight to the inherited result channel, unless
+    cell_main's own result is already complete there."""
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        if channel.read() is not None:
+            return 0
+        import traceback
+
+        from loaderbench.measure.failures import classify_exception
+
+        channel.overwrite(
+            {
+                "status": "failed",
+                "error": classify_exception(exc, cell.sharing_strategy),
+                "traceback": "".join(traceback.format_exception(exc))[-4000:],
+            }
+        )
+        return 0
+    except BaseException:  # noqa: BLE001 - the runner records a crashed cell
+        return 70
+
+
+# --- the sentinel: ends the cell if the runner dies -----------------------------------------------------
+
+
+def _start_sentinel(pgid: int, cgroup, shm_before: set[str]) -> tuple[int | None, int | None]:
+    """Fork the sentinel; returns (its pid, the pipe end the runner holds)."""
+    try:
+        r, w = os.pipe()
+    except OSError:
+        return None, None
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(r)
+        os.close(w)
+        return None, None
+    if pid == 0:
+        code = 0
+        try:
+            os.close(w)
+            _sentinel(r, pgid, cgroup, shm_before)
+        except BaseException:  # noqa: BLE001 - never let the sentinel run runner code
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(r)
+    return pid, w
+
+
+def _sentinel(r: int, pgid: int, cgroup, shm_before: set[str]) -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGTSTP):
+        signal.signal(sig, signal.SIG_IGN)  # the runner decides; the sentinel only reacts to its death
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    data = b""
+    while True:
+        try:
+            chunk = os.read(r, 16)
+        except InterruptedError:
+            continue
+        if not chunk:
+            break
+        data += chunk
+    if SENTINEL_DONE in data:
+        return  # the runner tore the cell down itself
+    kill_group(pgid)
+    pids: set[int] = set()
+    for _ in range(200):  # until the group is gone (a forkserver may still be forking): at most ~10 s
+        extra = cgroup.pids() if cgroup is not None else []
+        procs = cell_processes(pgid, extra)
+        if not procs:
+            break
+        for p in procs:
+            pids.add(p.pid)
+            try:
+                p.kill()
+            except Exception:  # noqa: BLE001 - psutil raises several types for a process already gone
+                pass
+        time.sleep(0.05)
+    sweep_shm(shm_before, pids)
+    if cgroup is not None:
+        cgroup.remove()
+
+
+def _stop_sentinel(pid: int | None, w: int | None, done: bool = True) -> None:
+    """Tell the sentinel the cell is torn down (done) or, if the teardown was cut short, let it finish the job."""
+    if w is not None:
+        if done:
+            try:
+                os.write(w, SENTINEL_DONE)
+            except OSError:
+                pass
+        os.close(w)
+    if pid is not None:
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+
+
+# --- tearing a cell down -----------------------------------------------------------------------------------
+
+
+def _reap(exclude: set[int]) -> None:
+    """Reap zombie children adopted from the cell (this process is a subreaper)."""
+    import psutil
+
+    try:
+        children = psutil.Process().children()
+    except psutil.Error:
+        return
+    for c in children:
+        if c.pid in exclude:
+            continue
+        try:
+            if c.status() == psutil.STATUS_ZOMBIE:
+                os.waitpid(c.pid, os.WNOHANG)
+        except (psutil.Error, ChildProcessError, OSError):
+            pass
+
+
+def _teardown(pgid: int, cgroup, exclude: set[int], seen: set[int], alone: bool = True) -> tuple[int, int, list[int]]:
+    """Kill and reap every process left of the cell; returns how many had to be killed (leftovers, then
+    torch_shm_manager daemons, which are stopped rather than waited for) and any that survived. `alone`: this
+    process had no children but the cell's when it forked the cell, so every orphan it adopts is the cell's.
+
+    Workers (and anything else) first; cleanup helpers get HELPER_GRACE_S to finish on their own once the
+    processes they watch are gone, since killing them early leaks what they would have unlinked.
+    """
+    import psutil
+
+    killed = stopped = 0
+    helper_deadline = None
+    give_up = time.monotonic() + 60  # a process stuck in the kernel (D state) cannot be waited for forever
+    procs: list = []
+    while time.monotonic() < give_up:
+        extra = cgroup.pids() if cgroup is not None else []
+        procs = cell_processes(pgid, extra, adopted_from=os.getpid(), exclude=exclude, unmarked=alone)
+        _reap(exclude)
+        if not procs:
+            break
+        seen.update(p.pid for p in procs)
+        others = [p for p in procs if not is_cleanup_helper(p)]
+        if others:
+            for p in others:
+                try:
+                    daemon = p.name().startswith("torch_shm_manag")  # lingers 2 s after its clients by design
+                    p.kill()
+                    stopped += daemon
+                    killed += not daemon
+                except psutil.Error:
+                    pass
+            psutil.wait_procs(others, timeout=2)
+            continue
+        if helper_deadline is None:
+            helper_deadline = time.monotonic() + HELPER_GRACE_S
+        if time.monotonic() < helper_deadline:
+            psutil.wait_procs(procs, timeout=0.05)
+            continue
+        for p in procs:
+            try:
+                p.kill()
+                killed += 1
+            except psutil.Error:
+                pass
+        psutil.wait_procs(procs, timeout=2)
+    _reap(exclude)
+    return killed, stopped, sorted(p.pid for p in procs if p.is_running())
+
+
+def _children() -> set[int]:
+    import psutil
+
+    try:
+        return {c.pid for c in psutil.Process().children()}
+    except psutil.Error:
+        return set()
+
+
+class _CellProcess:
+    """One forked cell repetition, from fork to teardown. `finish()` tears it down once, whatever happened
+    (the runner's ExitStack calls it on the way out of an interrupted run too)."""
+
+    def __init__(self, task: Task, prepared, channel: ResultChannel, cgroup, memory_interval_s: float):
+        from loaderbench.measure.cell_process import cell_main
+
+        cell = task.cell.typed
+        self.cgroup = cgroup
+        self.shm_before = shm_snapshot()
+        before_children = _children()
+        runner_pid = os.getpid()
+        go_r, self._go_w = os.pipe()  # the cell starts once the probe has seen it (see watch)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # the cell process
+            code = 70
+            try:
+                os.close(self._go_w)
+                in_cgroup = _cell_start(runner_pid, cgroup)
+                if os.read(go_r, 1) != CELL_GO:  # the runner died before releasing the cell
+                    os._exit(75)
+                os.close(go_r)
+                code = cell_main(cell, task.repetition, prepared, channel.path, in_cgroup)
+            except BaseException as exc:  # noqa: BLE001 - what cell_main could not record itself
+                code = _record_escaped(exc, channel, cell)
+            finally:
+                os._exit(code)
+        self.pid = pid
+        os.close(go_r)
+        try:
+            os.setpgid(pid, pid)  # also done by the child; whichever runs first wins the race harmlessly
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.sentinel_pid, self.sentinel_w = _start_sentinel(pid, cgroup, self.shm_before)
+        self.exclude = before_children | {self.sentinel_pid}
+        try:
+            self.pidfd = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            self.pidfd = None
+        self.probe = TreeProbe(pid, memory_interval_s=memory_interval_s)
+        self.status: int | None = None  # exit status, once reaped
+        self.timed_out = False
+        self.alive_at_timeout = 0
+        self._cleanup: dict | None = None
+
+    def watch(self, timeout_s: float, probe_interval_s: float) -> None:
+        """Probe the cell's process tree until it exits or its time is up (then kill its group); reap it."""
+        deadline = time.monotonic() + timeout_s
+        # A cell shorter than the runner's way here (forking the sentinel, being scheduled on a busy machine)
+        # would be over before the first sample, and its record would say it used no memory and no fds: the
+        # cell waits until the probe has sampled it once, alive.
+        self.probe.sample()
+        self._release()
+        while True:
+            self.probe.sample()
+            if _pidfd_wait(self.pid, probe_interval_s, self.pidfd):
+                break
+            if time.monotonic() > deadline:
+                self.timed_out = True
+                self.alive_at_timeout = len(cell_processes(self.pid, self.cgroup.pids() if self.cgroup else []))
+                kill_group(self.pid)
+                break
+        _, raw_status = os.waitpid(self.pid, 0)
+        self.status = os.waitstatus_to_exitcode(raw_status)
+
+    def _release(self, start: bool = True) -> None:
+        """Let the cell start, or (start=False: the run was interrupted first) tell it to exit. Once. A cell that
+        is already gone failed to start and is recorded as it ended."""
+        if self._go_w is None:
+            return
+        try:
+            if start:
+                os.write(self._go_w, CELL_GO)
+        except OSError:
+            pass
+        os.close(self._go_w)
+        self._go_w = None
+
+    def finish(self) -> dict:
+        """Kill and reap what is left of the cell, sweep /dev/shm, drop the cgroup; what was cleaned up."""
+        if self._cleanup is not None:
+            return self._cleanup
+        self._release(start=False)
+        if self.status is None:  # interrupted while it ran
+            kill_group(self.pid)
+            try:
+                os.waitpid(self.pid, 0)
+            except ChildProcessError:
+                pass
+        seen = {self.pid} | set(self.probe.seen)  # the teardown adds what it finds
+        cleanup = _finish(
+            self.pid, self.cgroup, self.exclude, seen, self.shm_before, self.sentinel_pid, self.sentinel_w
+        )
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+        self._cleanup = {"processes_seen": sorted(seen), **cleanup}
+        return self._cleanup
+
+
+def run_task(
+    task: Task,
+    store: Store,
+    host_env: dict,
+    prepared=None,
+    timeout_s: float = 300.0,
+    probe_interval_s: float = 0.2,
+    launcher: dict | None = None,
+    memory_interval_s: float = 2.0,
+) -> Record:
+    """Measure one cell repetition and write its record; returns the record.
+
+    KeyboardInterrupt/SystemExit while measuring kill the cell and write nothing (the cell is not done).
+    """
+    from loaderbench.measure.limits import MemoryCgroup
+
+    _refuse_cuda_in_runner()
+    cell = task.cell.typed
+    _become_subreaper()
+    started_at = now()
+    mem_limit = cell.memory_limit_mb
+    with ExitStack() as stack:
+        cgroup = MemoryCgroup.create(int(mem_limit)) if mem_limit else None
+        channel = stack.enter_context(ResultChannel())
+        process = _CellProcess(task, prepared, channel, cgroup, memory_interval_s)
+        stack.callback(process.finish)
+        process.watch(timeout_s, probe_interval_s)
+        result = channel.read()
+        oom_kills = cgroup.oom_kills() if cgroup is not None else 0
+        mem_peak = cgroup.peak_bytes() if cgroup is not None else None
+        cleanup = process.finish()
+    record = _record(task, process, result, timeout_s, launcher, started_at, oom_suspect=oom_kills > 0)
+    if oom_kills > 0 and record.status != "ok":
+        victims = _oom_victims(record.error, process.status)
+        record.error = out_of_memory(mem_limit, f"cgroup-{cgroup.version}", victims, record.error)
+        record.status = "failed"
+    record.env = {**host_env, **(result or {}).get("cell_env", {})}
+    limits = _limits_in_force(cell, cgroup, mem_peak, oom_kills)
+    if limits:
+        record.env["limits"] = limits
+    record.cleanup = cleanup
+    store.write(record)
+    return record
+
+
+def _refuse_cuda_in_runner() -> None:
+    """A process that has initialized CUDA cannot hand it to a forked child: every cell forked from it would fail
+    at its first CUDA call (its fingerprint, a model step). Say so once, before forking."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        raise LoaderbenchError(
+            "CUDA is initialized in the process that forks the cells, so no cell could use it: "
+            "measure from a process that has not touched CUDA (python -m loaderbench run STUDY)"
+        )
+
+
+def _record(
+    task: Task,
+    cell: _CellProcess,
+    result: dict | None,
+    timeout_s: float,
+    launcher: dict | None,
+    started_at: str,
+    oom_suspect: bool,
+) -> Record:
+    """What the cell's result (or its absence) says, as a record: ok with metrics, or a classified error."""
+    if result is None or cell.timed_out:
+        detail = None
+        if cell.timed_out:
+            n = cell.alive_at_timeout
+            detail = f"{n} process{'es' if n != 1 else ''} of the cell were still alive"
+        error = classify_exit(
+            cell.status if cell.status is not None else -9,
+            cell.timed_out,
+            timeout_s,
+            oom_suspect=oom_suspect,
+            detail=detail,
+        )
+        return Record.for_task(
+            task,
+            "timeout" if cell.timed_out else "failed",
+            launcher,
+            started_at,
+            error=error,
+            metrics=_probe_only(cell.probe),
+        )
+    if result.get("status") != "ok":
+        error = result.get("error") or {"kind": "error", "message": "the cell failed without saying why"}
+        return Record.for_task(
+            task,
+            "failed",
+            launcher,
+            started_at,
+            error=error,
+            traceback=result.get("traceback"),
+            metrics=_probe_only(cell.probe),
+        )
+    metrics = result["metrics"]
+    pm = cell.probe.metrics()
+    metrics["cpu_s"]["workers"] = max(metrics["cpu_s"]["workers"], pm["probe"]["workers_cpu_s_sampled"])
+    metrics.update(pm)
+    return Record.for_task(
+        task,
+        "ok",
+        launcher,
+        started_at,
+        metrics=metrics,
+        raw=_relative(result["raw"]),
+        warnings=result.get("warnings") or None,
+    )
+
+
+def _finish(pid: int, cgroup, exclude: set[int], seen: set[int], shm_before: set[str], sentinel_pid, sentinel_w):
+    """Everything after the cell process has ended: kill/reap the rest, sweep /dev/shm, drop the cgroup."""
+    done = False
+    try:
+        killed, stopped, left = _teardown(pid, cgroup, exclude, seen, alone=exclude <= {sentinel_pid})
+        shm_removed = sweep_shm(shm_before, seen)
+        if cgroup is not None:
+            cgroup.remove()
+        done = True
+    finally:
+        _stop_sentinel(sentinel_pid, sentinel_w, done)
+    shm_left = sorted(n for n in shm_snapshot() - shm_before if n.startswith(SHM_PREFIXES))
+    return {
+        "processes_killed": killed,
+        "shm_managers_stopped": stopped,
+        "processes_left": left,
+        "shm_removed": shm_removed,
+        "shm_new_left": shm_left,
+    }
+
+
+def _oom_victims(error: dict | None, status: int | None) -> str:
+    if status is not None and status == -signal.SIGKILL:
+        return "the cell process"
+    msg = (error or {}).get("message", "")
+    if msg.startswith("DataLoader worker"):
+        return msg.split(" was ")[0].split(" crashed")[0].split(" exited")[0]
+    return "a process of the cell"
+
+
+def _limits_in_force(cell: CellConfig, cgroup, peak: int | None, oom_kills: int) -> dict:
+    out: dict[str, Any] = {}
+    if cell.ulimit_nofile:
+        out["nofile"] = cell.ulimit_nofile
+    if cell.memory_limit_mb:
+        if cgroup is not None:
+            out.update(cgroup.describe())
+            out["memory_peak_bytes"] = peak
+            out["oom_kills"] = oom_kills
+        else:
+            out["memory_via"] = "rlimit_as"
+            out["memory_limit_bytes"] = cell.memory_limit_mb * 2**20
+    return out
+
+
+def _probe_only(probe: TreeProbe) -> dict:
+    pm = probe.metrics()
+    pm.pop("memory_timeline", None)
+    return pm
+
+
+def _relative(raw: dict) -> dict:
+    t0 = raw["t_iter"][0]
+    rel = lambda xs: [round(x - t0, 6) for x in xs]
+    return {"t_iter": rel(raw["t_iter"]), "got": [rel(g) for g in raw["got"]], "done": [rel(d) for d in raw["done"]]}

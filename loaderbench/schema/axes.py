@@ -1,0 +1,404 @@
+"""The study matrix's vocabulary: every axis a study may vary, its type, its allowed values and default.
+
+An axis is declared once here; validation, expansion, records and figures all read this table.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import sys
+from dataclasses import dataclass, field, fields
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, TypeAdapter, ValidationError
+
+from loaderbench.schema.workload_catalog import WORKLOADS as _REGISTRY
+
+WORKLOADS = tuple(_REGISTRY)
+SUITE_DATASETS = tuple(name for name, w in _REGISTRY.items() if not w.users_dataset)  # not a user's own dataset
+# module:callable, each a dotted Python name (loaderbench/workloads/factory.py)
+FACTORY_PATTERN = r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$"
+SHARING_STRATEGIES = ("file_descriptor", "file_system") if sys.platform.startswith("linux") else ("file_system",)
+START_METHODS = tuple(multiprocessing.get_all_start_methods())
+ALL_START_METHODS = ("fork", "spawn", "forkserver")
+STORAGE_WORKLOADS = ("jpeg", "shards")
+STORAGE_FAULTS = ("none", "server_stop", "server_stall", "truncated_shard")
+URL_PATTERN = r"^http://[A-Za-z0-9.\-]+(:[0-9]{1,5})?(/[^\s]*)?$"
+FAULTS = (
+    "none",
+    "raise",
+    "segfault",
+    "abort",
+    "exit",
+    "kill_self",
+    "hang",
+    "wait_kill",
+    "oom",
+)  # loaderbench/workloads/fault.py
+
+
+@dataclass(frozen=True)
+class Axis:
+    name: str
+    type_: Any  # a pydantic-validatable type (strict)
+    default: Any
+    help: str
+    allowed: str  # what is allowed, in words, for error messages
+    applies_to: tuple[str, ...] | None = None  # workloads this axis means something for (None: all)
+    needs_workers: bool = False  # meaningless when num_workers == 0: None in such cells (WORKER_ONLY_AXES)
+
+    def validate(self, value: Any) -> Any:
+        return _adapter(self.type_).validate_python(value, strict=True)
+
+
+_ADAPTERS: dict[int, TypeAdapter] = {}
+
+
+def _adapter(type_: Any) -> TypeAdapter:
+    key = id(type_)
+    if key not in _ADAPTERS:
+        _ADAPTERS[key] = TypeAdapter(type_)
+    return _ADAPTERS[key]
+
+
+def _int(lo: int, hi: int):
+    return Annotated[int, Field(ge=lo, le=hi)]
+
+
+def _float(lo: float, hi: float):
+    # strict floats refuse ints in pydantic; a study author writing `step_ms = 5` means 5.0
+    return Annotated[float | int, Field(ge=lo, le=hi)]
+
+
+def _choice(values: tuple[str, ...]):
+    return Literal[values]  # a Literal of values known only at run time: pydantic reads it
+
+
+_ROW = "axis"  # the metadata key of an axis row on an AxisValues field
+
+
+def axis(
+    type_: Any,
+    default: Any,
+    help: str,
+    allowed: str,
+    *,
+    applies_to: tuple[str, ...] | None = None,
+    needs_workers: bool = False,
+) -> Any:
+    """One row of the axis table: an AxisValues field whose default is the axis default, with what validates a
+    study's values (`type_`, strict pydantic), its help and what is allowed, in words."""
+    row = {"type_": type_, "help": help, "allowed": allowed, "applies_to": applies_to, "needs_workers": needs_workers}
+    return field(default=default, metadata={_ROW: row})
+
+
+@dataclass(frozen=True, kw_only=True)
+class AxisValues:
+    """The axis table: one attribute per axis, in the order studies, records and `loaderbench axes` list them.
+
+    A field's annotation is what a cell holds for that axis (None: the axis means nothing for the cell, see
+    loaderbench.study.study_file.normalize); its `axis(...)` row gives the default and how study values are
+    validated. `AXES` below is this table by name; loaderbench.schema.cell.CellConfig is a cell's values, typed.
+    """
+
+    workload: str = axis(_choice(WORKLOADS), "sleep", "what each sample costs", f"one of {', '.join(WORKLOADS)}")
+    num_workers: int = axis(
+        _int(0, 1024), 0, "DataLoader worker processes (0: load in the main process)", "an integer from 0 to 1024"
+    )
+    cores: int = axis(
+        _int(1, 4096),
+        1,
+        "CPUs the cell may use (affinity here, cpus-per-task on Slurm)",
+        "an integer from 1 to the CPUs this machine allows",
+    )
+    start_method: str | None = axis(
+        _choice(ALL_START_METHODS),
+        "fork",
+        "multiprocessing start method of the workers",
+        f"one of {', '.join(START_METHODS)} on this platform",
+        needs_workers=True,
+    )
+    sharing_strategy: str | None = axis(
+        _choice(SHARING_STRATEGIES),
+        "file_descriptor",
+        "torch.multiprocessing sharing strategy",
+        f"one of {', '.join(SHARING_STRATEGIES)}",
+        needs_workers=True,
+    )
+    batch_size: int = axis(_int(1, 65536), 32, "samples per batch", "an integer from 1 to 65536")
+    prefetch_factor: int | None = axis(
+        _int(1, 1024), 2, "batches loaded ahead per worker", "an integer from 1 to 1024", needs_workers=True
+    )
+    pin_memory: bool = axis(bool, False, "copy batches into page-locked memory (needs an accelerator)", "true or false")
+    persistent_workers: bool | None = axis(
+        bool, False, "keep workers alive across epochs", "true or false", needs_workers=True
+    )
+    in_order: bool | None = axis(bool, True, "deliver batches in sampler order", "true or false", needs_workers=True)
+    batched: bool | None = axis(
+        bool,
+        False,
+        "fetch a batch with one __getitems__ call instead of per-sample __getitem__",
+        "true or false",
+        applies_to=SUITE_DATASETS,
+    )
+    epochs: int = axis(_int(1, 10000), 1, "passes over the measured window", "an integer from 1 to 10000")
+    step_ms: float = axis(
+        _float(0, 600_000), 0.0, "simulated training step per batch, in ms", "a number of milliseconds from 0 to 600000"
+    )
+    step_kind: str | None = axis(
+        _choice(("sleep", "busy")), "sleep", "how the simulated step spends its time", "sleep or busy"
+    )
+    sleep_ms: float | None = axis(
+        _float(0, 60_000),
+        5.0,
+        "blocking wait per sample, in ms",
+        "a number of milliseconds from 0 to 60000",
+        applies_to=("sleep", "tutorial"),
+    )
+    cpu_work: int | None = axis(
+        _int(1, 1_000_000),
+        20,
+        "pure-Python CPU work per sample, in thousands of loop iterations",
+        "an integer from 1 to 1000000",
+        applies_to=("cpu",),
+    )
+    decoder: str | None = axis(
+        _choice(("pil", "torchvision")), "pil", "JPEG decoder", "pil or torchvision", applies_to=("jpeg", "shards")
+    )
+    sample_kb: float | None = axis(
+        _float(0.001, 1_048_576),
+        12.0,
+        "size of each sample's tensor(s), in KiB",
+        "a number of KiB from 0.001 to 1048576",
+        applies_to=("sleep", "cpu"),
+    )
+    tensors_per_sample: int | None = axis(
+        _int(1, 100_000), 1, "tensors each sample returns", "an integer from 1 to 100000", applies_to=("sleep", "cpu")
+    )
+    factory: str | None = axis(
+        Annotated[str, Field(pattern=FACTORY_PATTERN)],
+        None,
+        "the callable that makes your dataset, from its module (the study file's folder first, then sys.path)",
+        'module:callable, e.g. "my_pipeline:make_dataset"',
+        applies_to=("custom",),
+    )
+    # --- the claim studies' questions (loaderbench/studies/) ---
+    jpeg_stage: str | None = axis(
+        _choice(("full", "decode", "read")),
+        "full",
+        "the full pipeline, decode only (the decode ceiling), or read only (the I/O ceiling: nothing decoded)",
+        "full, decode or read",
+        applies_to=("jpeg", "shards"),
+    )
+    forkserver_preload: bool | None = axis(
+        bool,
+        False,
+        "forkserver: preload torch and the workload in the fork server",
+        "true or false",
+        needs_workers=True,
+    )
+    parent_payload_mb: float | None = axis(
+        _float(0, 65_536),
+        0.0,
+        "MiB of Python objects the dataset object carries (pickled to spawn/forkserver workers)",
+        "a number of MiB from 0 to 65536",
+        applies_to=SUITE_DATASETS,
+    )
+    index_backing: str | None = axis(
+        _choice(("none", "list_str", "numpy_bytes", "numpy_object", "arrow")),
+        "none",
+        "how the dataset holds its per-sample index (copy-on-write study)",
+        "none, list_str, numpy_bytes, numpy_object or arrow",
+        applies_to=SUITE_DATASETS,
+    )
+    index_items: int | None = axis(
+        _int(1, 100_000_000),
+        1_000_000,
+        "entries in the per-sample index",
+        "an integer from 1 to 100000000",
+        applies_to=SUITE_DATASETS,
+    )
+    gc_freeze: bool | None = axis(
+        bool,
+        False,
+        "gc.freeze() in the main process before the workers start, so a full GC "
+        "pass in a forked worker leaves the objects it inherited (and their pages) alone",
+        "true or false",
+        needs_workers=True,
+    )
+    ranks: int = axis(
+        _int(1, 1024),
+        1,
+        "loader processes side by side in the cell (DDP-like), each with num_workers",
+        "an integer from 1 to 1024",
+    )
+    slow_worker_ms: float | None = axis(
+        _float(0, 60_000),
+        0.0,
+        "extra wait per sample in worker 0 only (a straggler), in ms",
+        "a number of milliseconds from 0 to 60000",
+        applies_to=SUITE_DATASETS,
+        needs_workers=True,
+    )
+    worker_init: str = axis(
+        _choice(("none", "seed_all")),
+        "none",
+        "worker_init_fn: none, or seed Python's random and NumPy from torch's per-worker seed",
+        "none or seed_all",
+    )
+    model: str = axis(
+        _choice(("none", "tutorial", "resnet50")),
+        "none",
+        "the consumer: a simulated step (none) or a real training step of this model",
+        "none, tutorial or resnet50",
+    )
+    device: str | None = axis(
+        _choice(("auto", "cpu", "cuda")),
+        "auto",
+        "where a real model step runs (auto: cuda if present)",
+        "auto, cpu or cuda",
+    )
+    non_blocking: bool | None = axis(bool, True, "host-to-device copies with non_blocking=True", "true or false")
+    prefetcher: bool | None = axis(
+        bool, False, "copy batch N+1 on a side CUDA stream while N computes", "true or false"
+    )
+    # --- faults and limits (the fault workload is a self-test of the harness: loaderbench/workloads/fault.py) ---
+    fault: str | None = axis(
+        _choice(FAULTS),
+        "none",
+        "fault workload: what goes wrong at sample fault_at (harness self-test)",
+        f"one of {', '.join(FAULTS)}",
+        applies_to=("fault",),
+    )
+    fault_at: int | None = axis(
+        _int(0, 100_000_000),
+        0,
+        "fault workload: the sample index where the fault happens",
+        "an integer from 0 to 100000000",
+        applies_to=("fault",),
+    )
+    ulimit_nofile: int | None = axis(
+        _int(16, 1_048_576),
+        None,
+        "open-file limit (ulimit -n) of the cell and its workers; unset: inherited",
+        "an integer from 16 to 1048576",
+    )
+    memory_limit_mb: int | None = axis(
+        _int(16, 16_777_216),
+        None,
+        "memory limit of the cell and its workers together, in MiB (a cgroup where writable, else RLIMIT_AS "
+        "per process); unset: none",
+        "an integer from 16 to 16777216",
+    )
+    # --- remote data (loaderbench/storage/): where the JPEGs come from, and the network path to them ---
+    storage: str | None = axis(
+        _choice(("local", "http")),
+        "local",
+        "where the dataset is read: the local disk, or an HTTP server (nginx, started for the cell)",
+        "local or http",
+        applies_to=STORAGE_WORKLOADS,
+    )
+    storage_url: str | None = axis(
+        Annotated[str, Field(pattern=URL_PATTERN)],
+        None,
+        "storage = http: your own server, serving the [dataset] folder's files (or the shard set) at these "
+        "paths; unset: the suite starts nginx",
+        "an http:// URL",
+        applies_to=STORAGE_WORKLOADS,
+    )
+    latency_ms: float | None = axis(
+        _float(0, 60_000),
+        0.0,
+        "round-trip time added to the network path, in ms",
+        "a number of milliseconds from 0 to 60000",
+        applies_to=STORAGE_WORKLOADS,
+    )
+    jitter_ms: float | None = axis(
+        _float(0, 60_000),
+        0.0,
+        "uniform jitter on the added delay, in ms",
+        "a number of milliseconds from 0 to 60000",
+        applies_to=STORAGE_WORKLOADS,
+    )
+    bandwidth_mbit: float | None = axis(
+        _float(0, 1_000_000),
+        0.0,
+        "bandwidth cap of the path, in Mbit/s (0: none)",
+        "a number of Mbit/s from 0 to 1000000",
+        applies_to=STORAGE_WORKLOADS,
+    )
+    shaping: str | None = axis(
+        _choice(("auto", "kernel", "proxy")),
+        "auto",
+        "what applies latency and bandwidth: kernel qdiscs (netem/tbf) in private network namespaces, the "
+        "suite's delaying proxy, or auto (kernel where the machine allows, else the proxy)",
+        "auto, kernel or proxy",
+        applies_to=STORAGE_WORKLOADS,
+    )
+    http_client: str | None = axis(
+        _choice(("pooled", "per_request")),
+        "pooled",
+        "a kept-alive connection per loader process, or a new connection per request",
+        "pooled or per_request",
+        applies_to=STORAGE_WORKLOADS,
+    )
+    http_timeout_s: float | None = axis(
+        _float(0.1, 3600),
+        30.0,
+        "seconds a request may wait for an answer",
+        "a number of seconds from 0.1 to 3600",
+        applies_to=STORAGE_WORKLOADS,
+    )
+    storage_fault: str | None = axis(
+        _choice(STORAGE_FAULTS),
+        "none",
+        "a storage fault: the server is killed or stalls after storage_fault_at requests, or a shard is truncated",
+        f"one of {', '.join(STORAGE_FAULTS)}",
+        applies_to=STORAGE_WORKLOADS,
+    )
+    storage_fault_at: int | None = axis(
+        _int(0, 100_000_000),
+        0,
+        "requests served before the server fault happens",
+        "an integer from 0 to 100000000",
+        applies_to=STORAGE_WORKLOADS,
+    )
+    sharding: str | None = axis(
+        _choice(("split", "none")),
+        "split",
+        "which shards a loader process reads: split across ranks and workers, or none (every worker reads "
+        "every shard: duplicates)",
+        "split or none",
+        applies_to=("shards",),
+    )
+    shards: int | None = axis(
+        _int(1, 1_000_000),
+        16,
+        "tar shards the dataset is written as",
+        "an integer from 1 to 1000000",
+        applies_to=("shards",),
+    )
+    shard_samples: int | None = axis(
+        _int(1, 1_000_000),
+        8,
+        "samples per shard (a pass over the shards reads shards x shard_samples)",
+        "an integer from 1 to 1000000",
+        applies_to=("shards",),
+    )
+
+
+AXES: dict[str, Axis] = {f.name: Axis(f.name, default=f.default, **f.metadata[_ROW]) for f in fields(AxisValues)}
+
+#: Axes that mean nothing without worker processes: a num_workers = 0 cell holds None for each (normalize), so
+#: one such cell serves every value of them. `worker_init` is not one of them, so a study may measure its
+#: num_workers = 0 cells under each worker_init_fn as controls.
+WORKER_ONLY_AXES = tuple(name for name, a in AXES.items() if a.needs_workers)
+
+# meaningful only with storage = "http" (loaderbench.study.study_file.normalize sets them to None otherwise)
+HTTP_ONLY = ("storage_url", "latency_ms", "jitter_ms", "bandwidth_mbit", "shaping", "http_client", "http_timeout_s")
+
+
+def validation_message(axis: Axis, exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    msg = "not of the allowed form" if first["type"] == "string_pattern_mismatch" else first["msg"]
+    return f"{msg}; allowed: {axis.allowed}"

@@ -1,0 +1,202 @@
+"""Every metric a record's `metrics` may carry, declared once: what the measuring side writes (the loop, the
+consumer, the cell process, the observers, the storage session, the runner's probe), in nested TypedDicts. A
+metric marked `Column` is a column of the analysis's tidy table (loaderbench.schema.record_row), so the table can
+name no metric that is not declared here. Pure Python.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, TypedDict
+
+
+@dataclass(frozen=True)
+class Column:
+    """Marks a metric as a column of the analysis's tidy table: `name` (default: the metric's key); `{}` in it
+    stands for the key of the block that holds the metric (the rng workload's per-generator blocks)."""
+
+    name: str | None = None
+
+
+COLUMN = Column()  # a column named as its metric
+
+
+class BatchWait(TypedDict):
+    p50: Annotated[float, Column("batch_wait_p50_s")]
+    p95: Annotated[float, Column("batch_wait_p95_s")]
+    p99: Annotated[float, Column("batch_wait_p99_s")]
+    max: Annotated[float, Column("batch_wait_max_s")]
+    mean: Annotated[float, Column("batch_wait_mean_s")]
+
+
+class Window(TypedDict):
+    mode: str  # "steady" | "epoch"
+    warmup_batches: int
+    measure_batches: int
+    tail_batches: int
+    epoch_batches: int
+    window_batches: int
+    max_windows: int
+
+
+class CpuSeconds(TypedDict):
+    main: Annotated[float, Column("cpu_main_s")]  # the loader process(es): the loop, collation of num_workers = 0
+    workers: Annotated[float, Column("cpu_workers_s")]  # every worker process (and their children)
+    pin_memory_thread: Annotated[float, Column("cpu_pin_thread_s")]
+
+
+class CtxSwitches(TypedDict):
+    voluntary: Annotated[int, Column("ctx_voluntary")]
+    involuntary: Annotated[int, Column("ctx_involuntary")]
+
+
+class Precision(TypedDict, total=False):
+    """The adaptive rule's summary (loaderbench.stats.stopping.StoppingRule.summary)."""
+
+    precision_target: float
+    confidence: float
+    precision_reached: Annotated[bool, COLUMN]
+    precision_half_width: Annotated[float | None, COLUMN]
+    windows: Annotated[int, COLUMN]
+    base_window_batches: int
+    window_batches: int
+    independent_windows: int | None
+    lag1_autocorrelation: float | None
+    looks: int
+
+
+class RngRepeats(TypedDict):
+    within_epoch: Annotated[float, Column("rng_dup_{}_within")]  # share of an epoch's draws equal to another
+    across_epochs: Annotated[float | None, Column("rng_dup_{}_across")]  # share drawn in the epoch before
+
+
+class RngDuplicates(TypedDict):
+    python: RngRepeats
+    numpy: RngRepeats
+    torch: RngRepeats
+
+
+class RankSummary(TypedDict):
+    samples_per_s: float | None
+    time_to_first_batch_s: float
+    batch_wait_s: BatchWait
+
+
+class RanksCommonWindow(TypedDict):
+    seconds: float
+    epochs: int
+
+
+class StoragePath(TypedDict, total=False):
+    """How the cell's network path was built (loaderbench.storage.host_tools.PathPlan)."""
+
+    server: str
+    netns: bool
+    latency: Annotated[str, Column("storage_latency_via")]  # netem, proxy or none
+    bandwidth: Annotated[str, Column("storage_bandwidth_via")]  # tbf, proxy or none
+    latency_ms: float
+    jitter_ms: float
+    bandwidth_mbit: float
+
+
+class StorageUse(TypedDict, total=False):
+    """storage = "http": the mechanisms in force, the server, requests, bytes (loaderbench.measure.storage_session)."""
+
+    kind: str
+    url: str
+    client: str
+    path: StoragePath
+    server: dict[str, Any]  # kind, nginx, pids, cpus, left_running
+    netns: dict[str, Any] | None
+    qdiscs: list[dict[str, Any]]
+    fault: Any
+    requests: Annotated[int, Column("storage_requests")]
+    bytes: int
+    connections: Annotated[int, Column("storage_connections")]
+    samples: int
+    bytes_per_sample: Annotated[float | None, Column("storage_bytes_per_sample")]
+    payload_mbit_per_s: Annotated[float | None, Column("storage_payload_mbit_per_s")]
+
+
+class ShardPasses(TypedDict, total=False):
+    """The shards workload: every pass over the shards, counted (loaderbench.storage.exactly_once)."""
+
+    sharding: str
+    expected_per_pass: Annotated[int, Column("shard_expected_per_pass")]
+    readers: int
+    passes_complete: Annotated[int, Column("shard_passes_complete")]
+    seen: Annotated[int, Column("shard_seen")]
+    duplicates: Annotated[int, Column("shard_duplicates")]
+    missing: Annotated[int | None, Column("shard_missing")]
+    unexpected: int
+    epochs: list[list[dict[str, Any]]]
+
+
+class MemoryBytes(TypedDict):
+    """Peaks of the sums over the cell's process tree."""
+
+    rss_peak: Annotated[int, Column("rss_peak_bytes")]
+    pss_peak: Annotated[int, Column("pss_peak_bytes")]
+    uss_peak: Annotated[int, Column("uss_peak_bytes")]
+    main_uss_peak: Annotated[int, Column("main_uss_peak_bytes")]
+    workers_uss_peak: Annotated[int, Column("workers_uss_peak_bytes")]
+
+
+class ProbeCost(TypedDict):
+    samples: int
+    memory_samples: int
+    cost_s: float
+    workers_cpu_s_sampled: float
+
+
+class Metrics(TypedDict, total=False):
+    """Every key a record's metrics may carry. Failed and timed-out records carry only the probe's keys."""
+
+    # the measuring loop (loaderbench.measure.loop.summarize_loop)
+    samples_per_s: Annotated[float | None, COLUMN]  # steady state: samples / seconds of the measured windows
+    measured_samples: int
+    measured_s: Annotated[float, COLUMN]
+    end_to_end_samples_per_s: Annotated[float | None, COLUMN]  # every batch of every epoch, start-up included
+    total_s: Annotated[float, COLUMN]
+    time_to_first_batch_s: Annotated[float, COLUMN]
+    batch_wait_s: BatchWait  # the loop's wait for each measured batch
+    data_stall_fraction: Annotated[float | None, COLUMN]  # waiting time over window time
+    epoch_s: Annotated[list[float], COLUMN]
+    epoch_gap_s: Annotated[float | None, COLUMN]  # mean gap between an epoch's last batch and the next's first
+    epoch_gaps_s: Annotated[list[float], COLUMN]
+    window: Window
+    # the consumer (loaderbench.measure.consumers): a simulated step, or a model on the CPU or a GPU
+    consumer: Annotated[str, COLUMN]  # "simulated" (or why it stands in for a model) | "cpu" | "gpu"
+    accelerator_busy_fraction: Annotated[float | None, COLUMN]
+    compute_s: Annotated[float, COLUMN]
+    model: str  # a real model step: its name
+    device: Annotated[str, Column("consumer_device")]  # and where it ran
+    h2d_s: float  # GPU only: host-to-device copies, their time and bytes,
+    h2d_bytes: int
+    h2d_gbps: Annotated[float | None, COLUMN]  # their bandwidth
+    h2d_overlap_fraction: Annotated[float | None, COLUMN]  # and the share of copy time that overlapped compute
+    gpu_name: str
+    # the cell process (loaderbench.measure.cell_process)
+    cpu_s: CpuSeconds
+    ctx_switches: CtxSwitches  # of main and workers
+    pin_memory_effective: Annotated[bool, COLUMN]
+    warmup_batches_effective: int
+    precision: Precision  # adaptive measuring only
+    ranks: list[RankSummary]  # ranks > 1: each rank's rate, first batch and waits
+    ranks_common_window: RanksCommonWindow  # and the window all ranks shared
+    # observers (loaderbench.measure.observers, loaderbench.storage.exactly_once)
+    rng_duplicates: RngDuplicates  # the rng workload: draws that repeat, per generator
+    duplicate_samples: int | None  # iterable datasets: tail samples seen before in their epoch
+    duplicate_checked_samples: int  # tail samples fingerprinted (0: no tail, e.g. window = "epoch")
+    shard_passes: ShardPasses  # the shards workload
+    storage: StorageUse  # storage = "http"
+    # the runner's probe of the process tree (loaderbench.measure.probes)
+    memory_bytes: MemoryBytes
+    memory_timeline: Annotated[list[list[float]], COLUMN]  # [t_s, procs, main_pss, workers_pss, main_uss, workers_uss]
+    shm_peak_bytes: Annotated[int, COLUMN]
+    open_fds_peak: Annotated[int, COLUMN]
+    processes_peak: Annotated[int, COLUMN]
+    probe: ProbeCost  # the probe's own cost and sample count
+
+
+METRIC_NAMES = tuple(Metrics.__annotations__)  # the top-level metrics, by name

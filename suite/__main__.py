@@ -1,6 +1,0 @@
-"""`python -m suite ...` is the same as the `loaderbench` console script."""
-
-if __name__ == "__main__":  # spawn workers import this module as __mp_main__: do nothing then
-    from suite.cli import main
-
-    raise SystemExit(main())

@@ -1,3 +1,0 @@
-from suite.bench.cli import main
-
-raise SystemExit(main())

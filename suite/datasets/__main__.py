@@ -1,8 +1,0 @@
-"""``python -m suite.datasets``: runs :func:`suite.datasets.cli.main`."""
-
-import sys
-
-from suite.datasets.cli import main
-
-if __name__ == "__main__":
-    sys.exit(main())

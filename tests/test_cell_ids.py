@@ -1,0 +1,73 @@
+"""Cell ids never change: every shipped study expands into the cells it always did (tests/shipped_cell_ids.json,
+computed before the axis table was typed), and every shipped reference record's id is its config's. One list
+of worker-only axes serves the study expansion and the analysis."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import loaderbench.study.factory_check as factory_check
+from loaderbench.analysis import aggregate
+from loaderbench.schema.axes import AXES, WORKER_ONLY_AXES
+from loaderbench.schema.cell import cell_id_of
+from loaderbench.schema.record import Record
+from loaderbench.study.study_file import load_study, normalize
+from tests.conftest import REPO
+
+PINNED = json.loads((Path(__file__).parent / "shipped_cell_ids.json").read_text())["studies"]
+CONTEXT = ("factory_root", "factory_file")  # travels with a cell, no part of its id
+
+
+def _bound_without_importing(spec_text, args, study_dir, timeout_s, pickled_by):
+    """A custom factory checked as if its module file hashed to zeros: the ids then depend on the study alone."""
+    module = spec_text.split(":")[0]
+    return factory_check.CheckedFactory(
+        spec_text, str(study_dir), str(study_dir / f"{module}.py"), "0" * 64, "map-style"
+    )
+
+
+def shipped_studies() -> list[str]:
+    return sorted(
+        str(p.relative_to(REPO))
+        for p in [*(REPO / "loaderbench" / "studies").glob("*.toml"), *(REPO / "examples").glob("*/study.toml")]
+    )
+
+
+def test_every_shipped_study_is_pinned():
+    assert shipped_studies() == sorted(PINNED), "a study was added or removed: pin its ids in shipped_cell_ids.json"
+
+
+@pytest.mark.parametrize("study", sorted(PINNED))
+def test_a_shipped_study_expands_into_the_cells_it_always_did(study, monkeypatch):
+    monkeypatch.setattr(factory_check, "check_factory", _bound_without_importing)
+    ids = {c.cell_id for c in load_study(REPO / study, max_cores=4096).cells}
+    pinned = set(PINNED[study])
+    assert ids == pinned, f"new: {sorted(ids - pinned)}; gone: {sorted(pinned - ids)}"
+
+
+def reference_records() -> list[Path]:
+    return sorted((REPO / "results" / "reference").glob("*/*/*.json"))
+
+
+@pytest.mark.parametrize("path", reference_records(), ids=lambda p: str(p.relative_to(REPO / "results")))
+def test_a_reference_records_id_is_its_configs_and_survives_normalizing(path):
+    record = Record.load(path)
+    axes = {k: v for k, v in record.config.items() if k in AXES}
+    measure = {k: v for k, v in record.config.items() if k not in AXES and k not in CONTEXT}
+    assert cell_id_of(axes, measure) == record.cell_id
+    assert cell_id_of(normalize(axes), measure) == record.cell_id  # as a study expanded now would make it
+
+
+def test_the_reference_records_are_there():
+    assert len(reference_records()) >= 50
+
+
+def test_one_list_of_worker_only_axes_for_the_expansion_and_the_analysis():
+    assert set(WORKER_ONLY_AXES) == {name for name, a in AXES.items() if a.needs_workers}
+    assert aggregate.WORKER_ONLY_AXES is WORKER_ONLY_AXES
+    defaults = {name: a.default for name, a in AXES.items()} | {"start_method": "forkserver"}
+    with_workers, without = normalize(defaults | {"num_workers": 2}), normalize(defaults | {"num_workers": 0})
+    assert [a for a in AXES if without[a] is None and with_workers[a] is not None] == list(WORKER_ONLY_AXES)

@@ -1,0 +1,170 @@
+"""docs/findings.md is generated from the shipped reference records: every block renders from them as the page
+shows it, a rule change that flips a published verdict makes the page differ, a block without records says
+what is missing instead of showing numbers, and the blocks of the CPU studies render from records of theirs."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import numpy as np
+import pytest
+
+from loaderbench.analysis import claims as C
+from loaderbench.analysis.findings import BEGIN, COMMAND, main, render
+from loaderbench.analysis.findings_blocks import BLOCKS, CLAIM_STUDIES, median_text
+from loaderbench.errors import LoaderbenchError
+from tests import question_records as Q
+from tests.conftest import REPO
+
+PAGE = REPO / "docs" / "findings.md"
+REFERENCE = REPO / "results" / "reference"
+
+
+def _shipped() -> set[str]:
+    return {p.name for p in REFERENCE.iterdir() if p.is_dir()}
+
+
+def test_the_page_is_what_the_shipped_records_render():
+    text = PAGE.read_text()
+    new, report = render(text, REFERENCE)
+    stale = [r.name for r in report if not r.current]
+    assert new == text, f"docs/findings.md differs from the records in blocks {stale}: run `{COMMAND}`"
+    # every block of the generator is on the page, and nothing between markers is hand-written
+    assert {r.name for r in report} == set(BLOCKS)
+    # not vacuous: every block whose machines are shipped rendered from their records (none lacks a study),
+    # the GPU node is shipped, and a block may show no numbers only for a machine that is not
+    shipped = _shipped()
+    assert "h100" in shipped
+    for r in report:
+        if set(r.machines) <= shipped:
+            assert not r.missing, f"{r.name}: the shipped records lack {r.missing}"
+        else:
+            assert r.missing
+    assert {"h100-ladder", "h100-gpu-feed"} <= {r.name for r in report if not r.missing}
+
+
+def test_a_rule_change_that_flips_a_published_verdict_makes_the_page_differ(monkeypatch, tmp_path, capsys):
+    page = tmp_path / "findings.md"
+    shutil.copy(PAGE, page)
+    assert main(str(REFERENCE), str(page), write=False) == 0
+    # a stricter match than the ladder's: the published speed-ups no longer hold on the H100 records
+    monkeypatch.setattr("loaderbench.analysis.claims.ladder.LADDER_MATCH_FACTOR", 1.01)
+    capsys.readouterr()
+    assert main(str(REFERENCE), str(page), write=False) == 1
+    out, err = capsys.readouterr()
+    assert "h100-ladder" in err and COMMAND in err
+    assert re.search(r"^-\| tutorial ladder .*\*\*holds\*\*", out, re.M)
+    assert re.search(r"^\+\| tutorial ladder .*\*\*(does not hold|inconclusive)\*\*", out, re.M)
+    # --write makes the page follow, and then it matches
+    assert main(str(REFERENCE), str(page), write=True) == 0
+    assert main(str(REFERENCE), str(page), write=False) == 0
+    assert page.read_text() != PAGE.read_text()
+
+
+def test_a_block_without_records_names_them_and_shows_no_numbers(tmp_path, capsys):
+    page = tmp_path / "p.md"
+    page.write_text(
+        "x\n<!-- begin findings: in-order nowhere -->\n| 1 | 2 |\n<!-- end findings: in-order -->\n"
+        "<!-- begin findings: study-times nowhere -->\n<!-- end findings: study-times -->\ny\n"
+    )
+    assert main(str(tmp_path), str(page), write=True) == 0
+    text = page.read_text()
+    assert text.startswith("x\n") and text.endswith("\ny\n")
+    assert "no records of nowhere/in-order" in text and "| 1 | 2 |" not in text
+    assert "no records of nowhere under" in text
+    err = capsys.readouterr().err
+    assert "in-order: not generated, no records of nowhere/in-order" in err
+    assert "0 of 2 blocks rendered from records" in err
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("<!-- begin findings: nosuch h100 -->\n<!-- end findings: nosuch -->", "unknown block 'nosuch'"),
+        ("<!-- begin findings: h100-ladder h100 -->\n", "has no `<!-- end findings: h100-ladder -->`"),
+        ("<!-- begin findings: where h100 -->\n<!-- end findings: where -->", "takes 2 machine folder"),
+        ("<!-- end findings: where -->", "closes no block"),
+    ],
+)
+def test_a_broken_marker_is_one_error_naming_its_line(tmp_path, text, message):
+    page = tmp_path / "p.md"
+    page.write_text("intro\n" + text + "\n")
+    with pytest.raises(LoaderbenchError, match=re.escape(message)) as exc:
+        main(str(REFERENCE), str(page), write=False)
+    assert str(page) in str(exc.value) and "line 2" in str(exc.value)
+
+
+def test_every_marker_on_the_page_is_well_formed():
+    lines = PAGE.read_text().split("\n")
+    begins = [ln for ln in lines if ln.startswith("<!-- begin findings:")]
+    assert begins and all(BEGIN.match(ln) for ln in begins)
+
+
+# --- the CPU machine's blocks, on records of their studies --------------------------------------------------
+
+
+def _tables():
+    return {
+        "start-method": Q.sm_table(),
+        "cow-memory": Q.cow_table(Q.COW_OK, gc_freeze=True),
+        "persistence": Q.pers_table(Q.GAP_OK, Q.TOTAL_OK),
+        "rng": Q.rng_table(),
+        "in-order": Q.in_order_table(
+            {(True, False): 0.01, (True, True): 0.09, (False, False): 0.01, (False, True): 0.011},
+            {(True, False): 100.0, (True, True): 20.0, (False, False): 100.0, (False, True): 110.0},
+        ),
+        "oversubscription": Q.over_table(Q.PEAK),
+        "storage": Q.storage_table(),
+        "sharing": Q.sharing_table(),
+    }
+
+
+@pytest.mark.parametrize("study", CLAIM_STUDIES)
+def test_a_claim_study_block_shows_its_cells_and_the_verdicts_of_its_claims(study):
+    df = _tables()[study]
+    text = BLOCKS[study].render([df], [{}])
+    table = C.claims_table(df)
+    mine = table[table["question"] == study]
+    assert len(mine)
+    for claim, verdict in zip(mine["claim"], mine["verdict"]):
+        line = next(ln for ln in text.splitlines() if ln.startswith(f"| {claim.replace('|', chr(92) + '|')} |"))
+        assert f"| **{verdict}** |" in line
+    # one line per cell of the study, each with its ok repetitions
+    cells = df.groupby("cell_id").ngroups
+    assert len(re.findall(r"^\| .* \| \d+/\d+ \|", text, re.M)) == cells
+
+
+def test_the_in_order_block_shows_the_medians_it_read():
+    df = _tables()["in-order"]
+    text = BLOCKS["in-order"].render([df], [{}])
+    # in order with a straggler: p99 of 90 ms (median of 89.1, 90, 90.9), 20 samples/s
+    assert "| true | 10 | 3/3 | 90 | 20 |" in text
+
+
+def test_quick_blocks_render_the_sweep_from_its_records():
+    import pandas as pd
+
+    from loaderbench.analysis.synthetic_records import study_cells, study_records
+    from loaderbench.analysis.table import flatten
+
+    cells = study_cells(
+        workloads=(("sleep", None), ("cpu", None), ("jpeg", "pil")),
+        cores=(1, 2),
+        n_sweep=(0, 1, 2, 4, 8),
+        start_methods=("fork",),
+        max_workers_per_core=8,
+    )
+    recs = study_records("quick", cells, repetitions=3, seed=1, random_failures=False, raw=False)
+    df = pd.DataFrame([flatten(r, f"/q/{i}.json") for i, r in enumerate(recs)])
+    text = BLOCKS["quick-throughput"].render([df], [{}])
+    header = next(ln for ln in text.splitlines() if ln.startswith("| num_workers"))
+    assert header == "| num_workers | 0 | 1 | 2 | 4 | 8 |"
+    assert len([ln for ln in text.splitlines() if re.match(r"\| (sleep|cpu|jpeg)", ln)]) == 6
+    ok = df[(df["workload"] == "sleep") & (df["cores"] == 2) & (df["num_workers"] == 4)]
+    expected = median_text(np.asarray(ok["samples_per_s"], dtype=float), star=True)
+    row = next(ln for ln in text.splitlines() if ln.startswith("| sleep") and "2 cores" in ln)
+    assert row.split(" | ")[4] == expected
+    measures = BLOCKS["quick-measures"].render([df], [{}])
+    assert "run time of the quick study (" in measures and "`sleep` on 1 core: 8 workers over 0 workers" in measures
+    assert "JPEG decode only, 0 workers" in measures
