@@ -212,7 +212,8 @@ class Record:
         history = list(previous.previous_attempts or [])
         entry = {key: getattr(previous, key) for key in _ATTEMPT_KEYS}
         if previous.ok:  # a disturbed measurement measured again: what it read stays beside the new one
-            entry["metrics"] = {k: previous.metrics[k] for k in KEPT_METRICS if k in (previous.metrics or {})}
+            metrics: dict[str, Any] = dict(previous.metrics or {})
+            entry["metrics"] = {k: metrics[k] for k in KEPT_METRICS if k in metrics}
         history.append(entry)
         return replace(self, previous_attempts=history, attempt=len(history) + 1)
 
