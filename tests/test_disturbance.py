@@ -109,7 +109,10 @@ def test_disturbed_repetitions_are_measured_again_within_the_budget_in_interleav
     tasks = remeasure_tasks(study, store)
     assert len(tasks) == 3
     assert [t.repetition for t in tasks] == [0, 0, 1]  # repetition 0's round first, as every plan runs them
-    assert remeasure_tasks(parse_study({**QUICKISH, "study": {**QUICKISH["study"], "remeasure_budget": 0}}, "t"), store) == []
+    assert (
+        remeasure_tasks(parse_study({**QUICKISH, "study": {**QUICKISH["study"], "remeasure_budget": 0}}, "t"), store)
+        == []
+    )
 
 
 def test_the_budget_spent_in_earlier_runs_counts(tmp_path):
@@ -142,7 +145,11 @@ def test_the_study_reference_is_the_median_so_far_and_judges_new_records(tmp_pat
 
 @pytest.mark.parametrize(
     ("key", "value", "allowed"),
-    [("speed_margin", 0, "above 0 and at most 1"), ("others_margin", 1.5, "at most 1"), ("remeasure_budget", -0.1, "from 0 to 1")],
+    [
+        ("speed_margin", 0, "above 0 and at most 1"),
+        ("others_margin", 1.5, "at most 1"),
+        ("remeasure_budget", -0.1, "from 0 to 1"),
+    ],
 )
 def test_bad_margins_are_named_with_what_is_allowed(key, value, allowed):
     with pytest.raises(StudyError) as exc:
@@ -190,7 +197,7 @@ def test_the_cell_summary_shows_the_normalized_median_and_the_disturbed_counts(t
     from loaderbench.analysis.cell_summary import cell_summary
     from loaderbench.analysis.table import load_records
 
-    study, store = write_study(tmp_path, {(0, 0)})
+    write_study(tmp_path, {(0, 0)})
     df, _ = load_records(tmp_path)
     s = cell_summary(df).set_index("cell_id")
     assert (s["samples_per_ref_median"] == 4.0).all()
@@ -213,8 +220,14 @@ def test_the_report_states_the_machines_noise(tmp_path):
 def test_rerun_agreement_counts_cells_within_each_tolerance():
     from loaderbench.bench.rerun_agreement import agreement, cell_values, first_ok_value
 
-    a = {"x": {"raw_first": [100.0], "raw": [100.0], "normalized": [1.0]}, "y": {"raw_first": [100.0], "raw": [100.0], "normalized": [1.0]}}
-    b = {"x": {"raw_first": [120.0], "raw": [104.0], "normalized": [1.01]}, "y": {"raw_first": [92.0], "raw": [92.0], "normalized": [0.99]}}
+    a = {
+        "x": {"raw_first": [100.0], "raw": [100.0], "normalized": [1.0]},
+        "y": {"raw_first": [100.0], "raw": [100.0], "normalized": [1.0]},
+    }
+    b = {
+        "x": {"raw_first": [120.0], "raw": [104.0], "normalized": [1.01]},
+        "y": {"raw_first": [92.0], "raw": [92.0], "normalized": [0.99]},
+    }
     got = agreement(a, b)
     assert got["raw_first"]["within_5pct"] == 0 and got["raw_first"]["within_10pct"] == 0.5
     assert got["raw"]["within_5pct"] == 0.5 and got["raw"]["worst_deviation"] == pytest.approx(0.08)
@@ -241,3 +254,10 @@ def test_tune_shows_each_settings_median_at_the_machines_own_speed():
     row = setting_row(b, a)
     assert row["median_normalized"] == 0.5 and row["ratio"] == 0.5 and row["ratio_normalized"] == 0.5
     assert setting_row(ev([1, 2, 3], [1.0, None, 1.0]))["median_normalized"] is None  # not every repetition has it
+
+
+def test_the_quick_rerun_study_is_a_valid_12_cell_study():
+    from loaderbench.bench.rerun_agreement import QUICK_STUDY
+
+    study = parse_study(QUICK_STUDY, where="test", max_cores=2)
+    assert len(study.cells) == 12 and study.settings.remeasure_budget == d.REMEASURE_BUDGET

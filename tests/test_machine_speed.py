@@ -47,7 +47,11 @@ def test_the_kernel_view_subtracts_the_cells_own_time():
     assert view["steal_fraction"] == pytest.approx(10 / 200)
     assert view["others_cpu_s"] == pytest.approx(50 / ms.CLK_TCK)
     assert view["others_share"] == pytest.approx(50 / ms.CLK_TCK / 2.0)
-    assert ms._kernel_view(None, t1, 1.0, 2.0, 1) == {"steal_fraction": None, "others_cpu_s": None, "others_share": None}
+    assert ms._kernel_view(None, t1, 1.0, 2.0, 1) == {
+        "steal_fraction": None,
+        "others_cpu_s": None,
+        "others_share": None,
+    }
 
 
 def test_the_trees_cpu_counts_a_reaped_child_once():

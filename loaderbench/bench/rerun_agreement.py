@@ -83,7 +83,10 @@ def agreement(a: dict[str, dict[str, list[float]]], b: dict[str, dict[str, list[
         )
         out[m] = {
             "cells": len(devs),
-            **{f"within_{round(t * 100)}pct": (sum(d <= t for d in devs) / len(devs) if devs else None) for t in TOLERANCES},
+            **{
+                f"within_{round(t * 100)}pct": (sum(d <= t for d in devs) / len(devs) if devs else None)
+                for t in TOLERANCES
+            },
             "median_deviation": statistics.median(devs) if devs else None,
             "worst_deviation": devs[-1] if devs else None,
         }

@@ -415,8 +415,16 @@ def rerun_agreement(ra: dict, console) -> None:
     console.print(t)
     n = _table(
         "8. the machine's noise, from the reference beside every repetition",
-        ["run", "reference (units/s)", "IQR/median", "range/median", "moved within (median, max)", "disturbed kept",
-         "measured again", "reference cost per repetition"],
+        [
+            "run",
+            "reference (units/s)",
+            "IQR/median",
+            "range/median",
+            "moved within (median, max)",
+            "disturbed kept",
+            "measured again",
+            "reference cost per repetition",
+        ],
     )
     for i, run in enumerate(ra["runs"], 1):
         z = run["noise"]
