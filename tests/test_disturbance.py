@@ -170,6 +170,9 @@ def test_the_table_row_carries_the_normalized_throughput_and_the_remeasures(tmp_
     cpu = flatten(record(sps=400.0).to_json(), "p")
     assert cpu["samples_per_ref"] == pytest.approx(4.0) and cpu["remeasured"] == 0  # others: per python unit
     assert flatten({**record().to_json(), "metrics": {"samples_per_s": 1.0}}, "p")["samples_per_ref"] is None
+    # where a core's speed does not set the time, normalizing is not sound: no normalized value
+    assert flatten(record(config={"workload": "sleep"}).to_json(), "p")["samples_per_ref"] is None
+    assert flatten(record(config={"workload": "cpu", "storage": "http"}).to_json(), "p")["samples_per_ref"] is None
 
 
 def _folder(root, sps_and_py: list[tuple[float, float]]):
@@ -221,23 +224,30 @@ def test_rerun_agreement_counts_cells_within_each_tolerance():
     from loaderbench.bench.rerun_agreement import agreement, cell_values, first_ok_value
 
     a = {
-        "x": {"raw_first": [100.0], "raw": [100.0], "normalized": [1.0]},
-        "y": {"raw_first": [100.0], "raw": [100.0], "normalized": [1.0]},
+        "x": {"raw_first": [100.0], "raw": [100.0], "normalized": [1.0], "combined": [1.0]},
+        "y": {"raw_first": [100.0], "raw": [100.0], "normalized": [1.0], "combined": [1.0]},
     }
     b = {
-        "x": {"raw_first": [120.0], "raw": [104.0], "normalized": [1.01]},
-        "y": {"raw_first": [92.0], "raw": [92.0], "normalized": [0.99]},
+        "x": {"raw_first": [120.0], "raw": [104.0], "normalized": [1.01], "combined": [1.01]},
+        "y": {"raw_first": [92.0], "raw": [92.0], "normalized": [0.99], "combined": [0.99]},
     }
     got = agreement(a, b)
     assert got["raw_first"]["within_5pct"] == 0 and got["raw_first"]["within_10pct"] == 0.5
     assert got["raw"]["within_5pct"] == 0.5 and got["raw"]["worst_deviation"] == pytest.approx(0.08)
-    assert got["normalized"]["within_5pct"] == 1.0
+    assert got["normalized"]["within_5pct"] == 1.0 and got["combined"]["within_5pct"] == 1.0
 
     first = record(sps=300.0, others=0.5)
     d.judge(first.metrics, None, MARGINS)
     replaced = record(sps=410.0).next_attempt(first)
     assert first_ok_value(replaced) == 300.0 and first_ok_value(first) == 300.0
-    assert cell_values([replaced])["c1"] == {"raw_first": [300.0], "raw": [410.0], "normalized": [4.1]}
+    assert cell_values([replaced])["c1"] == {
+        "raw_first": [300.0],
+        "raw": [410.0],
+        "normalized": [4.1],
+        "combined": [4.1],
+    }
+    sleep = record(sps=50.0, config={"workload": "sleep"})
+    assert cell_values([sleep])["c1"] == {"raw_first": [50.0], "raw": [50.0], "normalized": [], "combined": [50.0]}
 
 
 def test_tune_shows_each_settings_median_at_the_machines_own_speed():

@@ -400,7 +400,8 @@ def rerun_agreement(ra: dict, console) -> None:
     names = {
         "raw_first": "raw, as first measured",
         "raw": "raw, disturbed ones measured again",
-        "normalized": "at the machine's own speed",
+        "normalized": "at the machine's own speed (CPU-bound cells)",
+        "combined": "normalized where sound, raw elsewhere",
     }
     for key, name in names.items():
         a = ra["agreement"][key]

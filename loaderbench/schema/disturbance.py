@@ -86,19 +86,29 @@ def remeasures_of(previous_attempts: list[dict[str, Any]] | None) -> int:
     return sum(1 for a in previous_attempts or () if a.get("status") == "ok")
 
 
-def normalizing_reference(workload: str | None) -> str:
-    """Which reference a workload's throughput is divided by: the JPEG decode for the workloads that decode the
-    study's images, the pure-Python loop for the others."""
+#: workloads whose time a core's speed does not set: dividing them by the reference would only add its noise
+NOT_CPU_BOUND = frozenset({"sleep"})
+
+
+def normalizing_reference(config: Mapping[str, Any]) -> str | None:
+    """Which reference a cell's throughput is divided by: the JPEG decode for the workloads that decode the study's
+    images, the pure-Python loop for the other CPU-bound ones; None where the time goes elsewhere (a sleep-bound
+    workload, remote storage), so normalizing is not sound."""
     from loaderbench.schema.workload_catalog import WORKLOADS
 
+    workload = config.get("workload")
+    if workload in NOT_CPU_BOUND or config.get("storage") == "http":
+        return None
     w = WORKLOADS.get(workload or "")
     return "jpeg" if w is not None and w.reads_images else "python"
 
 
-def normalized(samples_per_s: Any, workload: str | None, machine: Mapping[str, Any] | None) -> float | None:
-    """Samples per reference unit: the throughput divided by the rate of the workload's reference (units of the
-    pure-Python loop, or decodes of the fixed JPEG, per second). None without both."""
-    if machine is None or not isinstance(samples_per_s, int | float):
+def normalized(samples_per_s: Any, config: Mapping[str, Any], machine: Mapping[str, Any] | None) -> float | None:
+    """Samples per reference unit: the throughput divided by the rate of the cell's reference (units of the
+    pure-Python loop, or decodes of the fixed JPEG, per second). None without both, or where normalizing is not
+    sound (normalizing_reference)."""
+    kind = normalizing_reference(config)
+    if kind is None or machine is None or not isinstance(samples_per_s, int | float):
         return None
-    rate = machine.get(f"{normalizing_reference(workload)}_per_s")
+    rate = machine.get(f"{kind}_per_s")
     return samples_per_s / rate if isinstance(rate, int | float) and rate > 0 else None

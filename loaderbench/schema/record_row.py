@@ -135,7 +135,7 @@ def flatten(record: dict[str, Any], path: str) -> dict[str, Any]:
         row[col] = _scalar(v) if type(v) in nested else v
     for col, mpath in _METRICS_DEEP:
         row[col] = _scalar(_dig(metrics, mpath))
-    row["samples_per_ref"] = normalized(metrics.get("samples_per_s"), config.get("workload"), machine_of(metrics))
+    row["samples_per_ref"] = normalized(metrics.get("samples_per_s"), config, machine_of(metrics))
     row["remeasured"] = remeasures_of(record.get("previous_attempts"))
     env = record.get("env") or {}
     for col, key in _ENV_COLS:

@@ -47,7 +47,7 @@ def observation(record: Record, metric: str, reused: bool) -> Observation:
         error=error,
         reused=reused,
         cpu_busy=record.cpu_busy if record.ok else None,
-        normalized=normalized(value, record.config.get("workload"), machine_of(record.metrics)) if record.ok else None,
+        normalized=normalized(value, record.config, machine_of(record.metrics)) if record.ok else None,
     )
 
 
