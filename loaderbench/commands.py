@@ -64,7 +64,8 @@ def cmd_run(args) -> int:
         return 0
     err.print(
         f"measured {summary.measured} cell repetitions ({summary.skipped_done} were already done), "
-        f"{len(summary.failed)} failed"
+        f"{len(summary.failed)} failed, {summary.disturbed} disturbed by the machine (measured again within the "
+        f"study's remeasure_budget)"
     )
     for rec in summary.failed:
         err.print(f"  [red]{rec.status}[/red] {rec.cell_id} rep {rec.repetition}: {rec.error_line(200)}")

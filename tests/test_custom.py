@@ -123,7 +123,7 @@ def make(n=64):
 def study_text(name: str, factories: list[str], extra: str = "", args: str = "", timeout_s: float = 120) -> str:
     listed = ", ".join(f'"{f}"' for f in factories)
     return (
-        f'[study]\nname = "{name}"\nrepetitions = 1\nwarmup_batches = 1\nmeasure_batches = 4\n'
+        f'[study]\nname = "{name}"\nrepetitions = 1\nwarmup_batches = 1\nmeasure_batches = 4\nremeasure_budget = 0\n'
         f'timeout_s = {timeout_s}\n[matrix]\nworkload = ["custom"]\nfactory = [{listed}]\nbatch_size = [4]\n{extra}\n'
         f"[factory_args]\n{args}\n"
     )

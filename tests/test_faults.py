@@ -180,7 +180,8 @@ def tagged_processes(tag: str) -> list[tuple[int, str]]:
 def study_text(name: str, matrix: str, timeout_s: float = 60, seed: int = 0, extra: str = "") -> str:
     return (
         f'[study]\nname = "{name}"\nrepetitions = 1\nwarmup_batches = 1\nmeasure_batches = 4\n'
-        f"timeout_s = {timeout_s}\nseed = {seed}\n\n[matrix]\n{matrix}\n{extra}"
+        # cells run once each, in plan order: none is measured again, however busy the machine is
+        f"timeout_s = {timeout_s}\nseed = {seed}\nremeasure_budget = 0\n\n[matrix]\n{matrix}\n{extra}"
     )
 
 

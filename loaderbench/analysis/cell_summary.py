@@ -28,7 +28,25 @@ def cell_summary(df: pd.DataFrame, value: str = "samples_per_s") -> pd.DataFrame
         if extra in df:
             med = ok_rows(df).groupby(keys)[extra].median().rename(f"{extra}_median")
             s = s.join(med, on=keys)
-    return s
+    return s.join(machine_summary(df), on=keys)
+
+
+def machine_summary(df: pd.DataFrame) -> pd.DataFrame:
+    """Per (study, cell): the throughput at the machine's own speed beside the raw one (`samples_per_ref`:
+    median and IQR/median), how many of its kept repetitions were still disturbed, and how many disturbed
+    attempts were measured again."""
+    keys = ["study", "cell_id"]
+    ok = ok_rows(df)
+    out = pd.DataFrame(index=ok.groupby(keys).size().index)
+    if "samples_per_ref" in ok:
+        norm = summarize(ok, by=keys, value="samples_per_ref").set_index(keys)
+        out["samples_per_ref_median"] = norm["median"]
+        out["samples_per_ref_iqr_rel"] = norm["iqr_rel"]
+    for col in ("disturbed", "remeasured"):
+        if col in ok:
+            counted = ok[col].map(lambda v: int(v) if isinstance(v, bool | int | float) and v == v else 0)
+            out[col] = counted.groupby([ok[k] for k in keys]).sum()
+    return out
 
 
 def write_summary(summary: pd.DataFrame, folder: Path, study: str) -> list[Path]:
@@ -43,6 +61,10 @@ def write_summary(summary: pd.DataFrame, folder: Path, study: str) -> list[Path]
         "ci_coverage",
         "iqr_rel",
         "unstable",
+        "samples_per_ref_median",
+        "samples_per_ref_iqr_rel",
+        "disturbed",
+        "remeasured",
         "time_to_first_batch_s_median",
         "uss_peak_bytes_median",
     ]
@@ -61,6 +83,8 @@ def write_summary(summary: pd.DataFrame, folder: Path, study: str) -> list[Path]
             "n_not_ok": "failed",
             "time_to_first_batch_s_median": "first batch (s)",
             "uss_peak_bytes_median": "USS peak (MiB)",
+            "samples_per_ref_median": "samples/ref (median)",
+            "samples_per_ref_iqr_rel": "IQR/median (samples/ref)",
         }
     )
     if "USS peak (MiB)" in pretty:
@@ -70,7 +94,10 @@ def write_summary(summary: pd.DataFrame, folder: Path, study: str) -> list[Path]
     md.write_text(
         f"# {study}: throughput per cell\n\nMedian over repetitions with its order-statistic interval "
         f"({coverage_text(summary['n'])}; the coverage of each row is in its own column); "
-        f"'unstable' marks cells whose IQR exceeds 10% of the median.\n\n"
+        f"'unstable' marks cells whose IQR exceeds 10% of the median. 'samples/ref' is the throughput at the "
+        f"machine's own speed: samples per unit of the reference workload timed beside each repetition "
+        f"(docs/statistics.md says when it is sound); 'disturbed' counts the kept repetitions the machine still "
+        f"disturbed, 'remeasured' the disturbed ones measured again.\n\n"
         + pretty.to_markdown(index=False, floatfmt=".3g")
         + "\n"
     )

@@ -3,7 +3,9 @@
 Cells are matched by study and cell id (the same configuration measured twice). For each, B relative to A:
 the ratio of medians with its distribution-free interval and its real coverage, and the verdict of the rule
 the report uses (loaderbench.stats.comparison.compare): faster / slower / equivalent / inconclusive / not measured yet.
-A summary counts the verdicts and gives the geometric mean of the ratios.
+A summary counts the verdicts and gives the geometric mean of the ratios. Throughput is also compared at the
+machine's own speed (samples per reference unit, loaderbench.schema.disturbance.normalized), beside the raw verdict,
+which stays the headline.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from loaderbench.analysis.table import load_records, ok_rows
 from loaderbench.stats.comparison import compare
 from loaderbench.stats.intervals import pct
 
+NORMALIZED = {"samples_per_s": "samples_per_ref"}  # a metric and the same at the machine's own speed
 LOWER_IS_BETTER = (
     "time_to_first_batch_s",
     "epoch_gap_s",
@@ -75,6 +78,8 @@ def compare_results(
         da = da[da["study"] == study] if not da.empty else da
         db = db[db["study"] == study] if not db.empty else db
     va, vb = _values(da, metric), _values(db, metric)
+    norm = NORMALIZED.get(metric)
+    na, nb = (_values(da, norm), _values(db, norm)) if norm else ({}, {})
     labels = {**_labels(da), **_labels(db)} if not (da.empty and db.empty) else {}
     higher = metric not in LOWER_IS_BETTER
     cells = []
@@ -95,11 +100,15 @@ def compare_results(
                 "ci_coverage": c.ci_coverage,
                 "verdict": c.verdict,
                 "reason": c.reason,
+                **_normalized(na.get(key), nb.get(key), min_effect, higher),
             }
         )
     counts: dict[str, int] = {}
+    counts_norm: dict[str, int] = {}
     for c in cells:
         counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
+        if c["verdict_norm"] is not None:
+            counts_norm[c["verdict_norm"]] = counts_norm.get(c["verdict_norm"], 0) + 1
     ratios = [c["ratio"] for c in cells if c["ratio"] and np.isfinite(c["ratio"]) and c["ratio"] > 0]
     return {
         "a": str(a),
@@ -113,9 +122,18 @@ def compare_results(
         "summary": {
             "matched": len(cells),
             "verdicts": counts,
+            "verdicts_normalized": counts_norm,
             "geometric_mean_ratio": math.exp(np.mean(np.log(ratios))) if ratios else None,
         },
     }
+
+
+def _normalized(a: list[float] | None, b: list[float] | None, min_effect: float, higher: bool) -> dict:
+    """The same comparison at the machine's own speed (samples per reference unit), None where a side lacks it."""
+    if not a or not b:
+        return {"ratio_norm": None, "verdict_norm": None}
+    c = compare(a, b, min_effect=min_effect, higher_is_better=higher)
+    return {"ratio_norm": c.ratio, "verdict_norm": c.verdict}
 
 
 def _g(x, digits: int = 4) -> str:
@@ -136,9 +154,10 @@ def render(report: dict) -> str:
             f"[{_g(c['ci_low'], 3)}-{_g(c['ci_high'], 3)}] {pct(c['ci_coverage'])}" if np.isfinite(c["ci_low"]) else "-"
         )
         why = f" ({c['reason']})" if c["reason"] else ""
+        norm = f"  [normalized {_g(c['ratio_norm'], 3)}x {c['verdict_norm']}]" if c.get("verdict_norm") else ""
         lines.append(
             f"{c['study']}/{c['label']:<{width}}  {_g(c['median_a'])} -> {_g(c['median_b'])}  "
-            f"{_g(c['ratio'], 3)}x {interval}  {c['verdict']}{why}"
+            f"{_g(c['ratio'], 3)}x {interval}  {c['verdict']}{why}{norm}"
         )
     s = report["summary"]
     lines += [
@@ -147,6 +166,11 @@ def render(report: dict) -> str:
         + ", ".join(f"{v} {k}" for k, v in sorted(s["verdicts"].items()))
         + (f"; geometric mean ratio {s['geometric_mean_ratio']:.3f}x" if s["geometric_mean_ratio"] else ""),
     ]
+    if s.get("verdicts_normalized"):
+        lines.append(
+            "at the machine's own speed (throughput per unit of the reference timed beside each repetition): "
+            + ", ".join(f"{v} {k}" for k, v in sorted(s["verdicts_normalized"].items()))
+        )
     for side in ("only_in_a", "only_in_b"):
         if report[side]:
             lines.append(f"{len(report[side])} cells {side.replace('_', ' ')} (not compared)")

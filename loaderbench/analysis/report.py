@@ -37,6 +37,7 @@ from loaderbench.analysis.report_text import (
     cut_rows,
     fmt_int,
     fmt_num,
+    machine_noise,
     plural,
     problem_table,
     reading,
@@ -294,6 +295,9 @@ def _study(a: StudyAnalysis, full: pd.DataFrame) -> Section:
                 "(or with more repetitions) before drawing conclusions."
             )
         )
+    noise = machine_noise(full)
+    if noise:
+        sec.blocks.append(Paragraph(noise))
     for note in a.notes:
         sec.blocks.append(Paragraph(f"Note: {note}."))
     return sec

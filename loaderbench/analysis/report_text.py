@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from loaderbench.analysis.aggregate import StudyAnalysis
+from loaderbench.analysis.table import ok_rows
 from loaderbench.stats.intervals import pct
 from loaderbench.stats.rules_of_thumb import NEEDS_GPU, NO_GPU
 
@@ -269,6 +270,44 @@ def cells_table(a: StudyAnalysis) -> pd.DataFrame:
                 lambda v: fmt_num(v)
             ),
         }
+    )
+
+
+def machine_noise(rows: pd.DataFrame) -> str | None:
+    """The noise the machine showed during a study, from the reference timed beside every repetition: the spread
+    of its rates, how far it moved within repetitions, others' and the hypervisor's share of the cells' cores, and
+    how many repetitions were disturbed and measured again. None when no record carries the reference."""
+    ok = ok_rows(rows)
+    if "ref_python_per_s" not in ok:
+        return None
+    rate = pd.to_numeric(ok["ref_python_per_s"], errors="coerce").dropna()
+    if rate.empty:
+        return None
+    med = float(rate.median())
+    q1, q3 = rate.quantile([0.25, 0.75])
+
+    def col(name: str) -> pd.Series:
+        return pd.to_numeric(ok[name], errors="coerce").dropna() if name in ok else pd.Series(dtype=float)
+
+    moved, others, steal = col("ref_python_change").abs(), col("others_share"), col("steal_fraction")
+    disturbed = int(ok["disturbed"].map(lambda v: v is True).sum()) if "disturbed" in ok else 0
+    remeasured = int(col("remeasured").sum())
+    text = (
+        f"Machine noise: the reference loop timed beside each of {len(rate)} repetitions ran at {fmt_num(med)} "
+        f"units/s (median), its interquartile range {fmt_pct((q3 - q1) / med)} and its full range "
+        f"{fmt_pct((rate.min() - med) / med, signed=True)} to {fmt_pct((rate.max() - med) / med, signed=True)} of the "
+        f"median"
+    )
+    if not moved.empty:
+        text += f"; within a repetition it moved {fmt_pct(moved.median())} (median), {fmt_pct(moved.max())} at most"
+    if not others.empty:
+        text += f"; other processes took up to {fmt_pct(others.max())} of a cell's cores"
+    if not steal.empty:
+        text += f", the hypervisor up to {fmt_pct(steal.max())}"
+    return (
+        text + f". {plural(remeasured, 'disturbed repetition')} measured again; {disturbed} of the "
+        f"{len(ok)} kept ones still disturbed (the summary's 'samples/ref' columns divide each throughput by the "
+        f"reference's rate)."
     )
 
 

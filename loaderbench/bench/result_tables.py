@@ -390,6 +390,64 @@ def _tune_over_runs(tg: dict, console) -> None:
     )
 
 
+def rerun_agreement(ra: dict, console) -> None:
+    t = _table(
+        f"8. rerun agreement: study {ra['study']} ({ra['cells']} cells x {ra['repetitions']} repetitions) run twice; "
+        f"the second run's medians against the first's",
+        ["throughput", "cells", "within 5%", "within 10%", "median deviation", "worst"],
+        left=("throughput",),
+    )
+    names = {
+        "raw_first": "raw, as first measured",
+        "raw": "raw, disturbed ones measured again",
+        "normalized": "at the machine's own speed (CPU-bound cells)",
+        "combined": "normalized where sound, raw elsewhere",
+    }
+    for key, name in names.items():
+        a = ra["agreement"][key]
+        t.add_row(
+            name,
+            str(a["cells"]),
+            fmt(a["within_5pct"], ".0%"),
+            fmt(a["within_10pct"], ".0%"),
+            fmt(a["median_deviation"], ".1%"),
+            fmt(a["worst_deviation"], ".1%"),
+        )
+    console.print(t)
+    n = _table(
+        "8. the machine's noise, from the reference beside every repetition",
+        [
+            "run",
+            "reference (units/s)",
+            "IQR/median",
+            "range/median",
+            "moved within (median, max)",
+            "disturbed kept",
+            "measured again",
+            "reference cost per repetition",
+        ],
+    )
+    for i, run in enumerate(ra["runs"], 1):
+        z = run["noise"]
+        n.add_row(
+            str(i),
+            fmt(z.get("python_per_s_median"), ".1f"),
+            fmt(z.get("iqr_rel"), ".1%"),
+            fmt(z.get("range_rel"), ".1%"),
+            f"{fmt(z.get('moved_within_median'), '.1%')}, {fmt(z.get('moved_within_max'), '.1%')}",
+            str(z.get("disturbed_kept", 0)),
+            str(z.get("remeasured", 0)),
+            f"{fmt(z.get('reference_cost_s_median'), '.3f')} s ({fmt(z.get('reference_cost_share_median'), '.1%')})",
+        )
+    console.print(n)
+    ratio = ra.get("reference_run2_over_run1")
+    console.print(
+        f"the reference ran {fmt((ratio - 1) if ratio else None, '+.1%')} faster in run 2 than in run 1 "
+        f"(margins: speed {ra['margins']['speed']:.0%}, others {ra['margins']['others']:.0%}, remeasure budget "
+        f"{ra['margins']['remeasure_budget']:.0%} of the repetitions)"
+    )
+
+
 def render(result: dict, console) -> None:
     header(result, console)
     for key, draw in (
@@ -400,6 +458,7 @@ def render(result: dict, console) -> None:
         ("time_to_answer", time_to_answer),
         ("analysis_scale", scale),
         ("tune_vs_grid", tune_vs_grid),
+        ("rerun_agreement", rerun_agreement),
     ):
         if result.get(key) is not None:
             draw(result[key], console)

@@ -18,6 +18,9 @@ JSON schema history (SCHEMA):
   loaderbench.bench/6  tune_vs_grid: `control` (--grid-control): per scenario the second grid's choice scored
                        like tune's (`control`), per matrix its lowest fraction of the best, and over the runs
                        how often it met 95%
+  loaderbench.bench/7  rerun_agreement added (loaderbench.bench.rerun_agreement): a study run twice, the share of
+                       cells within 5% and 10% (raw as first measured, raw as kept, normalized), the reference's
+                       noise and cost
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from typing import Any
 
 from loaderbench.bench.common import IMAGES, describe, json_safe, loadavg
 
-SCHEMA = "loaderbench.bench/6"
+SCHEMA = "loaderbench.bench/7"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,6 +64,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="measure the grid of part 7 twice and score the second grid's choice like tune's: the noise "
         "floor of its targets on this machine (one more grid's time per run)",
+    )
+    p.add_argument(
+        "--skip-rerun", action="store_true", help="skip running a study twice to see how many of its cells agree"
+    )
+    p.add_argument(
+        "--rerun-results",
+        default=None,
+        help="keep the two runs of the rerun part here (run-1, run-2; default: a temporary folder)",
     )
     p.add_argument(
         "--probe-interval",
@@ -154,6 +165,14 @@ def run_parts(args, result: dict, host: dict, probe_interval: float, err) -> Non
             if args.tune_runs > 1
             else None,
             control=args.grid_control,
+        )
+    if not args.skip_rerun:
+        from loaderbench.bench.rerun_agreement import rerun_agreement
+
+        which = "a 12-cell study" if args.quick else "the quick study"
+        err.print(f"[dim]8. rerun agreement: {which}, twice, one run after the other ...[/dim]")
+        result["rerun_agreement"] = rerun_agreement(
+            args.quick, args.rerun_results, on_run=lambda i: err.print(f"[dim]   run {i} of 2[/dim]")
         )
     records = args.records or (20_000 if args.quick else 100_000)
     if args.skip_scale:

@@ -6,6 +6,7 @@ fills in only how tasks reach a machine (`Launcher.launch`): here, one after ano
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,7 +57,14 @@ class TaskRunner:
         warm_imports()
         self.host_env = host_fingerprint()
 
-    def run(self, task: Task, store: Store, settings: CellSettings, launcher: dict | None = None) -> Record:
+    def run(
+        self,
+        task: Task,
+        store: Store,
+        settings: CellSettings,
+        launcher: dict | None = None,
+        judge: Callable[[Record], None] | None = None,
+    ) -> Record:
         from loaderbench.measure.runner import run_task
 
         return run_task(
@@ -68,6 +76,7 @@ class TaskRunner:
             probe_interval_s=settings.probe_interval_s,
             launcher=launcher,
             memory_interval_s=settings.memory_interval_s,
+            judge=judge,
         )
 
 

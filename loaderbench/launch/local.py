@@ -10,6 +10,7 @@ from loaderbench.launch.progress import Progress
 from loaderbench.schema.cell import Task
 from loaderbench.schema.record import Record
 from loaderbench.schema.store import Store
+from loaderbench.study.remeasure import StudyReference, remeasure_tasks
 from loaderbench.study.study_file import Study
 
 
@@ -18,6 +19,7 @@ class RunSummary:
     measured: int = 0
     failed: list[Record] = field(default_factory=list)
     skipped_done: int = 0
+    disturbed: int = 0  # repetitions judged disturbed as they were written (measured again within the budget)
 
 
 def _sigterm_as_interrupt(signum, frame):  # a scheduler's SIGTERM ends the run like Ctrl-C does
@@ -38,7 +40,15 @@ class LocalLauncher(Launcher):
         super().__init__(study, store, retry_failed, pattern)
         self.launcher_info = launcher
 
+    def pending(self) -> list[Task]:
+        """The pending tasks, then the disturbed repetitions to measure again (loaderbench.study.remeasure)."""
+        pending = super().pending()
+        keys = {t.key for t in pending}
+        return pending + [t for t in remeasure_tasks(self.study, self.store, self.pattern) if t.key not in keys]
+
     def launch(self, tasks: list[Task]) -> RunSummary:
+        """Measure `tasks`, judging each repetition as it is written; then, round after round, the repetitions
+        found disturbed, until none is left or the study's budget for them is spent."""
         summary = RunSummary(skipped_done=self.done())
         if not tasks:
             return summary
@@ -46,16 +56,23 @@ class LocalLauncher(Launcher):
 
         check_tools([t.cell.typed for t in tasks])  # a missing nginx, ip or tc: one clear error, before any cell
         runner = TaskRunner(dataset_spec(self.study))
-        progress = Progress(len(tasks))
+        reference = StudyReference(self.study, self.store)
         previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
         try:
-            for task in tasks:
-                progress.start(task)
-                record = runner.run(task, self.store, self.settings, self.launcher_info)
-                progress.finish(task, record)
-                summary.measured += 1
-                if not record.ok:
-                    summary.failed.append(record)
+            while tasks:
+                progress = Progress(len(tasks))
+                for task in tasks:
+                    progress.start(task)
+                    record = runner.run(task, self.store, self.settings, self.launcher_info, judge=reference.judge)
+                    progress.finish(task, record)
+                    summary.measured += 1
+                    if not record.ok:
+                        summary.failed.append(record)
+                    elif record.disturbed:
+                        summary.disturbed += 1
+                tasks = remeasure_tasks(self.study, self.store, self.pattern)
+                if tasks:
+                    progress.console.print(f"measuring {len(tasks)} disturbed repetitions again")
         finally:
             signal.signal(signal.SIGTERM, previous)
         return summary

@@ -52,3 +52,6 @@ class Progress:
         )
         for warning in record.warnings or ():
             self.console.print(f"  [yellow]warning[/yellow]: {warning}")
+        if record.disturbed:
+            why = "; ".join((record.metrics or {}).get("machine", {}).get("disturbed_reasons", ()))
+            self.console.print(f"  [yellow]disturbed[/yellow]: {why}")

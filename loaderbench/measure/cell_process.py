@@ -17,10 +17,13 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loaderbench.schema.cell import CellConfig
 from loaderbench.workloads import DataSource
+
+if TYPE_CHECKING:
+    from loaderbench.measure.machine_speed import MachineWatch
 
 
 def pin_cores(cores: int) -> list[int]:
@@ -60,7 +63,7 @@ def measure_cell(
     """Set the cell's process-global state, then measure its rank(s). `loop` replaces the measuring loop
     (loaderbench.measure.loop.run_loop's signature): the suite's own benchmarks drive the same cell with their own."""
     cores = cell.cores
-    pin_cores(cores)
+    cpus = pin_cores(cores)
     from loaderbench.measure.limits import apply_cell_limits
 
     apply_cell_limits(cell, in_cgroup)  # ulimit_nofile, memory_limit_mb (RLIMIT_AS where no cgroup)
@@ -69,6 +72,7 @@ def measure_cell(
     import torch.multiprocessing as tmp
 
     from loaderbench.measure.fingerprint import cell_fingerprint
+    from loaderbench.measure.machine_speed import MachineWatch
 
     # oversubscription is what some cells measure on purpose; torch's warning about it would only be noise
     warnings.filterwarnings("ignore", message="This DataLoader will create")
@@ -79,10 +83,13 @@ def measure_cell(
 
     with serve_for_cell(cell, prepared) as storage:  # storage = "http": the cell's server and network path
         source = DataSource(prepared, endpoint=storage.endpoint)
+        watch = MachineWatch(cpus)
         if cell.ranks == 1:
-            metrics, raw = measure_rank(cell, repetition, source, loop=loop)
+            metrics, raw = measure_rank(cell, repetition, source, loop=loop, machine=watch)
         else:
+            watch.start()
             metrics, raw = measure_ranks(cell, repetition, source, loop=loop)
+            metrics["machine"] = watch.stop()
     metrics.update(storage.metrics(metrics.get("samples_per_s")))
     from loaderbench.workloads import workload_env
 
@@ -186,9 +193,14 @@ def _run_inits(first, second, worker_id: int) -> None:
 
 
 def measure_rank(
-    cell: CellConfig, repetition: int, source: DataSource, loop: Callable | None = None
+    cell: CellConfig,
+    repetition: int,
+    source: DataSource,
+    loop: Callable | None = None,
+    machine: MachineWatch | None = None,
 ) -> tuple[dict, dict]:
-    """One loader process (`source.rank`): build the dataset, DataLoader and consumer, run the loop, summarise."""
+    """One loader process (`source.rank`): build the dataset, DataLoader and consumer, run the loop, summarise.
+    `machine` times the machine's speed right before the loop and right after its workers are gone."""
     from loaderbench.measure.consumers import make_consumer
     from loaderbench.measure.loop import measured_steps, run_loop, summarize_loop
     from loaderbench.measure.observers import ObservedStep
@@ -226,6 +238,8 @@ def measure_rank(
     if cell.gc_freeze:  # what Python's docs advise before fork: everything made so far is left alone
         gc.collect()
         gc.freeze()
+    if machine is not None:
+        machine.start()
     ru0_self = resource.getrusage(resource.RUSAGE_SELF)
     times = (loop or run_loop)(
         consumer.wrap(loader), cell.epochs, plan.epoch_batches, observed or consumer, on_epoch_end=on_epoch, stop=stop
@@ -233,8 +247,11 @@ def measure_rank(
     del loader  # persistent workers shut down: their rusage lands in RUSAGE_CHILDREN below
     ru_self = resource.getrusage(resource.RUSAGE_SELF)
     ru_children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    machine_block = machine.stop() if machine is not None else None
 
     metrics = summarize_loop(times, plan, bs)
+    if machine_block is not None:
+        metrics["machine"] = machine_block
     metrics.update(consumer.metrics(measured_steps(times, plan), metrics["measured_s"]))
     metrics["cpu_s"] = {
         "main": (ru_self.ru_utime + ru_self.ru_stime) - (ru0_self.ru_utime + ru0_self.ru_stime),

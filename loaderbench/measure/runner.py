@@ -32,6 +32,7 @@ import select
 import signal
 import sys
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
 
@@ -74,9 +75,11 @@ def warm_imports() -> None:
     import loaderbench.measure.limits
     import loaderbench.measure.loop
     import loaderbench.workloads.claim_axes  # noqa: F401 - imported once here, inherited by every forked cell
+    from loaderbench.measure.machine_speed import reference_jpeg
     from loaderbench.workloads import import_all
 
     import_all()
+    reference_jpeg()  # encoded once here: every cell's reference decodes the same bytes, made before it forked
 
 
 def _prctl(option: int, arg: int) -> bool:
@@ -420,8 +423,10 @@ def run_task(
     probe_interval_s: float = 0.2,
     launcher: dict | None = None,
     memory_interval_s: float = 2.0,
+    judge: Callable[[Record], None] | None = None,
 ) -> Record:
-    """Measure one cell repetition and write its record; returns the record.
+    """Measure one cell repetition and write its record; returns the record. `judge` may mark the record (whether
+    the machine disturbed it: loaderbench.study.remeasure) before it is written.
 
     KeyboardInterrupt/SystemExit while measuring kill the cell and write nothing (the cell is not done).
     """
@@ -452,6 +457,8 @@ def run_task(
     if limits:
         record.env["limits"] = limits
     record.cleanup = cleanup
+    if judge is not None:
+        judge(record)
     store.write(record)
     return record
 

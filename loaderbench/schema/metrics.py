@@ -149,6 +149,42 @@ class ProbeCost(TypedDict):
     workers_cpu_s_sampled: float
 
 
+class ReferenceRun(TypedDict):
+    """One run of the fixed reference workload on the cell's cores (loaderbench.measure.machine_speed)."""
+
+    python_per_s: float  # reference units per second of the fixed pure-Python loop, mean over the cores timed
+    jpeg_per_s: float  # decodes per second of the fixed JPEG, mean over the cores timed
+    python_per_core: list[float]
+    jpeg_per_core: list[float]
+    cpus: list[int]  # the cores timed, in order
+    seconds: float  # what this run cost
+
+
+class MachineSpeed(TypedDict, total=False):
+    """The machine's speed beside the measured window (loaderbench.measure.machine_speed) and, when a local run
+    judged it, whether the repetition was disturbed (loaderbench.schema.disturbance)."""
+
+    before: ReferenceRun  # right before the window
+    after: ReferenceRun  # right after it, once the workers are gone
+    python_per_s: Annotated[float, Column("ref_python_per_s")]  # mean of before and after
+    jpeg_per_s: Annotated[float, Column("ref_jpeg_per_s")]
+    python_change: Annotated[float, Column("ref_python_change")]  # after / before - 1
+    jpeg_change: Annotated[float, Column("ref_jpeg_change")]
+    window_s: float  # the span the kernel's counts cover
+    cell_cpu_s: float  # CPU time of the cell's process tree in it
+    steal_fraction: Annotated[float | None, COLUMN]  # of the cell's cores' time; None without /proc/stat
+    others_cpu_s: float | None  # CPU time of other processes on the cell's cores
+    others_share: Annotated[float | None, COLUMN]  # others_cpu_s over window_s x cores
+    cpu_mhz_before: list[float] | None  # None where cpufreq is not exposed
+    cpu_mhz_after: list[float] | None
+    cpu_mhz: Annotated[float | None, COLUMN]
+    cost_s: Annotated[float, Column("reference_cost_s")]  # both reference runs together
+    study_python_per_s: float | None  # the study's median reference when the repetition was judged
+    margins: dict[str, float]  # the margins it was judged by
+    disturbed: Annotated[bool, COLUMN]
+    disturbed_reasons: list[str]
+
+
 class Metrics(TypedDict, total=False):
     """Every key a record's metrics may carry. Failed and timed-out records carry only the probe's keys."""
 
@@ -190,6 +226,8 @@ class Metrics(TypedDict, total=False):
     duplicate_checked_samples: int  # tail samples fingerprinted (0: no tail, e.g. window = "epoch")
     shard_passes: ShardPasses  # the shards workload
     storage: StorageUse  # storage = "http"
+    # the machine's speed beside the window (loaderbench.measure.machine_speed)
+    machine: MachineSpeed
     # the runner's probe of the process tree (loaderbench.measure.probes)
     memory_bytes: MemoryBytes
     memory_timeline: Annotated[list[list[float]], COLUMN]  # [t_s, procs, main_pss, workers_pss, main_uss, workers_uss]

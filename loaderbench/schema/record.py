@@ -18,6 +18,7 @@ from typing import Any, TypedDict
 
 from loaderbench.errors import LoaderbenchError
 from loaderbench.schema.cell import CELL_SETTINGS, CellConfig, Task
+from loaderbench.schema.disturbance import KEPT_METRICS, is_disturbed
 from loaderbench.schema.metrics import METRIC_NAMES, Metrics
 
 # The record format's versions:
@@ -30,7 +31,9 @@ from loaderbench.schema.metrics import METRIC_NAMES, Metrics
 #             an ok cell's soundness), metrics `duplicate_samples` / `duplicate_checked_samples` (iterable
 #             datasets), env `factory` and config `factory`, `factory_args`, `factory_sha256`,
 #             `factory_root`, `factory_file` (the custom workload), metrics `storage` (storage = "http") and
-#             `shard_passes` (the shards workload), config axes `storage` ... `shard_samples` (loaderbench.schema.axes).
+#             `shard_passes` (the shards workload), config axes `storage` ... `shard_samples` (loaderbench.schema.axes),
+#             metrics `machine` (the machine's speed beside the window) and, in `previous_attempts`, an ok attempt
+#             that was disturbed and measured again, with its `metrics` (throughput and machine speed).
 SCHEMA = "loaderbench.record/2"
 SCHEMA_FAMILY = "loaderbench.record/"
 STATUSES = ("ok", "failed", "timeout")
@@ -202,11 +205,16 @@ class Record:
 
     def next_attempt(self, previous: Record | None) -> Record:
         """This record as the attempt after `previous` (None: the first): the earlier attempts' status, error,
-        times and launcher are kept under `previous_attempts`."""
+        times and launcher are kept under `previous_attempts`, and, of an ok attempt measured again because it was
+        disturbed, its throughput and machine speed."""
         if previous is None:
             return replace(self, previous_attempts=None, attempt=1)
         history = list(previous.previous_attempts or [])
-        history.append({key: getattr(previous, key) for key in _ATTEMPT_KEYS})
+        entry = {key: getattr(previous, key) for key in _ATTEMPT_KEYS}
+        if previous.ok:  # a disturbed measurement measured again: what it read stays beside the new one
+            metrics: dict[str, Any] = dict(previous.metrics or {})
+            entry["metrics"] = {k: metrics[k] for k in KEPT_METRICS if k in metrics}
+        history.append(entry)
         return replace(self, previous_attempts=history, attempt=len(history) + 1)
 
     # --- what readers need ----------------------------------------------------------------------------------
@@ -231,6 +239,11 @@ class Record:
         if name not in METRIC_NAMES:
             raise KeyError(f"{name!r} is not a metric of a record; metrics: {', '.join(METRIC_NAMES)}")
         return (self.metrics or {}).get(name)
+
+    @property
+    def disturbed(self) -> bool:
+        """Whether a local run judged this repetition disturbed (loaderbench.schema.disturbance)."""
+        return self.ok and is_disturbed(self.metrics)
 
     @property
     def samples_per_s(self) -> float | None:

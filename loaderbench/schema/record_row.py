@@ -12,6 +12,7 @@ import json
 from typing import Any, get_type_hints, is_typeddict
 
 from loaderbench.schema.axes import WORKER_ONLY_AXES
+from loaderbench.schema.disturbance import machine_of, normalized, remeasures_of
 from loaderbench.schema.metrics import Column, Metrics
 
 
@@ -95,7 +96,9 @@ _ENV_COLS = [(f"env_{k}", k) for k in ENV_KEYS]
 
 def flatten(record: dict[str, Any], path: str) -> dict[str, Any]:
     """One tidy row of a record that loaderbench.schema.record.record_problem accepts. In a num_workers = 0 row the
-    worker-only axes are None, as in the cells made now, whatever version wrote the record."""
+    worker-only axes are None, as in the cells made now, whatever version wrote the record. Two columns are derived:
+    `samples_per_ref`, the throughput at the machine's own speed (loaderbench.schema.disturbance.normalized), and
+    `remeasured`, how many disturbed attempts this repetition replaced."""
     row: dict[str, Any] = {
         "study": record["study"],
         "cell_id": record["cell_id"],
@@ -132,6 +135,8 @@ def flatten(record: dict[str, Any], path: str) -> dict[str, Any]:
         row[col] = _scalar(v) if type(v) in nested else v
     for col, mpath in _METRICS_DEEP:
         row[col] = _scalar(_dig(metrics, mpath))
+    row["samples_per_ref"] = normalized(metrics.get("samples_per_s"), config, machine_of(metrics))
+    row["remeasured"] = remeasures_of(record.get("previous_attempts"))
     env = record.get("env") or {}
     for col, key in _ENV_COLS:
         v = env.get(key)

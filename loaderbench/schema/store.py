@@ -1,8 +1,9 @@
 """The results store: one JSON record per cell repetition, written atomically, never duplicated.
 
 Layout: <root>/<study>/<cell_id>-r<repetition>.json. A record is replaced only by a new attempt
-at the same (cell, repetition) when the earlier one did not succeed; the earlier attempt's status
-and error are kept inside the new record under `previous_attempts`, so nothing measured is lost.
+at the same (cell, repetition) when the earlier one did not succeed or was disturbed (the machine's speed moved,
+loaderbench.schema.disturbance); the earlier attempt's status and error, and a disturbed one's throughput and
+machine speed, are kept inside the new record under `previous_attempts`, so nothing measured is lost.
 Records go in and come out as loaderbench.schema.record.Record.
 """
 
@@ -52,7 +53,7 @@ class Store:
         target = self.path(record.study, record.cell_id, record.repetition)
         target.parent.mkdir(parents=True, exist_ok=True)
         previous = self.read(record.study, record.cell_id, record.repetition)
-        if previous is not None and previous.ok:
+        if previous is not None and previous.ok and not previous.disturbed:
             raise FileExistsError(f"{target}: an ok record exists already; refusing to measure it twice")
         atomic_write_json(target, record.next_attempt(previous).to_json())
         return target

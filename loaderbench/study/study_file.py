@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from loaderbench.errors import StudyError
 from loaderbench.schema.axes import AXES, HTTP_ONLY, START_METHODS, Axis, validation_message
 from loaderbench.schema.cell import Cell
+from loaderbench.schema.disturbance import OTHERS_MARGIN, REMEASURE_BUDGET, SPEED_MARGIN
 from loaderbench.schema.workload_catalog import WORKLOADS
 from loaderbench.stats.stopping import MIN_WINDOWS
 from loaderbench.study.storage_rules import storage_problems
@@ -52,6 +53,12 @@ class StudySettings(BaseModel):
     max_windows: Annotated[int, Field(ge=MIN_WINDOWS, le=10_000)] = 40
     max_measure_s: Annotated[float | int, Field(gt=0, le=86400)] = 60
     max_workers_per_core: Annotated[float | int, Field(gt=0, le=1024)] | None = None  # drop cells past this ratio
+    # disturbed repetitions (loaderbench/schema/disturbance.py): the machine's speed moved by more than speed_margin,
+    # or other processes took more than others_margin of the cell's cores; a local run measures them again, at most
+    # remeasure_budget x (cells x repetitions) extra repetitions (0: never)
+    speed_margin: Annotated[float | int, Field(gt=0, le=1)] = SPEED_MARGIN
+    others_margin: Annotated[float | int, Field(gt=0, le=1)] = OTHERS_MARGIN
+    remeasure_budget: Annotated[float | int, Field(ge=0, le=1)] = REMEASURE_BUDGET
 
 
 class DatasetSettings(BaseModel):
@@ -67,6 +74,9 @@ _ALLOWED_TEXT = {
     "name": "letters, digits, '.', '_' or '-', at most 64, starting with a letter or digit",
     "kind": "synthetic-jpeg or imagefolder",
     "recipe": "a shipped dataset recipe's name, or a .toml file in the current folder (letters, digits, '.', '_', '-')",
+    "speed_margin": "a fraction above 0 and at most 1 (0.1: the reference may move 10%)",
+    "others_margin": "a fraction above 0 and at most 1 (0.1: others may take 10% of the cell's cores)",
+    "remeasure_budget": "a fraction from 0 to 1 of the study's repetitions (0: never measure again)",
 }
 
 

@@ -73,6 +73,8 @@ def _delta(row: dict[str, Any], label_axes: list[str]) -> str:
     what = " ".join(f"{a}={s[a]}" for a in label_axes if a in s)
     ratio = row.get("ratio")
     change = f"{100 * (ratio - 1):+.0f}%" if ratio is not None else "?"
+    norm = row.get("ratio_normalized")
+    change += f", {100 * (norm - 1):+.0f}% normalized" if norm is not None else ""
     reps = "" if row["repetitions"] >= 3 else f", {row['repetitions']} rep"
     return f"{what} ({change}{reps})"
 
@@ -99,7 +101,12 @@ def answer_line(sc: dict[str, Any]) -> str:
         if others
         else ""
     )
-    line = f"{dataloader_call(a['settings'], sc['context'], tuned)}  # {number(a['median'])} {unit}{interval}{within}"
+    norm = a.get("median_normalized")
+    speed = f" ({number(norm)} samples per reference unit at the machine's own speed)" if norm is not None else ""
+    line = (
+        f"{dataloader_call(a['settings'], sc['context'], tuned)}  # {number(a['median'])} {unit}{interval}{speed}"
+        f"{within}"
+    )
     extra = _elsewhere(a["settings"], tuned)
     return line + ("\n#   with " + "; ".join(extra) if extra else "")
 

@@ -23,7 +23,8 @@ class Observation:
     """One repetition of a candidate. `value` is the objective (None unless ok); `memory_bytes` the cell's USS
     peak; `cell_s` what the repetition took, start to end; `reused`: read from a record of an earlier run;
     `cpu_busy`: CPU seconds of the loading processes (main, workers, pin-memory thread) per second of the loop,
-    the cores they kept busy (None when the record has none)."""
+    the cores they kept busy (None when the record has none); `normalized`: the objective divided by the rate of the
+    reference timed beside the repetition, shown beside the raw one (the search decides on the raw objective)."""
 
     status: str
     value: float | None = None
@@ -32,6 +33,7 @@ class Observation:
     error: str | None = None
     reused: bool = False
     cpu_busy: float | None = None
+    normalized: float | None = None  # the objective at the machine's own speed (samples per reference unit)
 
     @property
     def ok(self) -> bool:
@@ -69,6 +71,13 @@ class Evidence:
     def memory(self) -> float | None:
         mems = [o.memory_bytes for o in self.observations if o.ok and o.memory_bytes is not None]
         return float(np.median(mems)) if mems else None
+
+    @property
+    def normalized_median(self) -> float | None:
+        """The median at the machine's own speed, None unless every ok repetition has it."""
+        ok = [o for o in self.observations if o.ok]
+        norm = [o.normalized for o in ok if o.normalized is not None]
+        return float(np.median(norm)) if norm and len(norm) == len(ok) else None
 
     @property
     def cpu_busy(self) -> float | None:

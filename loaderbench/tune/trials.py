@@ -14,6 +14,7 @@ from typing import Any
 
 from loaderbench.launch.base import CellSettings, TaskRunner, dataset_spec
 from loaderbench.schema.cell import Task
+from loaderbench.schema.disturbance import machine_of, normalized
 from loaderbench.schema.record import Record
 from loaderbench.schema.store import Store
 from loaderbench.study.study_file import Study
@@ -46,6 +47,7 @@ def observation(record: Record, metric: str, reused: bool) -> Observation:
         error=error,
         reused=reused,
         cpu_busy=record.cpu_busy if record.ok else None,
+        normalized=normalized(value, record.config, machine_of(record.metrics)) if record.ok else None,
     )
 
 

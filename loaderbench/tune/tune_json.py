@@ -47,8 +47,10 @@ def _settings(e: Evidence) -> dict[str, Any]:
     return {a: v for a, v in e.candidate.settings if v is not None}
 
 
-def setting_row(e: Evidence, reference: float | None = None) -> dict[str, Any]:
-    """One measured setting: its values, repetitions, median, interval, memory, and ratio to `reference`."""
+def setting_row(e: Evidence, against: Evidence | None = None) -> dict[str, Any]:
+    """One measured setting: its values, repetitions, median, interval, memory, its median at the machine's own
+    speed (samples per reference unit, loaderbench.schema.disturbance.normalized; None without it), and both
+    medians' ratios to those of `against`."""
     iv = e.interval(ANSWER_CONFIDENCE)
     row = {
         "settings": _settings(e),
@@ -65,9 +67,12 @@ def setting_row(e: Evidence, reference: float | None = None) -> dict[str, Any]:
         "memory_uss_bytes": _num(e.memory),
         "failed": e.failed,
         "cell_seconds": round(e.cell_s, 3),
+        "median_normalized": _num(e.normalized_median),
     }
-    if reference:
-        row["ratio"] = _num(e.median / reference)
+    if against is not None and against.median:
+        row["ratio"] = _num(e.median / against.median)
+        own, theirs = e.normalized_median, against.normalized_median
+        row["ratio_normalized"] = _num(own / theirs) if own is not None and theirs else None
     return row
 
 
@@ -199,7 +204,7 @@ def scenario_result(study: Study, options: TuneOptions, out: ScenarioOutcome, gp
         row["errors"] = errors[:20]
         return row
     top = out.highest.median
-    row["answer"] = {**setting_row(out.answer, top), "metric": options.metric}
+    row["answer"] = {**setting_row(out.answer, out.highest), "metric": options.metric}
     row["highest"] = setting_row(out.highest)
     within = [
         e
@@ -209,14 +214,14 @@ def scenario_result(study: Study, options: TuneOptions, out: ScenarioOutcome, gp
         and not e.over_cap(options.max_memory_bytes)
         and e.median >= (1 - options.margin) * top
     ]
-    row["within_margin"] = [{**setting_row(e, out.answer.median), "answer": e is out.answer} for e in within]
+    row["within_margin"] = [{**setting_row(e, out.answer), "answer": e is out.answer} for e in within]
     row["finalists"] = []
     compared = {e.candidate.key: e for e in out.finalists} | {k: out.evidence[k] for k in out.comparisons}
     for e in sorted(compared.values(), key=Evidence.cheapness):
         cmp = out.comparisons.get(e.candidate.key)
         row["finalists"].append(
             {
-                **setting_row(e, top),
+                **setting_row(e, out.highest),
                 "kept": e in out.finalists,
                 "against_highest": None
                 if cmp is None
