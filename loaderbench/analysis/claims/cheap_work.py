@@ -39,14 +39,15 @@ ZERO, WORKERS, OPEN = "0 workers win", "workers win", "neither shown"
 class Crossover:
     """One sample size on one core count: the state at each per-sample cost measured, and the crossover's
     interval (below: the most work up to which 0 workers won at every cost; above: the least work past it at
-    which some num_workers won). None where the grid does not bound it on that side."""
+    which some num_workers won). None where the grid does not bound it on that side. `reps`: the fewest ok
+    repetitions of any cell each state was decided on, per cost."""
 
     cores: int
     sample_bytes: int
     states: dict[float, str]
     below: float | None
     above: float | None
-    reps: int
+    reps: dict[float, int]
 
     @property
     def label(self) -> str:
@@ -59,7 +60,10 @@ class Crossover:
         if self.below is None:
             return "0 workers do not win at the cheapest work: no crossover shown"
         if self.above is None:
-            return f"0 workers win up to {g(self.below)} µs, the most work measured: above the grid"
+            return (
+                f"0 workers win up to {g(self.below)} µs and no num_workers wins up to {g(max(self.states))} µs: "
+                "above the grid"
+            )
         return f"between {g(self.below)} and {g(self.above)} µs per sample"
 
 
@@ -95,13 +99,13 @@ def crossovers(rows: pd.DataFrame) -> list[Crossover]:
     if ok.empty:
         return out
     for (cores, size), grp in ok.groupby(["cores", "sample_bytes"], sort=True):
-        states, reps = {}, []
+        states, reps = {}, {}
         for work, cell in grp.groupby("work_us", sort=True):
             by = {int(n): finite(r["samples_per_s"]) for n, r in cell.groupby("num_workers")}
             zero, others = by.pop(0, []), {n: v for n, v in by.items() if len(v) >= 3}
             if len(zero) < 3 or not others:
                 continue
-            reps += [len(zero), *(len(v) for v in others.values())]
+            reps[float(work)] = min(len(zero), *(len(v) for v in others.values()))
             states[float(work)] = _state(zero, others)
         if len(states) < 2:
             continue
@@ -112,7 +116,7 @@ def crossovers(rows: pd.DataFrame) -> list[Crossover]:
                 break
             below = w
         above = next((w for w in works if (below is None or w > below) and states[w] == WORKERS), None)
-        out.append(Crossover(int(cores), int(size), states, below, above, min(reps)))
+        out.append(Crossover(int(cores), int(size), states, below, above, reps))
     return out
 
 
