@@ -61,6 +61,9 @@ def test_claims_this_machine_cannot_measure_point_to_the_reference():
     table = claims_table(load_records(H100, use_cache=False)[0].iloc[0:0])  # no records at all
     gpu = table[table["question"].isin(["ladder", "gpu-feed"])]
     assert len(gpu) == 17 and (gpu["verdict"] == NOT_MEASURED).all()
+    cpu_side = gpu["number"].isin(["#3", "#4"])  # a simulated step on a CPU machine measures these
+    assert gpu[cpu_side]["evidence"].str.contains("STUDY=loaderbench/studies/gpu-feed-small.toml").all()
+    gpu = gpu[~cpu_side]
     assert gpu["evidence"].str.contains(f"make figures RESULTS={GPU_REFERENCE}", regex=False).all()
     assert (REPO / GPU_REFERENCE).is_dir()
 

@@ -51,6 +51,7 @@ from loaderbench.analysis.claims.claims_table import (  # noqa: F401 - re-export
     foreign_axes,
     numbered,
     question_of,
+    sources_lines,
     studies_by_question,
     vocabulary_lines,
     write_claims,

@@ -183,13 +183,16 @@ def _not_carried(q: Question, c: Claim, named: list[str], groups: dict, foreign:
         else ""
     )
     gpu = f" (records from a GPU node decide it: `make figures RESULTS={q.reference}`)" if q.reference else ""
+    command = q.command
+    if c.study:
+        command, gpu = f"make local STUDY=loaderbench/studies/{c.study}.toml", ""
     return {
         **_tags(c),
         "question": q.name,
         "study": "",
         "claim": c.claim,
         "rule": c.rule,
-        "evidence": f"no records carry it{why}; measure with `{q.command}`{gpu}",
+        "evidence": f"no records carry it{why}; measure with `{command}`{gpu}",
         "verdict": NOT_MEASURED,
     }
 

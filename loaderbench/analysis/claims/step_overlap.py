@@ -127,6 +127,7 @@ CLAIMS = [
         step_is_max_not_sum,
         needs=_has_step,
         number=3,
+        study="gpu-feed-small",
     ),
     Claim(
         "gpu-feed",
@@ -137,5 +138,6 @@ CLAIMS = [
         knee_at_prep_over_train,
         needs=_has_step,
         number=4,
+        study="gpu-feed-small",
     ),
 ]

@@ -217,6 +217,7 @@ CLAIMS = [
         first_batch_without_workers,
         needs=_has_first_batch,
         number=57,
+        study="quick",
     ),
     Claim(
         _Q,
@@ -226,6 +227,7 @@ CLAIMS = [
         switches_rise_past_cores,
         needs=_has_switches,
         number=15,
+        study="quick",
     ),
     Claim(
         _Q,
@@ -236,6 +238,7 @@ CLAIMS = [
         quiet(sleep_scales_past_cores, select=plain_rows),
         needs=_has_both,
         number=16,
+        study="quick",
     ),
     Claim(
         _Q,
@@ -245,5 +248,6 @@ CLAIMS = [
         quiet(io_rule_of_thumb, select=plain_rows),
         needs=_has(IO_BOUND),
         number=17,
+        study="quick",
     ),
 ]
