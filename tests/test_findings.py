@@ -168,3 +168,20 @@ def test_quick_blocks_render_the_sweep_from_its_records():
     measures = BLOCKS["quick-measures"].render([df], [{}])
     assert "run time of the quick study (" in measures and "`sleep` on 1 core: 8 workers over 0 workers" in measures
     assert "JPEG decode only, 0 workers" in measures
+
+
+def test_the_cheap_work_block_shows_each_crossover_and_the_verdict():
+    df = Q.cheap_table()
+    text = BLOCKS["cheap-work"].render([df], [{}])
+    row = next(ln for ln in text.splitlines() if ln.startswith("| 2 | 16 B |"))
+    assert "between 10 and 30 µs per sample" in row
+    assert "| #2 | num_workers = 0 wins" in text and "| **holds** |" in text
+
+
+def test_the_claims_block_lists_every_numbered_claim_with_its_verdict():
+    text = BLOCKS["claims"].render([Q.cheap_table(), Q.sm_table()], [{}, {}])
+    rows = [ln for ln in text.splitlines() if re.match(r"^\| #\d+ \|", ln)]
+    assert len(rows) == 57
+    assert text.startswith("57 claims: ") and "Sources and where: R: " in text
+    assert "| **holds** |" in next(ln for ln in rows if ln.startswith("| #2 |"))
+    assert "| **not measured yet** |" in next(ln for ln in rows if ln.startswith("| #18 |"))

@@ -39,7 +39,7 @@ def crossover_by_sample_size(df: pd.DataFrame, study: str, out: Path) -> list[Pa
             x = sizes.index(c.sample_bytes)
             for work, state in sorted(c.states.items()):
                 marker, colour, label = STATES[state]
-                (h,) = ax.plot(x + 0.12, work, marker, color=pal[colour], ms=5, label=label, ls="none")
+                (h,) = ax.plot(x + 0.12, work, marker, color=pal[colour], ms=5, label=label)
                 handles.setdefault(label, h)
                 points.append((ax, x + 0.12, work, c.reps[work]))
             low = c.below if c.below is not None else min(c.states)
