@@ -217,7 +217,7 @@ def test_pinned_copies_are_faster():
 
 
 def test_pin_thread_bottleneck_needs_its_growth_and_its_level():
-    busy = lambda n: 0.2 if n == 4 else 0.9  # noqa: E731 - the share at each num_workers
+    busy = lambda n: 0.2 if n == 4 else 0.9  # the share at each num_workers
     assert decide(C.pin_thread_bottleneck, gpu_copy_table(lambda p: 40.0, busy, reps=5)) == H
     assert decide(C.pin_thread_bottleneck, gpu_copy_table(lambda p: 40.0, lambda n: 0.2 + n / 40, reps=5)) == F
     out = C.pin_thread_bottleneck(gpu_copy_table(lambda p: 40.0, busy))

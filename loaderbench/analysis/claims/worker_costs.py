@@ -207,7 +207,10 @@ def _has_both(rows: pd.DataFrame) -> bool:
 
 
 _Q = "oversubscription"
-_NOISE = f"inconclusive when repetitions scatter by more than {NOISY:.0%} of their median: the cores were not the cells' own"
+_NOISE = (
+    f"inconclusive when repetitions scatter by more than {NOISY:.0%} of their median: the cores were not the "
+    "cells' own"
+)
 CLAIMS = [
     Claim(
         _Q,
