@@ -18,15 +18,6 @@ loaderbench.analysis.derive.
 Pure functions on the tidy table; no I/O except `write_claims`, no figures, no torch.
 """
 
-from loaderbench.analysis.claims.claim import (  # noqa: F401 - re-exported: the claims package is used by these names
-    NOISY,
-    Claim,
-    Question,
-    pick,
-    quiet,
-    too_noisy,
-    values_of,
-)
 from loaderbench.analysis.claims.catalogue import (  # noqa: F401 - re-exported: the claims package is used by these names
     BY_NUMBER,
     CATALOGUE,
@@ -36,6 +27,15 @@ from loaderbench.analysis.claims.cheap_work import (  # noqa: F401 - re-exported
     WIN,
     crossovers,
     zero_wins_when_cheap,
+)
+from loaderbench.analysis.claims.claim import (  # noqa: F401 - re-exported: the claims package is used by these names
+    NOISY,
+    Claim,
+    Question,
+    pick,
+    quiet,
+    too_noisy,
+    values_of,
 )
 from loaderbench.analysis.claims.claims_table import (  # noqa: F401 - re-exported: the claims package is used by these names
     BY_NAME,
@@ -83,10 +83,10 @@ from loaderbench.analysis.claims.in_order import (  # noqa: F401 - re-exported: 
     out_of_order_keeps_throughput,
 )
 from loaderbench.analysis.claims.ladder import (  # noqa: F401 - re-exported: the claims package is used by these names
+    ABOUT_ONE,
     GPU_ONLY,
     LADDER_MATCH_FACTOR,
     LADDER_STEP_MIN,
-    ABOUT_ONE,
     OVERLAP_MIN,
     PUBLISHED,
     ladder_matches,

@@ -106,8 +106,9 @@ def pinned_copies_faster(rows: pd.DataFrame) -> Outcome:
         if len(pinned) < 3 or len(plain) < 3:
             continue
         o = decide_shift(plain, pinned, at_least(PINNED_H2D_MIN), label=f"{model}, {int(cores)} cores, w={int(nw)}")
-        checks.append(Outcome(o.verdict, f"{o.evidence} ({g(pd.Series(plain).median())} -> "
-                                         f"{g(pd.Series(pinned).median())} GB/s)"))
+        checks.append(
+            Outcome(o.verdict, f"{o.evidence} ({g(pd.Series(plain).median())} -> {g(pd.Series(pinned).median())} GB/s)")
+        )
     return all_of(checks, f"host-to-device GB/s: {_NEEDS_PIN}")
 
 

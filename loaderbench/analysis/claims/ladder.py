@@ -134,10 +134,14 @@ def non_blocking_overlaps(rows: pd.DataFrame) -> Outcome:
         decide_median(finite(cell[OVERLAP]), at_least(OVERLAP_MIN), label=f"{rung}: overlap fraction")
         for rung, cell in pinned[~side].groupby("rung", sort=False)
     ]
-    shown = "; ".join(f"{rung}: {g(float(finite(c[OVERLAP]).mean()) if len(finite(c[OVERLAP])) else float('nan'))}"
-                      for rung, c in pinned[side].groupby("rung", sort=False))
+    shown = "; ".join(
+        f"{rung}: {g(float(finite(c[OVERLAP]).mean()) if len(finite(c[OVERLAP])) else float('nan'))}"
+        for rung, c in pinned[side].groupby("rung", sort=False)
+    )
     o = all_of(checks, "needs pinned non_blocking cells without the prefetcher")
-    return Outcome(o.verdict, o.evidence + (f" (with the prefetcher's copy stream, mean overlap {shown})" if shown else ""))
+    return Outcome(
+        o.verdict, o.evidence + (f" (with the prefetcher's copy stream, mean overlap {shown})" if shown else "")
+    )
 
 
 def _needs(rows: pd.DataFrame) -> bool:

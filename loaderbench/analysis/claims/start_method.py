@@ -146,7 +146,9 @@ def spawn_uses_more_memory(rows: pd.DataFrame) -> Outcome:
     ok = _sm(rows)
     if ok.empty:
         return missing(f"needs {NEEDS}")
-    ok = ok.assign(uss_mib=pd.to_numeric(col(ok, "workers_uss_peak_bytes"), errors="coerce") / 2**20 / ok["num_workers"])
+    ok = ok.assign(
+        uss_mib=pd.to_numeric(col(ok, "workers_uss_peak_bytes"), errors="coerce") / 2**20 / ok["num_workers"]
+    )
     mb = min(ok["payload_mb"])
     checks = []
     for nw in sorted(set(ok["num_workers"])):

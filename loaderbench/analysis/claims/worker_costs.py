@@ -193,9 +193,7 @@ def _has(workloads: tuple[str, ...], need_zero: bool = False):
 
 
 def _has_first_batch(rows: pd.DataFrame) -> bool:
-    return "time_to_first_batch_s" in rows and _has(tuple(set(col(rows, "workload").dropna().astype(str))), True)(
-        rows
-    )
+    return "time_to_first_batch_s" in rows and _has(tuple(set(col(rows, "workload").dropna().astype(str))), True)(rows)
 
 
 def _has_switches(rows: pd.DataFrame) -> bool:
@@ -208,8 +206,7 @@ def _has_both(rows: pd.DataFrame) -> bool:
 
 _Q = "oversubscription"
 _NOISE = (
-    f"inconclusive when repetitions scatter by more than {NOISY:.0%} of their median: the cores were not the "
-    "cells' own"
+    f"inconclusive when repetitions scatter by more than {NOISY:.0%} of their median: the cores were not the cells' own"
 )
 CLAIMS = [
     Claim(

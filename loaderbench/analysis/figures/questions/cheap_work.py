@@ -70,8 +70,9 @@ def crossover_by_sample_size(df: pd.DataFrame, study: str, out: Path) -> list[Pa
         frameon=False,
         fontsize=8,
     )
-    claims_header(fig, f"Where num_workers = 0 wins: cheap work on data in memory ({study})", df, study,
-                  "cheap-work", legend=leg)
+    claims_header(
+        fig, f"Where num_workers = 0 wins: cheap work on data in memory ({study})", df, study, "cheap-work", legend=leg
+    )
     return save_with_note(
         fig,
         df,
