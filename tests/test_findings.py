@@ -54,8 +54,8 @@ def test_a_rule_change_that_flips_a_published_verdict_makes_the_page_differ(monk
     assert main(str(REFERENCE), str(page), write=False) == 1
     out, err = capsys.readouterr()
     assert "h100-ladder" in err and COMMAND in err
-    assert re.search(r"^-\| tutorial ladder .*\*\*holds\*\*", out, re.M)
-    assert re.search(r"^\+\| tutorial ladder .*\*\*(does not hold|inconclusive)\*\*", out, re.M)
+    assert re.search(r"^-\| #39 \| tutorial ladder .*\*\*holds\*\*", out, re.M)
+    assert re.search(r"^\+\| #39 \| tutorial ladder .*\*\*(does not hold|inconclusive)\*\*", out, re.M)
     # --write makes the page follow, and then it matches
     assert main(str(REFERENCE), str(page), write=True) == 0
     assert main(str(REFERENCE), str(page), write=False) == 0
@@ -127,8 +127,10 @@ def test_a_claim_study_block_shows_its_cells_and_the_verdicts_of_its_claims(stud
     table = C.claims_table(df)
     mine = table[table["question"] == study]
     assert len(mine)
-    for claim, verdict in zip(mine["claim"], mine["verdict"]):
-        line = next(ln for ln in text.splitlines() if ln.startswith(f"| {claim.replace('|', chr(92) + '|')} |"))
+    for number, claim, verdict in zip(mine["number"], mine["claim"], mine["verdict"]):
+        line = next(
+            ln for ln in text.splitlines() if ln.startswith(f"| {number} | {claim.replace('|', chr(92) + '|')} |")
+        )
         assert f"| **{verdict}** |" in line
     # one line per cell of the study, each with its ok repetitions
     cells = df.groupby("cell_id").ngroups
