@@ -139,7 +139,7 @@ CATALOGUE: tuple[SeedClaim, ...] = (
         "a later axis of `persistence`: a dataset whose state the parent changes between epochs",
     ),
     SeedClaim(30, "NumPy and Python random repeat across forked workers", "R:130-131", "C"),
-    SeedClaim(31, "torch seeds each worker uniquely", "R:132", "C"),
+    SeedClaim(31, "torch gives each worker its own seed", "R:132", "C"),
     SeedClaim(32, "augmentations repeat every epoch; a seeding worker_init_fn fixes it", "R:132-140", "C"),
     SeedClaim(
         33,

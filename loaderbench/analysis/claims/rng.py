@@ -187,7 +187,7 @@ QUESTION.claims.extend(
         ),
         Claim(
             "rng",
-            "torch's generator never repeats across workers (PyTorch seeds each worker)",
+            "torch's generator never repeats across workers (PyTorch gives each worker its own seed)",
             f"holds if in every cell with 2+ workers no repetition has more than {DUP:.0%} of torch draws repeated, "
             f"within an epoch or from the previous epoch; {_SPLIT}",
             torch_never_repeats,
