@@ -444,3 +444,73 @@ def storage_table(
             )
         )
     return table(out)
+
+
+def cheap_rate(cores: int, size: int, work: float, nw: int) -> float:
+    """In-memory samples: 0 workers pay the work and a tiny collate; workers pay a hand-over per sample (more for
+    bigger samples) and run on at most `cores` cores, the main process receiving at its own ceiling."""
+    if nw == 0:
+        return 1e6 / (work + 1 + size * 1e-5)
+    return min(min(nw, cores) * 1e6 / (work + 25 + size * 1e-4), 1e6 / (15 + size * 5e-5))
+
+
+def cheap_table(
+    rate=cheap_rate, reps=3, works=(0.0, 10.0, 30.0, 100.0, 1000.0), sizes=(16, 150528), spread=SPREAD
+) -> pd.DataFrame:
+    """cheap-work cells on 1 and 2 cores, num_workers 0, 1, 2: samples/s `rate(cores, size, work, nw)`."""
+    out = []
+    for cores, size, work, nw, r in itertools.product((1, 2), sizes, works, (0, 1, 2), range(reps)):
+        cfg = {"workload": "inmem", "work_us": work, "sample_bytes": size, "num_workers": nw, "cores": cores}
+        out.append(rec("cheap-work", cfg, {"samples_per_s": rate(cores, size, work, nw) * jitter(r, spread)}, r))
+    return table(out)
+
+
+def stepped_table(per_batch_s: dict[int, float], step_ms=25.0, cores=2, reps=3, spread=SPREAD) -> pd.DataFrame:
+    """gpu-feed-small cells with a simulated step that sleeps: seconds per batch of 32 at each num_workers."""
+    out = []
+    for nw, t in per_batch_s.items():
+        for r in range(reps):
+            cfg = {
+                "workload": "jpeg",
+                "model": "resnet50",
+                "device": "auto",
+                "num_workers": nw,
+                "cores": cores,
+                "batch_size": 32,
+                "pin_memory": True,
+                "step_ms": step_ms,
+                "step_kind": "sleep",
+            }
+            metrics = {"samples_per_s": 32 / (t * jitter(r, spread)), "consumer": "simulated (no CUDA device)"}
+            out.append(rec("gpu-feed-small", cfg, metrics, r))
+    return table(out)
+
+
+def curve_table(curves: dict, reps=3, spread=SPREAD, ttfb=None, ctx=None) -> pd.DataFrame:
+    """quick-like plain loading: curves[(workload, cores)] = {num_workers: samples/s}; `ttfb(workload, nw)` the
+    first batch in s, `ctx(workload, cores, nw)` involuntary context switches per sample."""
+    out = []
+    for (w, cores), curve in curves.items():
+        for nw, v in curve.items():
+            for r in range(reps):
+                x = v * jitter(r, spread)
+                cfg = {"workload": w, "num_workers": nw, "cores": cores, "sleep_ms": 2.0 if w == "sleep" else None}
+                m = {
+                    "samples_per_s": x,
+                    "end_to_end_samples_per_s": x,
+                    "total_s": 2.0,
+                    "time_to_first_batch_s": (ttfb(w, nw) if ttfb else 0.1 + 0.05 * min(nw, 1)) * jitter(r, spread),
+                    "ctx_switches": {
+                        "voluntary": 100,
+                        "involuntary": int((ctx(w, cores, nw) if ctx else 0.01) * x * 2.0 * jitter(r, spread)),
+                    },
+                }
+                out.append(rec("quick", cfg, m, r))
+    return table(out)
+
+
+#: 2 cores: sleep scales far past them, cpu stops at them
+CURVES = {
+    ("sleep", 2): {0: 450.0, 1: 480.0, 2: 950.0, 4: 1900.0, 8: 3700.0},
+    ("cpu", 2): {0: 500.0, 1: 480.0, 2: 930.0, 4: 920.0, 8: 900.0},
+}

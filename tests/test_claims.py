@@ -266,7 +266,7 @@ def test_gpu_rules_of_thumb_need_a_gpu_step(rule):
 
 def test_gpu_feed_claims_are_carried_by_the_gpu_feed_study():
     table_ = C.claims_table(gpu_table(gpu_rate))
-    mine = table_[table_["question"] == "gpu-feed"]
+    mine = table_[table_["number"].isin(["#36", "#38"])]
     assert len(mine) == 2 and set(mine["study"]) == {"gpu-feed"} and set(mine["verdict"]) == {F}
 
 
@@ -351,8 +351,8 @@ def test_peaks_inconclusive_when_the_rise_is_uncertain():
 
 
 def test_oversubscription_inconclusive_when_the_cores_were_shared():
-    rules = [c.decide for c in C.CLAIMS if c.question == "oversubscription"]
-    assert [r(over_table(PEAK, {1: 900.0, 2: 700.0, 4: 600.0})).verdict for r in rules] == [H, H, H]
+    rules = [c.decide for c in C.CLAIMS if c.question == "oversubscription" and c.number in (5, 13, 14, 19)]
+    assert [r(over_table(PEAK, {1: 900.0, 2: 700.0, 4: 600.0})).verdict for r in rules] == [H, H, H, H]
     # repetitions scattering by +-40%: other work on the machine, more workers win more of it
     noisy = over_table(PEAK, {1: 900.0, 2: 700.0, 4: 600.0})
     noisy["samples_per_s"] *= noisy["repetition"].map({0: 0.6, 1: 1.0, 2: 1.4})
@@ -429,17 +429,19 @@ def test_claims_table_names_every_claim_once_and_only_known_verdicts(tmp_path):
     t = C.claims_table(df)
     assert list(t.columns) == C.COLUMNS
     assert set(t["verdict"]) <= set(C.VERDICTS)
-    assert len(t) == len(C.CLAIMS) and t["claim"].is_unique
+    pending = [s for s in C.CATALOGUE if s.pending]
+    assert len(t) == len(C.CLAIMS) + len(pending) and t["claim"].is_unique
     absent = t[t["question"] == "rng"]
     assert (absent["verdict"] == N).all() and (absent["study"] == "").all()
     assert absent["evidence"].str.contains("make local STUDY=loaderbench/studies/rng.toml").all()
-    sm = t[t["question"] == "start-method"]
+    sm = t[(t["question"] == "start-method") & (t["number"] != "#9")]  # sm_table's workers' USS: alike
     assert (sm["verdict"] == H).all() and sm["evidence"].str.startswith("study start-method").all()
     paths = C.write_claims(df, tmp_path)
     assert [p.name for p in paths] == ["claims.csv", "claims.md"]
     assert pd.read_csv(paths[0], keep_default_na=False).shape == t.shape
     md = paths[1].read_text()
-    assert "## start-method" in md and "**holds**" in md
+    assert "### start-method" in md and "**holds**" in md
+    assert "## The 57 numbered claims" in md and "| #57 |" in md
     for v in C.VERDICTS:
         assert f"**{v}**" in md  # the vocabulary, defined once, printed with its meaning
 

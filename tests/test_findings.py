@@ -54,8 +54,8 @@ def test_a_rule_change_that_flips_a_published_verdict_makes_the_page_differ(monk
     assert main(str(REFERENCE), str(page), write=False) == 1
     out, err = capsys.readouterr()
     assert "h100-ladder" in err and COMMAND in err
-    assert re.search(r"^-\| tutorial ladder .*\*\*holds\*\*", out, re.M)
-    assert re.search(r"^\+\| tutorial ladder .*\*\*(does not hold|inconclusive)\*\*", out, re.M)
+    assert re.search(r"^-\| #39 \| tutorial ladder .*\*\*holds\*\*", out, re.M)
+    assert re.search(r"^\+\| #39 \| tutorial ladder .*\*\*(does not hold|inconclusive)\*\*", out, re.M)
     # --write makes the page follow, and then it matches
     assert main(str(REFERENCE), str(page), write=True) == 0
     assert main(str(REFERENCE), str(page), write=False) == 0
@@ -127,8 +127,10 @@ def test_a_claim_study_block_shows_its_cells_and_the_verdicts_of_its_claims(stud
     table = C.claims_table(df)
     mine = table[table["question"] == study]
     assert len(mine)
-    for claim, verdict in zip(mine["claim"], mine["verdict"]):
-        line = next(ln for ln in text.splitlines() if ln.startswith(f"| {claim.replace('|', chr(92) + '|')} |"))
+    for number, claim, verdict in zip(mine["number"], mine["claim"], mine["verdict"]):
+        line = next(
+            ln for ln in text.splitlines() if ln.startswith(f"| {number} | {claim.replace('|', chr(92) + '|')} |")
+        )
         assert f"| **{verdict}** |" in line
     # one line per cell of the study, each with its ok repetitions
     cells = df.groupby("cell_id").ngroups
@@ -168,3 +170,20 @@ def test_quick_blocks_render_the_sweep_from_its_records():
     measures = BLOCKS["quick-measures"].render([df], [{}])
     assert "run time of the quick study (" in measures and "`sleep` on 1 core: 8 workers over 0 workers" in measures
     assert "JPEG decode only, 0 workers" in measures
+
+
+def test_the_cheap_work_block_shows_each_crossover_and_the_verdict():
+    df = Q.cheap_table()
+    text = BLOCKS["cheap-work"].render([df], [{}])
+    row = next(ln for ln in text.splitlines() if ln.startswith("| 2 | 16 B |"))
+    assert "between 10 and 30 µs per sample" in row
+    assert "| #2 | num_workers = 0 wins" in text and "| **holds** |" in text
+
+
+def test_the_claims_block_lists_every_numbered_claim_with_its_verdict():
+    text = BLOCKS["claims"].render([Q.cheap_table(), Q.sm_table()], [{}, {}])
+    rows = [ln for ln in text.splitlines() if re.match(r"^\| #\d+ \|", ln)]
+    assert len(rows) == 57
+    assert text.startswith("57 claims: ") and "Sources and where: R: " in text
+    assert "| **holds** |" in next(ln for ln in rows if ln.startswith("| #2 |"))
+    assert "| **not measured yet** |" in next(ln for ln in rows if ln.startswith("| #18 |"))

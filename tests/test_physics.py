@@ -93,3 +93,17 @@ def test_cpu_bound_on_one_core_does_not_scale(tmp_path):
     # computed outside total_s, so they are allowed on top, at the cheapest measured cost per sample
     in_flight_s = 4 * 2 * 4 * min(cpu_per_sample(base), cpu_per_sample(four))
     assert four["cpu_s"]["main"] + four["cpu_s"]["workers"] <= 1.1 * four["total_s"] + in_flight_s + 0.05
+
+
+def test_with_no_work_in_memory_zero_workers_beat_two_on_two_cores(tmp_path):
+    """Nothing to do per sample: 0 workers only collate in the main process, while 2 workers add a shared-memory
+    batch, pickling and a queue per batch, all received by the same main process. Contention slows the side with
+    three processes more than the one with one, so the margin can only widen."""
+    recs = run_reps(
+        tmp_path,
+        {"workload": "inmem", "work_us": 0.0, "sample_bytes": 16, "batch_size": 32, "num_workers": [0, 2], "cores": 2},
+        repetitions=3,
+        measure_batches=200,
+    )
+    zero, two = (statistics.median(r["metrics"]["samples_per_s"] for r in recs[(n, 2)]) for n in (0, 2))
+    assert zero > 3 * two, (zero, two)

@@ -19,6 +19,7 @@ from tests.question_records import (
     PEAK,
     TOTAL_OK,
     TUTORIAL,
+    cheap_table,
     cow_records,
     cow_table,
     gpu_rate,
@@ -50,6 +51,7 @@ TABLES = {
     "rng": lambda: rng_table(numpy_within=0.75),
     "in-order": lambda: in_order_table(P99, THR),
     "storage": lambda: storage_table(),
+    "cheap-work": lambda: cheap_table(),
 }
 
 
@@ -67,6 +69,7 @@ def test_one_figure_per_question_named_after_it():
         "rng_duplicates",
         "tail_latency_in_order",
         "workers_hide_latency",
+        "crossover_by_sample_size",
     } == names
 
 

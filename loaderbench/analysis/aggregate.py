@@ -35,7 +35,17 @@ WORKLOAD_ORDER = ["sleep", "cpu", "jpeg"]
 #: Axes that are not part of a panel's name: the curve's x axis, its colour, and the workload itself.
 _OWN = ("workload", "num_workers", "cores")
 CURVE_KEYS = ["panel", "cores"]
-_WORKLOAD_PARAMS = ("sleep_ms", "cpu_work", "decoder", "sample_kb", "tensors_per_sample", "fault", "fault_at")
+_WORKLOAD_PARAMS = (
+    "sleep_ms",
+    "cpu_work",
+    "work_us",
+    "sample_bytes",
+    "decoder",
+    "sample_kb",
+    "tensors_per_sample",
+    "fault",
+    "fault_at",
+)
 
 
 @dataclass

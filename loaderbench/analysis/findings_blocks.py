@@ -14,7 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from loaderbench.analysis.claims import claims_table
+from loaderbench.analysis.claims import claims_table, numbered
+from loaderbench.analysis.claims.catalogue import SOURCES, WHERE
+from loaderbench.analysis.claims.cheap_work import crossovers, inmem_rows, size_text
 from loaderbench.analysis.claims.ladder import PUBLISHED
 from loaderbench.analysis.derive import MIB, RUNGS, ladder_rung, start_method_label, with_growth
 from loaderbench.analysis.environment import env_one
@@ -93,12 +95,20 @@ def _cells(rows: pd.DataFrame, **axes) -> pd.DataFrame:
 # verdicts
 
 
-def verdict_table(df: pd.DataFrame, questions: tuple[str, ...]) -> str:
-    """The claims of `questions` as the claims table decides them from every study of `df`."""
+def verdict_table(df: pd.DataFrame, questions: tuple[str, ...], carried_only: bool = False) -> str:
+    """The claims of `questions` as the claims table decides them from every study of `df` (`carried_only`: only
+    those some study of `df` carries, for a machine that measured part of a question)."""
     t = claims_table(df)
     t = t[t["question"].isin(questions)]
+    if carried_only:
+        t = t[t["study"] != ""]
     shown = pd.DataFrame(
-        {"claim": t["claim"], "verdict": [f"**{v}**" for v in t["verdict"]], "evidence": t["evidence"]}
+        {
+            "#": t["number"],
+            "claim": t["claim"],
+            "verdict": [f"**{v}**" for v in t["verdict"]],
+            "evidence": t["evidence"],
+        }
     )
     return md_table(shown)
 
@@ -122,19 +132,14 @@ def _repetitions(df: pd.DataFrame) -> str:
 
 def where(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
     cpu, gpu = frames
-    cpu_claims, gpu_claims = claims_table(cpu), claims_table(gpu)
-    on_gpu = gpu_claims[gpu_claims["question"].isin(GPU_STUDIES)]
+    both = numbered(claims_table(pd.concat([cpu, gpu], ignore_index=True)))
     noted = "; ".join(f"`{s}`: {n}" for s, n in sorted(notes[0].items())) or "–"
     rows = [
         ("machine", machine_line(cpu)),
         ("software", software_line(cpu)),
         ("repetitions", _repetitions(cpu)),
         ("conditions", noted),
-        (
-            "claims",
-            f"{len(cpu_claims)}: {counts_text(cpu_claims)}; the GPU node's records decide the "
-            f"{len(on_gpu)} claims of `ladder` and `gpu-feed`: {counts_text(on_gpu)}",
-        ),
+        ("claims", f"{len(both)} numbered claims, decided from the records of both machines: {counts_text(both)}"),
         ("GPU node", f"{machine_line(gpu)}; {software_line(gpu)}"),
     ]
     return md_table(pd.DataFrame(rows, columns=["", " "]))
@@ -375,7 +380,7 @@ def h100_ladder(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
             }
         )
         previous = this
-    return f"{md_table(pd.DataFrame(out))}\n\n{STAR}\n\n{verdict_table(frames[0], ('ladder',))}"
+    return f"{md_table(pd.DataFrame(out))}\n\n{STAR}\n\n{verdict_table(frames[0], ('ladder',), carried_only=True)}"
 
 
 def h100_gpu_feed(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
@@ -411,7 +416,53 @@ def h100_gpu_feed(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> st
     return (
         f"Per cell, the median over its ok repetitions (ok: of all):\n\n{md_table(pd.DataFrame(out))}\n\n{STAR}\n\n"
         f"Pinned over not pinned on {int(most)} cores:\n\n{md_table(pd.DataFrame(pins))}\n\n"
-        f"{verdict_table(frames[0], ('gpu-feed',))}"
+        f"{verdict_table(frames[0], ('gpu-feed',), carried_only=True)}"
+    )
+
+
+# --------------------------------------------------------------------------------------------------------
+# every numbered claim, and the cheap-work crossover
+
+
+def all_claims(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
+    """The numbered claims, each with the verdict of its rows together, decided from the records of both
+    machines (their studies have different names, so no rule mixes them)."""
+    index = numbered(claims_table(pd.concat(frames, ignore_index=True)))
+    shown = pd.DataFrame(
+        {
+            "#": index["number"],
+            "claim": index["claim"],
+            "source": index["source"],
+            "where": index["where"],
+            "verdict": [f"**{v}**" for v in index["verdict"]],
+            "rules": index["rows"],
+        }
+    )
+    legend = "; ".join(f"{k}: {v}" for k, v in {**SOURCES, **WHERE}.items())
+    return f"{len(index)} claims: {counts_text(index)}.\n\n{md_table(shown)}\n\nSources and where: {legend}."
+
+
+def cheap_work(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
+    """Per core count and sample size: the best num_workers' throughput over 0 workers' at each per-sample cost
+    (medians), and the crossover the claim's rule finds."""
+    study = _study(frames[0], "cheap-work")
+    rows = inmem_rows(study)
+    found = {(c.cores, c.sample_bytes): c for c in crossovers(rows)}
+    out = []
+    for (cores, size), grp in rows.groupby(["cores", "sample_bytes"], sort=True):
+        line = {"cores": int(cores), "sample": size_text(size)}
+        for work, cell in grp.groupby("work_us", sort=True):
+            med = cell.groupby("num_workers")["samples_per_s"].median()
+            zero, best = med.get(0, np.nan), med.drop(0, errors="ignore").max()
+            line[f"{fmt_num(work)} µs"] = f"{best / zero:.2f}x" if np.isfinite(best / zero) else "–"
+        c = found.get((int(cores), int(size)))
+        line["crossover"] = c.text() if c else "–"
+        out.append(line)
+    reps = study.groupby("cell_id")["repetition"].nunique().max()
+    return (
+        f"The best num_workers' samples/s over 0 workers' at each CPU cost per sample (medians over {reps} "
+        f"repetitions; below 1: 0 workers are faster):\n\n{md_table(pd.DataFrame(out))}\n\n"
+        f"{verdict_table(frames[0], ('cheap-work',))}"
     )
 
 
@@ -426,6 +477,8 @@ BLOCKS: dict[str, Block] = {
         Block("quick-throughput", (("quick",),), CPU, quick_throughput),
         Block("quick-measures", (("quick",),), CPU, quick_measures),
         *[Block(s, ((s,),), CPU, study_block(s)) for s in CLAIM_STUDIES],
+        Block("cheap-work", (("cheap-work",),), CPU, cheap_work),
+        Block("claims", ((), ()), f"{CPU}, {GPU}", all_claims),
         Block("h100-ladder", (("ladder",),), GPU, h100_ladder),
         Block("h100-gpu-feed", (("gpu-feed",),), GPU, h100_gpu_feed),
         Block("study-times", ((),), "any machine", study_times),

@@ -18,7 +18,7 @@ import pandas as pd
 
 from loaderbench.analysis.aggregate import StudyAnalysis
 from loaderbench.analysis.claims import claims_table as decide_claims
-from loaderbench.analysis.claims import vocabulary_lines
+from loaderbench.analysis.claims import counts_line, numbered, sources_lines, vocabulary_lines
 from loaderbench.analysis.report_layout import (
     Bullets,
     Code,
@@ -466,15 +466,25 @@ def _claims(df: pd.DataFrame, table: pd.DataFrame | None) -> Section:
     claims = Section("Claims", level=2, anchor="claims")
     table = decide_claims(df) if table is None else pd.DataFrame(table)
     text = table.astype(object).map(lambda v: fmt_num(v) if isinstance(v, float) else str(v))
-    claims.blocks += [
-        Bullets([line.replace("**", "") for line in vocabulary_lines()]),
+    index = numbered(table) if "number" in table else None
+    claims.blocks += [Bullets([line.replace("**", "") for line in vocabulary_lines() + sources_lines()])]
+    if index is not None:
+        claims.blocks.append(
+            _table(
+                index.astype(str),
+                f"The {len(index)} numbered claims, each with the verdict of its rules together "
+                f"({counts_line(index['verdict'])}).",
+                "claims.md",
+            )
+        )
+    claims.blocks.append(
         _table(
             text,
             "Claims checked against these records (loaderbench/analysis/claims/): each decided once, on "
             "the study named in its row.",
             "claims.csv",
-        ),
-    ]
+        )
+    )
     return claims
 
 

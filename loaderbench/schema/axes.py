@@ -175,6 +175,20 @@ class AxisValues:
     tensors_per_sample: int | None = axis(
         _int(1, 100_000), 1, "tensors each sample returns", "an integer from 1 to 100000", applies_to=("sleep", "cpu")
     )
+    work_us: float | None = axis(
+        _float(0, 10_000_000),
+        0.0,
+        "CPU work per sample, in microseconds of the loading thread's CPU time",
+        "a number of microseconds from 0 to 10000000",
+        applies_to=("inmem",),
+    )
+    sample_bytes: int | None = axis(
+        _int(1, 1 << 30),
+        16,
+        "size of each in-memory sample, in bytes (a few bytes of labels up to image-sized tensors)",
+        "an integer from 1 to 1073741824",
+        applies_to=("inmem",),
+    )
     factory: str | None = axis(
         Annotated[str, Field(pattern=FACTORY_PATTERN)],
         None,

@@ -41,6 +41,11 @@ WORKLOADS: dict[str, Workload] = {
             "the PyTorch data-loading tutorial's 3x224x224 samples, sleep_ms each",
             image_batches=True,
         ),
+        Workload(
+            "inmem",
+            "inmem",
+            "samples already in memory (sample_bytes each) after work_us of CPU work: cheap loading",
+        ),
         Workload("rng", "rng", "draws from torch, NumPy and random, to count repeats across workers and epochs"),
         Workload(
             "fault", "fault", "a fault at sample fault_at (worker crash, hang, OOM...): a self-test", self_test=True

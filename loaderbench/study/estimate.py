@@ -44,6 +44,8 @@ def sample_cost(cell: CellConfig) -> tuple[float, float]:
         return cpu, trips * (cell.latency_ms or 0) / 1000 / per_request
     if w == "tutorial":
         return 0.001, (cell.sleep_ms or 0) / 1000
+    if w == "inmem":  # the work, and a collate and hand-over that grow with the sample
+        return (cell.work_us or 0) / 1e6 + 0.00002 + (cell.sample_bytes or 0) * 1e-10, 0.0
     if w in ("rng", "fault"):
         return 0.0001, 0.0
     return UNKNOWN_SAMPLE_S, 0.0

@@ -7,13 +7,27 @@ returns one of loaderbench.stats.verdicts.VERDICTS ("holds", "does not hold", "i
 constant of its question's module, printed into the rule's text.
 
 One module per question (start_method, cow_memory, persistence, sharing, ladder, gpu_feed, oversubscription,
-rng, in_order, storage); `table` binds claims to the records that carry them and writes claims.csv / claims.md. The
-public names are importable from here. Columns a rule derives from the table that its figure shows too
-(start-method labels, ladder rungs, memory growth per worker...) live in loaderbench.analysis.derive.
+rng, in_order, storage, cheap_work), with the rules some of them share out in modules of their own
+(worker_costs: first batch, context switches, sleep against CPU-bound curves, the I/O rules of thumb;
+step_overlap: loading beside a simulated step). `catalogue` numbers the claims the suite puts to the test
+(data); every rule carries the number it decides, and `claims_table` binds claims to the records that carry
+them and writes claims.csv / claims.md. The public names are importable from here. Columns a rule derives from
+the table that its figure shows too (start-method labels, ladder rungs, memory growth per worker...) live in
+loaderbench.analysis.derive.
 
 Pure functions on the tidy table; no I/O except `write_claims`, no figures, no torch.
 """
 
+from loaderbench.analysis.claims.catalogue import (  # noqa: F401 - re-exported: the claims package is used by these names
+    BY_NUMBER,
+    CATALOGUE,
+    SeedClaim,
+)
+from loaderbench.analysis.claims.cheap_work import (  # noqa: F401 - re-exported: the claims package is used by these names
+    WIN,
+    crossovers,
+    zero_wins_when_cheap,
+)
 from loaderbench.analysis.claims.claim import (  # noqa: F401 - re-exported: the claims package is used by these names
     NOISY,
     Claim,
@@ -27,12 +41,17 @@ from loaderbench.analysis.claims.claims_table import (  # noqa: F401 - re-export
     BY_NAME,
     CLAIMS,
     COLUMNS,
+    LATER,
+    NUMBERED_COLUMNS,
     QUESTIONS,
     carries,
     claims_for,
     claims_table,
+    counts_line,
     foreign_axes,
+    numbered,
     question_of,
+    sources_lines,
     studies_by_question,
     vocabulary_lines,
     write_claims,
@@ -49,9 +68,13 @@ from loaderbench.analysis.claims.cow_memory import (  # noqa: F401 - re-exported
 from loaderbench.analysis.claims.gpu_feed import (  # noqa: F401 - re-exported: the claims package is used by these names
     ENOUGH,
     FEW_WORKERS,
+    PIN_BUSY,
     PIN_GAIN,
+    PINNED_H2D_MIN,
     few_workers_suffice,
     pin_memory_speeds_up,
+    pin_thread_bottleneck,
+    pinned_copies_faster,
 )
 from loaderbench.analysis.claims.in_order import (  # noqa: F401 - re-exported: the claims package is used by these names
     TAIL_CUT,
@@ -60,12 +83,16 @@ from loaderbench.analysis.claims.in_order import (  # noqa: F401 - re-exported: 
     out_of_order_keeps_throughput,
 )
 from loaderbench.analysis.claims.ladder import (  # noqa: F401 - re-exported: the claims package is used by these names
+    ABOUT_ONE,
     GPU_ONLY,
     LADDER_MATCH_FACTOR,
     LADDER_STEP_MIN,
+    OVERLAP_MIN,
     PUBLISHED,
     ladder_matches,
+    ladder_step_about_one,
     ladder_step_helps,
+    non_blocking_overlaps,
 )
 from loaderbench.analysis.claims.oversubscription import (  # noqa: F401 - re-exported: the claims package is used by these names
     CPU_BOUND,
@@ -77,6 +104,7 @@ from loaderbench.analysis.claims.oversubscription import (  # noqa: F401 - re-ex
     degrades_past_cores,
     peaks_near_cores,
     ranks_share_cores,
+    rises_to_cores,
 )
 from loaderbench.analysis.claims.persistence import (  # noqa: F401 - re-exported: the claims package is used by these names
     PERSIST_GAP_RATIO,
@@ -108,11 +136,19 @@ from loaderbench.analysis.claims.start_method import (  # noqa: F401 - re-export
     PRELOAD_WITHIN,
     SPAWN_CPU_MIN,
     SPAWN_TTFB_MIN,
+    SPAWN_USS_MIN,
     fork_starts_fastest,
     forkserver_between,
     preload_restarts_fast,
     spawn_pays_startup,
     spawn_pickles_dataset,
+    spawn_uses_more_memory,
+)
+from loaderbench.analysis.claims.step_overlap import (  # noqa: F401 - re-exported: the claims package is used by these names
+    APART,
+    KNEE_GAIN,
+    knee_at_prep_over_train,
+    step_is_max_not_sum,
 )
 from loaderbench.analysis.claims.storage import (  # noqa: F401 - re-exported: the claims package is used by these names
     CAP_BINDS,
@@ -121,10 +157,22 @@ from loaderbench.analysis.claims.storage import (  # noqa: F401 - re-exported: t
     FAR_PAST,
     FAR_WORKERS_PER_CORE,
     PER_REQUEST_MAX,
+    REMOTE_SHARE,
     http_rows,
     per_request_costs_more,
+    remote_is_io_bound,
     scale_until_bandwidth,
     shards_exactly_once,
+)
+from loaderbench.analysis.claims.worker_costs import (  # noqa: F401 - re-exported: the claims package is used by these names
+    CTX_RISE,
+    FIRST_BATCH_MIN,
+    IO_ENOUGH,
+    SLEEP_PAST,
+    first_batch_without_workers,
+    io_rule_of_thumb,
+    sleep_scales_past_cores,
+    switches_rise_past_cores,
 )
 from loaderbench.stats.comparison import compare  # noqa: F401 - re-exported: the claims package is used by these names
 from loaderbench.stats.verdicts import (  # noqa: F401 - re-exported: the claims package is used by these names

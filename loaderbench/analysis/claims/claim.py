@@ -20,13 +20,17 @@ from loaderbench.stats.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED,
 class Claim:
     """One claim the studies test, the rule that decides it (its text prints the rule's constants) and the
     function that applies the rule to one study's rows. `needs`, when given, says whether rows carry
-    what this claim reads (else the question's `needs` does)."""
+    what this claim reads (else the question's `needs` does). `number`: the claim of the numbered catalogue
+    (loaderbench.analysis.claims.catalogue) the rule decides, or None for one of the suite's own. `study`: the
+    shipped study that measures it, where that is not the question's own."""
 
     question: str
     claim: str
     rule: str
     decide: Callable[[pd.DataFrame], Outcome]
     needs: Callable[[pd.DataFrame], bool] | None = None
+    number: int | None = None
+    study: str | None = None
 
 
 #: shipped records from a GPU node (an H100), for the questions this machine may not be able to answer

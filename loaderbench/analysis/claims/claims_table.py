@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from loaderbench.analysis.claims.catalogue import BY_NUMBER, CATALOGUE, SOURCES, WHERE
+from loaderbench.analysis.claims.cheap_work import QUESTION as CHEAP_WORK
 from loaderbench.analysis.claims.claim import Claim, Question, narrow, varies, with_workers
 from loaderbench.analysis.claims.cow_memory import QUESTION as COW
 from loaderbench.analysis.claims.gpu_feed import QUESTION as GPU_FEED
@@ -28,9 +30,13 @@ from loaderbench.analysis.claims.start_method import QUESTION as START_METHOD
 from loaderbench.analysis.claims.storage import QUESTION as STORAGE
 from loaderbench.analysis.report_layout import md_table
 from loaderbench.analysis.table import AXIS_COLUMNS, ok_rows
-from loaderbench.stats.verdicts import MEANING, NOT_MEASURED, VERDICTS, Outcome, decision_rule_text
+from loaderbench.stats.verdicts import MEANING, NOT_MEASURED, VERDICTS, Outcome, all_of, decision_rule_text
 
-COLUMNS = ["question", "study", "claim", "rule", "evidence", "verdict"]
+COLUMNS = ["number", "source", "question", "study", "claim", "rule", "evidence", "verdict"]
+#: the numbered claims, one row each (`numbered`): the verdict of all its rows together
+NUMBERED_COLUMNS = ["number", "claim", "source", "where", "verdict", "rows"]
+#: the question of the rows of claims no rule decides yet
+LATER = "later studies"
 QUESTION_LIST: list[Question] = [
     START_METHOD,
     COW,
@@ -42,6 +48,7 @@ QUESTION_LIST: list[Question] = [
     RNG,
     IN_ORDER,
     STORAGE,
+    CHEAP_WORK,
 ]
 BY_NAME = {q.name: q for q in QUESTION_LIST}
 #: The questions the studies answer, each with a study file of the same name in loaderbench/studies/.
@@ -62,6 +69,8 @@ def question_of(study: str, rows: pd.DataFrame | None = None) -> str | None:
             return q
     if rows is None or rows.empty:
         return None
+    if "workload" in rows and (rows["workload"] == "inmem").all():
+        return "cheap-work"
     if "index_backing" in rows and (rows["index_backing"].dropna() != "none").any():
         return "cow-memory"
     if varies(rows, "sharing_strategy"):
@@ -134,6 +143,13 @@ def _decide(claim: Claim, rows: pd.DataFrame) -> Outcome:
         return Outcome(NOT_MEASURED, f"the records lack what this rule reads ({type(exc).__name__}: {exc})")
 
 
+def _tags(c: Claim) -> dict[str, str]:
+    """The row's number (#N, "–" for a claim of the suite's own) and the source of the numbered claim."""
+    if c.number is None:
+        return {"number": "–", "source": "–"}
+    return {"number": BY_NUMBER[c.number].tag, "source": BY_NUMBER[c.number].source}
+
+
 def claims_for(df: pd.DataFrame, study: str, question: str | None = None) -> pd.DataFrame:
     """The claims of one question, decided on one study's records (a figure's header)."""
     rows = df[df["study"] == study] if "study" in df else df.iloc[0:0]
@@ -145,6 +161,7 @@ def claims_for(df: pd.DataFrame, study: str, question: str | None = None) -> pd.
         o = Outcome(NOT_MEASURED, f"no records of study {study}") if rows.empty else _decide(c, rows)
         out.append(
             {
+                **_tags(c),
                 "question": c.question,
                 "study": study,
                 "claim": c.claim,
@@ -156,10 +173,54 @@ def claims_for(df: pd.DataFrame, study: str, question: str | None = None) -> pd.
     return pd.DataFrame(out, columns=COLUMNS)
 
 
+def _not_carried(q: Question, c: Claim, named: list[str], groups: dict, foreign: dict) -> dict:
+    own = [s for s in named if s in groups]
+    extra = foreign[own[0]] if own else []
+    why = (
+        f"; study {', '.join(own)} does not carry what this rule reads"
+        + (f" (it also varies {', '.join(extra)})" if extra else "")
+        if own
+        else ""
+    )
+    gpu = f" (records from a GPU node decide it: `make figures RESULTS={q.reference}`)" if q.reference else ""
+    command = q.command
+    if c.study:
+        command, gpu = f"make local STUDY=loaderbench/studies/{c.study}.toml", ""
+    return {
+        **_tags(c),
+        "question": q.name,
+        "study": "",
+        "claim": c.claim,
+        "rule": c.rule,
+        "evidence": f"no records carry it{why}; measure with `{command}`{gpu}",
+        "verdict": NOT_MEASURED,
+    }
+
+
+def _pending_rows() -> list[dict]:
+    """A "not measured yet" row for every numbered claim the coded rules leave open, naming what would decide
+    it."""
+    return [
+        {
+            "number": s.tag,
+            "source": s.source,
+            "question": LATER,
+            "study": "",
+            "claim": s.claim,
+            "rule": f"no rule reads today's records for this: it needs {s.pending}",
+            "evidence": f"not measured yet: {s.pending} ({WHERE[s.where]})",
+            "verdict": NOT_MEASURED,
+        }
+        for s in CATALOGUE
+        if s.pending
+    ]
+
+
 def claims_table(df: pd.DataFrame) -> pd.DataFrame:
     """Every claim once, decided on the study whose records carry it (see the module doc), or "not measured
-    yet" with the command that measures it. Columns: question, study (the one that decided it; "" when none),
-    claim, rule, evidence, verdict."""
+    yet" with the command that measures it; then a row for each numbered claim the rules leave open. Columns:
+    number (#N of the catalogue, "–" for the suite's own claims), source, question, study (the one that decided
+    it; "" when none), claim, rule, evidence, verdict."""
     groups = {str(s): r for s, r in df.groupby("study")} if not df.empty and "study" in df else {}
     named = studies_by_question(df)
     out = []
@@ -168,29 +229,7 @@ def claims_table(df: pd.DataFrame) -> pd.DataFrame:
         for c in q.claims:
             carrying = [s for s, r in groups.items() if carries(q, c, r, foreign[s])]
             if not carrying:
-                own = [s for s in named[q.name] if s in groups]
-                extra = foreign[own[0]] if own else []
-                why = (
-                    f"; study {', '.join(own)} does not carry what this rule reads"
-                    + (f" (it also varies {', '.join(extra)})" if extra else "")
-                    if own
-                    else ""
-                )
-                out.append(
-                    {
-                        "question": q.name,
-                        "study": "",
-                        "claim": c.claim,
-                        "rule": c.rule,
-                        "evidence": f"no records carry it{why}; measure with `{q.command}`"
-                        + (
-                            f" (records from a GPU node decide it: `make figures RESULTS={q.reference}`)"
-                            if q.reference
-                            else ""
-                        ),
-                        "verdict": NOT_MEASURED,
-                    }
-                )
+                out.append(_not_carried(q, c, named[q.name], groups, foreign))
                 continue
             own = [s for s in carrying if question_of(s) == q.name]
             study = own[0] if own else max(carrying, key=lambda s: (_amount(q, groups[s]), s))
@@ -200,6 +239,7 @@ def claims_table(df: pd.DataFrame) -> pd.DataFrame:
             tail = f"; measure it with `{q.command}`" if o.verdict == NOT_MEASURED else ""
             out.append(
                 {
+                    **_tags(c),
                     "question": q.name,
                     "study": study,
                     "claim": c.claim,
@@ -208,7 +248,38 @@ def claims_table(df: pd.DataFrame) -> pd.DataFrame:
                     "verdict": o.verdict,
                 }
             )
-    return pd.DataFrame(out, columns=COLUMNS)
+    return pd.DataFrame(out + _pending_rows(), columns=COLUMNS)
+
+
+def numbered(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per numbered claim of the catalogue: the verdict of its rows together (holds when every row
+    holds, does not hold when one does not, else the open rows' verdict) and how many rows decided it."""
+    out = []
+    for s in CATALOGUE:
+        rows = table[table["number"] == s.tag]
+        o = all_of([Outcome(v, "") for v in rows["verdict"]], "")
+        shown = ", ".join(f"{q}: {v}" for q, v in zip(rows["question"], rows["verdict"]))
+        out.append(
+            {
+                "number": s.tag,
+                "claim": s.claim,
+                "source": s.source,
+                "where": s.where,
+                "verdict": o.verdict,
+                "rows": f"{len(rows)} ({shown})" if len(rows) else "0",
+            }
+        )
+    return pd.DataFrame(out, columns=NUMBERED_COLUMNS)
+
+
+def counts_line(verdicts: pd.Series) -> str:
+    counts = verdicts.value_counts()
+    return ", ".join(f"{v}: {int(counts.get(v, 0))}" for v in VERDICTS)
+
+
+def sources_lines() -> list[str]:
+    """What the source tags and the "where" letters stand for."""
+    return [f"source {k}: {v}" for k, v in SOURCES.items()] + [f"where {k}: {v}" for k, v in WHERE.items()]
 
 
 def vocabulary_lines() -> list[str]:
@@ -225,7 +296,7 @@ def write_claims(df: pd.DataFrame, out_dir: str | Path, table: pd.DataFrame | No
     table = claims_table(df) if table is None else table
     csv = out / "claims.csv"
     table.to_csv(csv, index=False)
-    counts = table["verdict"].value_counts()
+    index = numbered(table)
     lines = [
         "# Claims the studies test, decided from the records",
         "",
@@ -234,18 +305,36 @@ def write_claims(df: pd.DataFrame, out_dir: str | Path, table: pd.DataFrame | No
         "",
     ]
     lines += [f"- {line}" for line in vocabulary_lines()]
-    lines += ["", ", ".join(f"{v}: {int(counts.get(v, 0))}" for v in VERDICTS), ""]
+    lines += ["", *[f"- {line}" for line in sources_lines()]]
+    lines += [
+        "",
+        f"## The {len(index)} numbered claims",
+        "",
+        "Each numbered claim's verdict is that of its rows below together: it holds when every row holds and "
+        "does not hold when one does not.",
+        "",
+        counts_line(index["verdict"]),
+        "",
+        md_table(index.assign(verdict=[f"**{v}**" for v in index["verdict"]])),
+        "",
+        "## Every rule",
+        "",
+        counts_line(table["verdict"]),
+        "",
+    ]
     for question, part in table.groupby("question", sort=False):
         shown = pd.DataFrame(
             {
+                "#": part["number"],
                 "claim": part["claim"],
                 "verdict": [f"**{v}**" for v in part["verdict"]],
                 "study": [s or "–" for s in part["study"]],
                 "evidence": part["evidence"],
                 "rule": part["rule"],
+                "source": part["source"],
             }
         )
-        lines += [f"## {question}", "", md_table(shown), ""]
+        lines += [f"### {question}", "", md_table(shown), ""]
     md = out / "claims.md"
     md.write_text("\n".join(lines))
     return [csv, md]

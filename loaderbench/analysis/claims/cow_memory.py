@@ -177,12 +177,14 @@ QUESTION.claims.extend(
             f"every num_workers list_str's is at least {GROW_MIB:g} MiB above the numpy_bytes control's (same loop, "
             f"an index that is one object); cells with gc.freeze() in the parent where the study has them",
             cow_grows("list_str"),
+            number=22,
         ),
         Claim(
             "cow-memory",
             "a NumPy object array behaves like a list (its elements carry refcounts)",
             f"as above for numpy_object: a peak USS per worker at least {GROW_MIB:g} MiB above numpy_bytes'",
             cow_grows("numpy_object"),
+            number=22,
         ),
         Claim(
             "cow-memory",
@@ -192,6 +194,7 @@ QUESTION.claims.extend(
             f"within +-{FLAT_MIB:g} MiB of numpy_bytes') while list_str's is at least {GROW_MIB:g} MiB above: memory "
             f"common to every backing is not the index's",
             cow_flat,
+            number=21,
         ),
         Claim(
             "cow-memory",
@@ -200,6 +203,7 @@ QUESTION.claims.extend(
             f"subtracted): holds if at the most workers it is at least {COW_WORKERS_RATIO:g}x that at the fewest, "
             f"and list_str's peak per worker is at least {GROW_MIB:g} MiB above the control's there",
             cow_grows_with_workers,
+            number=23,
         ),
         Claim(
             "cow-memory",
@@ -209,6 +213,7 @@ QUESTION.claims.extend(
             f"per worker without gc_freeze is at least {GROW_MIB:g} MiB above that with it; the backing claims above "
             f"read the gc_freeze cells where the study has them",
             gc_pass_copies,
+            number=25,
         ),
     ]
 )

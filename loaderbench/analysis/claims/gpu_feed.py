@@ -6,9 +6,19 @@ from __future__ import annotations
 import pandas as pd
 
 from loaderbench.analysis.claims.claim import GPU_REFERENCE, Claim, Question, finite, g, missing
+from loaderbench.analysis.claims.step_overlap import CLAIMS as STEP_OVERLAP
 from loaderbench.analysis.derive import on_gpu
 from loaderbench.analysis.table import col, is_true, ok_rows
-from loaderbench.stats.verdicts import NOT_MEASURABLE, Outcome, all_of, at_least, decide_shift
+from loaderbench.stats.verdicts import (
+    MIN_EFFECT,
+    NOT_MEASURABLE,
+    Outcome,
+    all_of,
+    at_least,
+    both,
+    decide_median,
+    decide_shift,
+)
 
 #: the upper end of the rule of thumb "2-4 workers per GPU"
 FEW_WORKERS = 4
@@ -16,6 +26,11 @@ FEW_WORKERS = 4
 ENOUGH = 0.9
 #: "pin_memory speeds the loop up": pinned over not pinned, samples/s, at least this
 PIN_GAIN = 1.0
+#: "pinned copies are faster": host-to-device GB/s pinned over pageable, at least this
+PINNED_H2D_MIN = 2.0
+#: "the pin-memory thread becomes a bottleneck": at the most workers it is busy at least this share of one core
+#: (its CPU seconds over the run's), having grown from the fewest workers by at least 1 + MIN_EFFECT
+PIN_BUSY = 0.8
 AU = "accelerator_busy_fraction"
 _NEEDS_PIN = "needs pinned and unpinned cells (3 ok repetitions each) of the same model, cores and num_workers"
 
@@ -80,6 +95,53 @@ def pin_memory_speeds_up(rows: pd.DataFrame) -> Outcome:
     return all_of(checks, _NEEDS_PIN)
 
 
+def pinned_copies_faster(rows: pd.DataFrame) -> Outcome:
+    gpu, why = _gpu(rows)
+    if why:
+        return why
+    checks = []
+    for (model, cores, nw), grp in gpu.groupby([col(gpu, "model", "none").astype(str), "cores", "num_workers"]):
+        pinned = finite(grp.loc[grp["pin_memory"].map(is_true), "h2d_gbps"])
+        plain = finite(grp.loc[~grp["pin_memory"].map(is_true), "h2d_gbps"])
+        if len(pinned) < 3 or len(plain) < 3:
+            continue
+        o = decide_shift(plain, pinned, at_least(PINNED_H2D_MIN), label=f"{model}, {int(cores)} cores, w={int(nw)}")
+        checks.append(
+            Outcome(o.verdict, f"{o.evidence} ({g(pd.Series(plain).median())} -> {g(pd.Series(pinned).median())} GB/s)")
+        )
+    return all_of(checks, f"host-to-device GB/s: {_NEEDS_PIN}")
+
+
+def pin_thread_share(rows: pd.DataFrame) -> pd.Series:
+    """The pin-memory thread's CPU seconds over the run's wall seconds: the share of one core it kept busy."""
+    return pd.to_numeric(col(rows, "cpu_pin_thread_s"), errors="coerce") / pd.to_numeric(
+        col(rows, "total_s"), errors="coerce"
+    )
+
+
+def pin_thread_bottleneck(rows: pd.DataFrame) -> Outcome:
+    gpu, why = _gpu(rows)
+    if why:
+        return why
+    pinned = gpu[gpu["pin_memory"].map(is_true) & (gpu["num_workers"] > 0)]
+    pinned = pinned.assign(share=pin_thread_share(pinned))
+    checks = []
+    for model, m in pinned.groupby(col(pinned, "model", "none").astype(str)):
+        at = m[m["cores"] == m["cores"].max()]
+        counts = at.groupby("num_workers")["share"].count()
+        ns = sorted(int(n) for n in counts[counts >= 3].index)
+        if len(ns) < 2:
+            continue
+        lo, hi = (finite(at.loc[at["num_workers"] == n, "share"]) for n in (ns[0], ns[-1]))
+        where = f"{model} on {int(at['cores'].iloc[0])} cores"
+        o = both(
+            decide_shift(lo, hi, at_least(1 + MIN_EFFECT), label=f"pin thread's share w={ns[-1]} / w={ns[0]}"),
+            decide_median(hi, at_least(PIN_BUSY), label=f"its share at w={ns[-1]}"),
+        )
+        checks.append(Outcome(o.verdict, f"{where}: {o.evidence}"))
+    return all_of(checks, "needs pinned GPU cells at two or more num_workers, 3 ok repetitions each")
+
+
 def _needs(rows: pd.DataFrame) -> bool:
     """A model's step ran (on a GPU, or simulated where there is none): the study asks about feeding one."""
     stepped = on_gpu(rows) or bool(col(rows, "consumer").astype(str).str.startswith("simulated").any())
@@ -102,6 +164,7 @@ QUESTION.claims.extend(
             "hold if the interval lies below; every model must hold; not measurable without a GPU (a simulated step "
             "proves nothing about one)",
             few_workers_suffice,
+            number=38,
         ),
         Claim(
             "gpu-feed",
@@ -110,6 +173,29 @@ QUESTION.claims.extend(
             f"not pinned is at least {PIN_GAIN:g}x, does not hold if its interval lies entirely below; one cell shown "
             "slower refutes it; not measurable without a GPU (pinning does nothing there)",
             pin_memory_speeds_up,
+            number=36,
+        ),
+        Claim(
+            "gpu-feed",
+            "pinned memory gives faster host-to-device copies than pageable memory",
+            f"at every model, cores and num_workers with pinned and unpinned cells: holds if the host-to-device GB/s "
+            f"pinned over not pinned is at least {PINNED_H2D_MIN:g}x (CUDA events around each batch's copies); not "
+            "measurable without a GPU",
+            pinned_copies_faster,
+            needs=lambda rows: _needs(rows) and "h2d_gbps" in rows,
+            number=33,
+        ),
+        Claim(
+            "gpu-feed",
+            "the single pin-memory thread becomes a bottleneck as workers grow",
+            f"per model on the most cores, pinned cells: holds if the share of one core the pin-memory thread keeps "
+            f"busy (its CPU seconds over the run's) grows from the fewest to the most workers by at least "
+            f"{1 + MIN_EFFECT:g}x and reaches at least {PIN_BUSY:g} there (a median needs 5 repetitions); not "
+            "measurable without a GPU",
+            pin_thread_bottleneck,
+            needs=lambda rows: _needs(rows) and "cpu_pin_thread_s" in rows,
+            number=35,
         ),
     ]
 )
+QUESTION.claims.extend(STEP_OVERLAP)

@@ -77,6 +77,7 @@ QUESTION.claims.extend(
             f"with slow_worker_ms > 0, at every num_workers: holds if the p99 batch wait out of order is at most "
             f"{1 - TAIL_CUT:g}x that in order",
             out_of_order_cuts_tail,
+            number=46,
         ),
         Claim(
             "in-order",
@@ -86,6 +87,7 @@ QUESTION.claims.extend(
             f"order over in order lies within {1 - THROUGHPUT_KEEP:g}..{1 + THROUGHPUT_KEEP:g}x, does not hold if it "
             "lies entirely outside",
             out_of_order_keeps_throughput,
+            number=47,
         ),
     ]
 )

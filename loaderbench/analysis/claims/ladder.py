@@ -8,8 +8,18 @@ import pandas as pd
 
 from loaderbench.analysis.claims.claim import GPU_REFERENCE, NOISY, Claim, Question, finite, missing, quiet
 from loaderbench.analysis.derive import RUNGS, ladder_rung, on_gpu
-from loaderbench.analysis.table import col, ok_rows
-from loaderbench.stats.verdicts import NOT_MEASURABLE, NOT_MEASURED, Outcome, at_least, decide_shift, within
+from loaderbench.analysis.table import col, is_true, ok_rows
+from loaderbench.stats.verdicts import (
+    NOT_MEASURABLE,
+    NOT_MEASURED,
+    Outcome,
+    all_of,
+    at_least,
+    decide_median,
+    decide_shift,
+    g,
+    within,
+)
 
 #: The PyTorch tutorial's published cumulative speed-ups over its baseline (on a GPU).
 PUBLISHED = {"+workers": 3.30, "+pin_memory": 3.33, "+persistent": 3.76, "+prefetcher": 3.77, "+batched": 11.55}
@@ -19,6 +29,14 @@ LADDER_MATCH_FACTOR = 1.25
 #: "speeds the loop up": each rung at least this many times the one before.
 LADDER_STEP_MIN = 1.05
 METRIC = "end_to_end_samples_per_s"
+#: "a step gains about 1.0x": its ratio to the rung before lies within 1 -+ this (the equivalence margin of
+#: in_order's "about the same throughput").
+ABOUT_ONE = 0.10
+#: the steps the tutorial reports as about 1.0x: (rung, the rung before)
+FLAT_STEPS = (("+pin_memory", "+workers"), ("+prefetcher", "+persistent"))
+#: "non_blocking copies overlap compute": the median share of copy time that overlapped compute is at least this.
+OVERLAP_MIN = 0.10
+OVERLAP = "h2d_overlap_fraction"
 
 
 def _ladder(rows):
@@ -82,6 +100,50 @@ def ladder_step_helps(rung: str, previous: str) -> Callable[[pd.DataFrame], Outc
     return rule
 
 
+def ladder_step_about_one(rung: str, previous: str) -> Callable[[pd.DataFrame], Outcome]:
+    def rule(rows: pd.DataFrame) -> Outcome:
+        ok = _ladder(rows)
+        if ok.empty:
+            return missing("no ok records")
+        a, b = ok[ok["rung"] == previous], ok[ok["rung"] == rung]
+        o = decide_shift(
+            finite(a[METRIC]),
+            finite(b[METRIC]),
+            within(1 - ABOUT_ONE, 1 + ABOUT_ONE),
+            label=f"end-to-end samples/s {rung} / {previous}",
+        )
+        if o.verdict == NOT_MEASURED or on_gpu(b):
+            return o
+        return Outcome(NOT_MEASURABLE, f"{o.evidence.split(': ')[0]}; the step did nothing here: it needs a GPU")
+
+    rule.__name__ = f"ladder_step_about_one_{rung}"
+    return rule
+
+
+def non_blocking_overlaps(rows: pd.DataFrame) -> Outcome:
+    """Pinned, non_blocking copies issued by the training loop itself (no prefetcher): their share of copy time
+    that overlapped compute, per rung; the prefetcher's rungs (copies on a side stream) are shown beside."""
+    ok = _ladder(rows)
+    if ok.empty:
+        return missing("no ok records")
+    if not on_gpu(ok):
+        return Outcome(NOT_MEASURABLE, "no step ran on a GPU: host-to-device copies need one")
+    pinned = ok[col(ok, "pin_memory").map(is_true) & col(ok, "non_blocking").map(is_true)]
+    side = col(pinned, "prefetcher").map(is_true)
+    checks = [
+        decide_median(finite(cell[OVERLAP]), at_least(OVERLAP_MIN), label=f"{rung}: overlap fraction")
+        for rung, cell in pinned[~side].groupby("rung", sort=False)
+    ]
+    shown = "; ".join(
+        f"{rung}: {g(float(finite(c[OVERLAP]).mean()) if len(finite(c[OVERLAP])) else float('nan'))}"
+        for rung, c in pinned[side].groupby("rung", sort=False)
+    )
+    o = all_of(checks, "needs pinned non_blocking cells without the prefetcher")
+    return Outcome(
+        o.verdict, o.evidence + (f" (with the prefetcher's copy stream, mean overlap {shown})" if shown else "")
+    )
+
+
 def _needs(rows: pd.DataFrame) -> bool:
     return (
         "model" in rows
@@ -108,6 +170,7 @@ QUESTION.claims.extend(
                 "not measurable here unless the model step ran on a GPU (like-for-like with the tutorial; pin_memory "
                 "and the prefetcher do nothing without one)",
                 ladder_matches(rung),
+                number=39,
             )
             for rung in RUNGS[1:]
         ],
@@ -119,8 +182,36 @@ QUESTION.claims.extend(
                 f"when repetitions scatter by more than {NOISY:.0%} of their median (the cores were not the cells' "
                 f"own)",
                 quiet(ladder_step_helps(rung, prev), METRIC),
+                number=number,
             )
-            for rung, prev in (("+workers", "baseline"), ("+persistent", "+pin_memory"), ("+batched", "+prefetcher"))
+            for rung, prev, number in (
+                ("+workers", "baseline", 1),
+                ("+persistent", "+pin_memory", 27),
+                ("+batched", "+prefetcher", 42),
+            )
         ],
+        *[
+            Claim(
+                "ladder",
+                f"{rung} alone gains about 1.0x over {prev} (the tutorial's step)",
+                f"an equivalence: holds if end-to-end samples/s of {rung} over {prev} lies within "
+                f"{1 - ABOUT_ONE:g}..{1 + ABOUT_ONE:g}x, does not hold if it lies entirely outside; not measurable "
+                "unless the model step ran on a GPU (without one the step does nothing)",
+                ladder_step_about_one(rung, prev),
+                number=40,
+            )
+            for rung, prev in FLAT_STEPS
+        ],
+        Claim(
+            "ladder",
+            "non_blocking host-to-device copies overlap compute",
+            f"pinned, non_blocking copies made by the training loop itself (rungs without the prefetcher): holds if "
+            f"in every such rung the median share of copy time that overlapped compute (CUDA events) is at least "
+            f"{OVERLAP_MIN:g}, does not hold if its interval lies below; the prefetcher's rungs, which copy on a "
+            "side stream, are shown beside",
+            non_blocking_overlaps,
+            needs=lambda rows: _needs(rows) and OVERLAP in rows,
+            number=34,
+        ),
     ]
 )

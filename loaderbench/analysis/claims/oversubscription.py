@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pandas as pd
 
 from loaderbench.analysis.claims.claim import NOISY, Claim, Question, finite, narrow, quiet, with_workers
+from loaderbench.analysis.claims.worker_costs import CLAIMS as WORKER_COSTS
 from loaderbench.analysis.derive import ranks
 from loaderbench.analysis.environment import env_one
 from loaderbench.analysis.table import AXIS_COLUMNS, col, ok_rows
@@ -93,6 +94,16 @@ def peaks_near_cores(rows: pd.DataFrame) -> Outcome:
     return Outcome(out.verdict, out.evidence + extra)
 
 
+def rises_to_cores(rows: pd.DataFrame) -> Outcome:
+    checks = []
+    for label, cores, v in _curves(rows):
+        if cores < 2 or len(v.get(1, [])) < 3 or len(v.get(cores, [])) < 3:
+            continue
+        o = decide_shift(v[1], v[cores], at_least(PEAK_RISE_MIN), label=f"w={cores} / w=1")
+        checks.append(Outcome(o.verdict, f"{label}: {o.evidence}"))
+    return all_of(checks, "needs ok cpu/jpeg cells on 2 or more cores at num_workers = 1 and = cores")
+
+
 def degrades_past_cores(rows: pd.DataFrame) -> Outcome:
     checks = []
     for label, cores, v in _curves(rows):
@@ -150,12 +161,22 @@ QUESTION.claims.extend(
     [
         Claim(
             "oversubscription",
+            "worker processes parallelize CPU-bound Python work",
+            f"per CPU-bound curve on 2 or more cores (ranks = 1): holds if throughput at num_workers = cores is at "
+            f"least {PEAK_RISE_MIN:g}x that at 1 worker; {_NOISE}",
+            quiet(rises_to_cores, select=_cpu_read),
+            needs=_has_curves,
+            number=5,
+        ),
+        Claim(
+            "oversubscription",
             "CPU-bound throughput peaks near the core count",
             f"per CPU-bound curve on 2 or more cores (ranks = 1): holds if throughput at num_workers = cores is at "
             f"least {PEAK_RISE_MIN:g}x that at 1 worker and no num_workers past {PEAK_SPAN} x cores reaches "
             f"{1 + MIN_EFFECT:g}x that at cores (a flat or falling curve does not hold); {_NOISE}",
             quiet(peaks_near_cores, select=_cpu_read),
             needs=_has_curves,
+            number=13,
         ),
         Claim(
             "oversubscription",
@@ -164,6 +185,7 @@ QUESTION.claims.extend(
             f"num_workers = cores; {_NOISE}",
             quiet(degrades_past_cores, select=_cpu_read),
             needs=_has_curves,
+            number=14,
         ),
         Claim(
             "oversubscription",
@@ -172,6 +194,8 @@ QUESTION.claims.extend(
             f"that at W = cores; {_NOISE}",
             quiet(ranks_share_cores),
             needs=_has_ranks,
+            number=19,
         ),
     ]
 )
+QUESTION.claims.extend(WORKER_COSTS)

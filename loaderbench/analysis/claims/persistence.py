@@ -95,6 +95,7 @@ QUESTION.claims.extend(
                 f"at the most epochs: holds if the epoch-boundary gap restarting workers is at least "
                 f"{PERSIST_GAP_RATIO:g}x the persistent one (what is left is the refill: one batch made after iter())",
                 persistent_removes_gap(sm),
+                number=26,
             )
             for sm in ("fork", "forkserver", "spawn")
         ],
@@ -103,6 +104,7 @@ QUESTION.claims.extend(
             "the epoch-boundary gap grows with spawn",
             f"non-persistent workers: holds if spawn's epoch gap is at least {SPAWN_GAP_RATIO:g}x fork's",
             gap_grows_with_spawn,
+            number=26,
         ),
         Claim(
             "persistence",
@@ -110,6 +112,7 @@ QUESTION.claims.extend(
             f"fork, at the most epochs: holds if total_s without / with persistent workers is at least "
             f"{RUN_SPEEDUP:g}x",
             persistent_speeds_up_run,
+            number=27,
         ),
     ]
 )

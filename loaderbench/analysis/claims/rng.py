@@ -176,12 +176,14 @@ QUESTION.claims.extend(
             f"holds if in every fork cell with 2+ workers and worker_init = none every repetition has more than "
             f"{DUP:.0%} of an epoch's NumPy draws equal to another draw of the same epoch; {_SPLIT}",
             rng_repeats("numpy"),
+            number=30,
         ),
         Claim(
             "rng",
             "Python's random repeats draws across forked workers without a worker_init_fn",
             f"as above for Python's random (more than {DUP:.0%} duplicates in every repetition of every such cell)",
             rng_repeats("python"),
+            number=30,
         ),
         Claim(
             "rng",
@@ -189,6 +191,7 @@ QUESTION.claims.extend(
             f"holds if in every cell with 2+ workers no repetition has more than {DUP:.0%} of torch draws repeated, "
             f"within an epoch or from the previous epoch; {_SPLIT}",
             torch_never_repeats,
+            number=31,
         ),
         Claim(
             "rng",
@@ -196,6 +199,7 @@ QUESTION.claims.extend(
             f"non-persistent fork cells with 2+ workers, worker_init = none: holds if in every cell every repetition "
             f"has more than {DUP:.0%} of some source's draws already drawn the epoch before; {_SPLIT}",
             rng_repeats_across_epochs,
+            number=32,
         ),
         Claim(
             "rng",
@@ -203,6 +207,7 @@ QUESTION.claims.extend(
             f"holds if no repetition of a seed_all cell with 2+ workers has more than {DUP:.0%} duplicates in any "
             f"source, within or across epochs; {_SPLIT}",
             seed_all_no_duplicates,
+            number=32,
         ),
     ]
 )

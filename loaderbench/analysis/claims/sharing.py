@@ -163,6 +163,7 @@ QUESTION.claims.extend(
             f"file_system ran out, or file_descriptor used {FD_NEAR:.0%} of its limit without failing; inconclusive "
             f"if no file_descriptor cell came within {FD_NEAR:.0%} of its open-file limit",
             fd_runs_out,
+            number=50,
         ),
         Claim(
             "sharing",
@@ -171,6 +172,7 @@ QUESTION.claims.extend(
             f"at the most tensors per sample are at least {FD_TENSOR_RATIO:g}x those at the fewest and file_system's "
             f"at most {FS_TENSOR_MAX:g}x",
             fd_per_tensor,
+            number=50,
         ),
         Claim(
             "sharing",
@@ -180,6 +182,7 @@ QUESTION.claims.extend(
             "each comparison at the Bonferroni confidence for their number); does not hold if at every num_workers "
             f"they are shown within {PER_TENSOR_DIFF:.0%}",
             per_tensor_cost_differs,
+            number=51,
         ),
     ]
 )

@@ -17,6 +17,8 @@ SPAWN_CPU_MIN = 5.0
 PER_WORKER_KEEP = 0.75
 #: fork's rise in main-process CPU with the payload is at most this share of spawn's rise.
 FORK_RISE_SHARE = 0.25
+#: spawn's workers' peak USS (private memory) per worker is at least this many times fork's.
+SPAWN_USS_MIN = 2.0
 #: forkserver+preload's epoch-2 restart is at most this many times fork's ("about as fast": 0.3 s vs 0.25 s).
 PRELOAD_WITHIN = 1.5
 METHODS = ("fork", "spawn", "forkserver", "forkserver+preload")
@@ -138,6 +140,27 @@ def spawn_pickles_dataset(rows: pd.DataFrame) -> Outcome:
     return all_of(checks, "needs spawn and fork cells with and without payload, 3 ok repetitions each")
 
 
+def spawn_uses_more_memory(rows: pd.DataFrame) -> Outcome:
+    """Read at the smallest payload only: a spawned worker's exit was seen to add a transient as large as the
+    payload to its USS peak."""
+    ok = _sm(rows)
+    if ok.empty:
+        return missing(f"needs {NEEDS}")
+    ok = ok.assign(
+        uss_mib=pd.to_numeric(col(ok, "workers_uss_peak_bytes"), errors="coerce") / 2**20 / ok["num_workers"]
+    )
+    mb = min(ok["payload_mb"])
+    checks = []
+    for nw in sorted(set(ok["num_workers"])):
+        f, s = (_v(ok, m, nw, mb, "uss_mib") for m in ("fork", "spawn"))
+        if min(len(f), len(s)) < 3:
+            continue
+        o = decide_shift(f, s, at_least(SPAWN_USS_MIN), label="workers' peak USS per worker spawn / fork")
+        shown = f"{g(pd.Series(f).median())} -> {g(pd.Series(s).median())} MiB"
+        checks.append(Outcome(o.verdict, f"w={int(nw)}, {mb:g} MiB payload: {o.evidence} ({shown})"))
+    return all_of(checks, f"needs {NEEDS} and the workers' USS")
+
+
 def forkserver_between(rows: pd.DataFrame) -> Outcome:
     ok = _sm(rows)
     checks = []
@@ -191,6 +214,7 @@ QUESTION.claims.extend(
             f"holds if, at every num_workers x parent_payload_mb, every other start method's time to first batch is "
             f"at least {_B} fork's",
             fork_starts_fastest,
+            number=7,
         ),
         Claim(
             "start-method",
@@ -200,6 +224,7 @@ QUESTION.claims.extend(
             f"worker at the most workers is at least {PER_WORKER_KEEP:g}x that at the fewest: a cost paid by every "
             "worker, whatever the core count",
             spawn_pays_startup,
+            number=7,
         ),
         Claim(
             "start-method",
@@ -210,6 +235,16 @@ QUESTION.claims.extend(
             f"{PER_WORKER_KEEP:g}x that at the fewest (workers' USS peaks are reported, not used: a spawned worker's "
             "exit adds a transient as large as the payload)",
             spawn_pickles_dataset,
+            number=8,
+        ),
+        Claim(
+            "start-method",
+            "spawned workers use more private memory than forked ones (fork shares the parent's pages)",
+            f"at the smallest payload, at every num_workers: holds if spawn's workers' peak USS per worker is at "
+            f"least {SPAWN_USS_MIN:g}x fork's (the larger payloads are not read: a spawned worker's exit adds a "
+            "transient as large as the payload)",
+            spawn_uses_more_memory,
+            number=9,
         ),
         Claim(
             "start-method",
@@ -217,6 +252,7 @@ QUESTION.claims.extend(
             f"holds if, at every num_workers x payload, plain forkserver's time to first batch is at least {_B} fork's "
             f"and spawn's at least {_B} forkserver's",
             forkserver_between,
+            number=10,
         ),
         Claim(
             "start-method",
@@ -226,6 +262,7 @@ QUESTION.claims.extend(
             f"forkserver+preload's is at most {PRELOAD_WITHIN:g}x fork's and plain forkserver's at least {_B} "
             "forkserver+preload's",
             preload_restarts_fast,
+            number=10,
         ),
     ]
 )

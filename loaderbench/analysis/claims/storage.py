@@ -42,6 +42,10 @@ CAP_BINDS = 1 + MIN_EFFECT
 #: at most this share of the best pooled one.
 PER_REQUEST_MAX = 1 - MIN_EFFECT
 
+#: "remote storage makes the pipeline I/O-bound": at num_workers = cores, reading over HTTP at FAR_LATENCY_MS or
+#: more gives at most this share of reading the same files locally.
+REMOTE_SHARE = 0.5
+
 AXES = (
     "workload",
     "storage",
@@ -166,6 +170,48 @@ def per_request_costs_more(rows: pd.DataFrame) -> Outcome:
     return all_of(checks, "needs HTTP read-stage cells with both http_client values at the same latency")
 
 
+def _reads(rows: pd.DataFrame) -> pd.DataFrame:
+    """Ok jpeg rows, local or over HTTP (pooled, uncapped), with workers, no consumer step or model, one rank."""
+    ok = ok_rows(narrow(rows, _READ))
+    if ok.empty:
+        return ok
+    keep = (col(ok, "workload") == "jpeg") & col(ok, "storage").isin(("local", "http"))
+    keep &= pd.to_numeric(col(ok, "num_workers", 0), errors="coerce").fillna(0) > 0
+    keep &= (ranks(ok) == 1) & (pd.to_numeric(col(ok, "step_ms", 0.0), errors="coerce").fillna(0.0) == 0)
+    keep &= col(ok, "model").isna() | col(ok, "model").astype(str).isin(("none", ""))
+    http = col(ok, "storage") == "http"
+    keep &= ~http | (col(ok, "http_client") == "pooled")
+    keep &= ~http | (pd.to_numeric(col(ok, "bandwidth_mbit", 0.0), errors="coerce").fillna(0.0) == 0)
+    return ok[keep]
+
+
+def remote_is_io_bound(rows: pd.DataFrame) -> Outcome:
+    ok = _reads(rows)
+    checks = []
+    for (stage, cores), grp in ok.groupby(["jpeg_stage", "cores"], dropna=False, sort=True):
+        at = grp[grp["num_workers"] == cores]
+        local = finite(at.loc[at["storage"] == "local", "samples_per_s"])
+        far = at[(at["storage"] == "http") & (pd.to_numeric(at["latency_ms"], errors="coerce") >= FAR_LATENCY_MS)]
+        for latency, cell in far.groupby("latency_ms", sort=True):
+            o = decide_shift(
+                local,
+                finite(cell["samples_per_s"]),
+                at_most(REMOTE_SHARE),
+                label=f"{stage} stage, {int(cores)} core{'s' if cores != 1 else ''}, w={int(cores)}: HTTP at "
+                f"{g(latency)} ms / local",
+            )
+            checks.append(o)
+    return all_of(
+        checks,
+        f"needs jpeg cells read locally and over HTTP at {g(FAR_LATENCY_MS)} ms or more, at num_workers = cores",
+    )
+
+
+def _has_local_and_remote(rows: pd.DataFrame) -> bool:
+    ok = _reads(rows)
+    return bool((col(ok, "storage") == "local").any() and (col(ok, "storage") == "http").any())
+
+
 def shards_exactly_once(rows: pd.DataFrame) -> Outcome:
     ok = ok_rows(narrow(rows, _READ))
     ok = ok[col(ok, "workload") == "shards"] if not ok.empty else ok
@@ -224,6 +270,18 @@ QUESTION.claims.extend(
             f"half as many while the uncapped twin reaches at least {g(CAP_BINDS)}x more; {_NOISE}",
             quiet(scale_until_bandwidth, select=_http_read),
             needs=_has_http,
+            number=56,
+        ),
+        Claim(
+            "storage",
+            "remote storage makes a pipeline I/O-bound: at num_workers = cores it loads far slower than from local "
+            "disk",
+            f"jpeg reading, per stage (read only, full pipeline) and cores: holds if at every latency of at least "
+            f"{g(FAR_LATENCY_MS)} ms the throughput over HTTP (pooled, uncapped) at num_workers = cores is at most "
+            f"{g(REMOTE_SHARE)}x that of the same files read locally; {_NOISE}",
+            quiet(remote_is_io_bound, select=_reads),
+            needs=_has_local_and_remote,
+            number=56,
         ),
         Claim(
             "storage",

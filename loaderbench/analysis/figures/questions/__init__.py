@@ -20,6 +20,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from loaderbench.analysis.claims import question_of
+from loaderbench.analysis.figures.questions.cheap_work import crossover_by_sample_size
 from loaderbench.analysis.figures.questions.cow_memory import memory_growth_by_backing
 from loaderbench.analysis.figures.questions.gpu_feed import pin_memory_by_workers
 from loaderbench.analysis.figures.questions.in_order import tail_latency_in_order
@@ -45,6 +46,7 @@ FIGURES = {
     "rng": rng_duplicates,
     "in-order": tail_latency_in_order,
     "storage": workers_hide_latency,
+    "cheap-work": crossover_by_sample_size,
 }
 
 

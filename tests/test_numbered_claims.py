@@ -1,0 +1,253 @@
+"""The numbered catalogue of claims and the rules added for it: every number gets a row, and every new rule
+decides correctly on small synthetic record sets (holds, does not hold, inconclusive, not measured yet), as in
+tests/test_claims.py."""
+
+from __future__ import annotations
+
+import itertools
+
+import pandas as pd
+import pytest
+
+from loaderbench.analysis import claims as C
+from tests.question_records import (
+    CURVES,
+    MIB,
+    TUTORIAL,
+    F,
+    H,
+    I,
+    N,
+    X,
+    cheap_table,
+    curve_table,
+    decide,
+    jitter,
+    ladder_table,
+    rec,
+    sm_table,
+    stepped_table,
+    storage_table,
+    table,
+)
+
+# --------------------------------------------------------------------------------------------------------
+# the catalogue and the table's rows
+
+
+def test_the_catalogue_numbers_57_claims_each_with_a_source():
+    assert [s.number for s in C.CATALOGUE] == list(range(1, 58))
+    assert all(s.source and s.where in ("C", "G", "B") for s in C.CATALOGUE)
+
+
+def test_every_number_is_decided_by_a_rule_or_says_what_would_decide_it():
+    ruled = {c.number for c in C.CLAIMS if c.number is not None}
+    assert ruled <= set(C.BY_NUMBER)
+    open_ = [s.number for s in C.CATALOGUE if s.number not in ruled and not s.pending]
+    assert open_ == []
+    for n in (6, 18, 20, 49):  # the thread backend, a 64-core node, real DDP, checkpointable loading
+        assert n not in ruled and C.BY_NUMBER[n].pending
+    assert C.BY_NUMBER[19].pending and 19 in ruled  # loaders side by side today; real DDP later
+
+
+def test_the_table_has_a_row_for_every_number_even_without_records(tmp_path):
+    t = C.claims_table(pd.DataFrame())
+    assert set(t["number"]) - {"–"} == {s.tag for s in C.CATALOGUE}
+    later = t[t["question"] == C.LATER]
+    assert (later["verdict"] == N).all() and later["evidence"].str.startswith("not measured yet: ").all()
+    assert "64 or more cores" in later.set_index("number").loc["#18", "evidence"]
+    index = C.numbered(t)
+    assert list(index.columns) == C.NUMBERED_COLUMNS and len(index) == 57
+    assert (index["verdict"] == N).all()
+    md = C.write_claims(pd.DataFrame(), tmp_path)[1].read_text()
+    assert "## The 57 numbered claims" in md and "not measured yet: 57" in md
+
+
+def test_a_numbered_claim_holds_only_when_all_its_rows_do():
+    rows = pd.DataFrame(
+        {
+            "number": ["#7", "#7", "#8", "#10", "#10"],
+            "question": ["start-method"] * 5,
+            "verdict": [H, H, H, H, F],
+        }
+    )
+    index = C.numbered(rows).set_index("number")
+    assert index.loc["#7", "verdict"] == H and index.loc["#10", "verdict"] == F
+    assert index.loc["#2", "verdict"] == N and index.loc["#7", "rows"].startswith("2 (")
+
+
+# --------------------------------------------------------------------------------------------------------
+# #2: where num_workers = 0 wins
+
+
+def test_zero_workers_win_cheap_work_and_the_crossover_is_bracketed():
+    df = cheap_table()
+    assert decide(C.zero_wins_when_cheap, df) == H
+    found = {(c.cores, c.sample_bytes): c for c in C.crossovers(df)}
+    small, big = found[(2, 16)], found[(2, 150528)]
+    assert (small.below, small.above) == (10.0, 30.0)
+    assert (big.below, big.above) == (30.0, 100.0)
+    one = found[(1, 16)]
+    assert one.above is None and "above the grid" in one.text()  # one core: workers never win
+
+
+def test_cheap_work_rule_fails_where_workers_win_at_no_work():
+    df = cheap_table(lambda cores, size, work, nw: 100.0 * (1 + min(nw, cores)))
+    assert decide(C.zero_wins_when_cheap, df) == F
+
+
+def test_cheap_work_rule_inconclusive_and_not_measured():
+    out = C.zero_wins_when_cheap(cheap_table(lambda cores, size, work, nw: 100.0))
+    assert out.verdict == I and "no crossover shown" in out.evidence
+    assert decide(C.zero_wins_when_cheap, cheap_table(reps=2)) == N
+    t = C.claims_table(cheap_table()).set_index("number")
+    assert t.loc["#2", "study"] == "cheap-work" and t.loc["#2", "verdict"] == H
+
+
+# --------------------------------------------------------------------------------------------------------
+# #3, #4: a simulated step beside loading
+
+STEP = {0: 0.125, 1: 0.100, 2: 0.050, 3: 0.050, 4: 0.050}  # T_load 100 ms, T_train 25 ms, 2 cores
+
+
+def test_step_overlap_rules_hold():
+    df = stepped_table(STEP)
+    assert decide(C.step_is_max_not_sum, df) == H
+    out = C.knee_at_prep_over_train(df)
+    assert out.verdict == H and "= 2" in out.evidence  # ceil(100 / 25) = 4, capped by the 2 cores
+
+
+def test_step_overlap_rules_fail():
+    assert decide(C.step_is_max_not_sum, stepped_table({**STEP, 1: 0.124})) == F  # the sum: nothing overlapped
+    assert decide(C.knee_at_prep_over_train, stepped_table({**STEP, 3: 0.03})) == F  # gains past the knee
+
+
+def test_step_overlap_inconclusive_when_max_and_sum_are_alike_and_not_measured_without_repetitions():
+    out = C.step_is_max_not_sum(stepped_table({0: 0.026, 1: 0.025, 2: 0.025}))  # loading 1 ms beside 25 ms
+    assert out.verdict == I and "within 10%" in out.evidence
+    assert decide(C.step_is_max_not_sum, stepped_table(STEP, reps=2)) == N
+    t = C.claims_table(stepped_table(STEP)).set_index("number")
+    assert t.loc["#3", "study"] == "gpu-feed-small" and t.loc["#4", "verdict"] == H
+
+
+# --------------------------------------------------------------------------------------------------------
+# #15, #16, #17, #57 on num_workers curves
+
+
+def test_first_batch_without_workers():
+    assert decide(C.first_batch_without_workers, curve_table(CURVES)) == H
+    assert decide(C.first_batch_without_workers, curve_table(CURVES, ttfb=lambda w, nw: 0.1)) == F
+    assert decide(C.first_batch_without_workers, curve_table(CURVES, reps=2)) == N
+
+
+def test_context_switches_past_the_cores():
+    more = curve_table(CURVES, ctx=lambda w, cores, nw: 0.01 if nw <= cores else 0.1)
+    assert decide(C.switches_rise_past_cores, more) == H
+    assert decide(C.switches_rise_past_cores, curve_table(CURVES)) == F
+    assert decide(C.switches_rise_past_cores, curve_table({("sleep", 2): CURVES[("sleep", 2)]})) == N
+
+
+def test_sleep_scales_past_the_cores_where_cpu_does_not():
+    assert decide(C.sleep_scales_past_cores, curve_table(CURVES)) == H
+    flat = {**CURVES, ("sleep", 2): {0: 450.0, 1: 480.0, 2: 950.0, 4: 950.0, 8: 950.0}}
+    assert decide(C.sleep_scales_past_cores, curve_table(flat)) == F
+    assert decide(C.sleep_scales_past_cores, curve_table({("sleep", 2): CURVES[("sleep", 2)]})) == N
+
+
+def test_four_times_the_cores_for_io_bound_loading():
+    assert decide(C.io_rule_of_thumb, curve_table(CURVES)) == H
+    longer = {("sleep", 2): {**CURVES[("sleep", 2)], 16: 7000.0}}
+    out = C.io_rule_of_thumb(curve_table(longer))
+    assert out.verdict == F and "2 x cores (w=4) reaches" in out.evidence
+    assert decide(C.io_rule_of_thumb, curve_table({("cpu", 2): CURVES[("cpu", 2)]})) == N
+
+
+def test_curve_claims_are_read_from_the_quick_study():
+    t = C.claims_table(curve_table(CURVES)).set_index("number")
+    for n in ("#16", "#17", "#57"):
+        assert t.loc[n, "study"] == "quick" and t.loc[n, "verdict"] == H, t.loc[n, "evidence"]
+
+
+# --------------------------------------------------------------------------------------------------------
+# #9, #56
+
+
+def test_spawn_uses_more_memory_than_fork():
+    more = sm_table(uss=lambda m, nw, p: nw * (20 if m == "fork" else 150) * MIB)
+    assert decide(C.spawn_uses_more_memory, more) == H
+    assert decide(C.spawn_uses_more_memory, sm_table()) == F  # the default table: alike at no payload
+    assert decide(C.spawn_uses_more_memory, sm_table(reps=2)) == N
+
+
+def test_remote_storage_is_io_bound():
+    df = storage_table()
+    assert decide(C.remote_is_io_bound, df) == H
+    slow_disk = df.copy()
+    slow_disk.loc[slow_disk["storage"] == "local", "samples_per_s"] = 50.0
+    assert decide(C.remote_is_io_bound, slow_disk) == F
+    assert decide(C.remote_is_io_bound, df[df["storage"] != "local"]) == N
+
+
+# --------------------------------------------------------------------------------------------------------
+# #33, #35 (gpu-feed) and #34, #40 (ladder) on GPU records
+
+
+def gpu_copy_table(gbps, share, consumer="gpu", reps=3) -> pd.DataFrame:
+    """gpu-feed cells on 16 cores: host-to-device GB/s `gbps(pinned)`, pin-memory thread share `share(nw)`."""
+    out = []
+    for nw, pin, r in itertools.product((4, 16), (False, True), range(reps)):
+        cfg = {"workload": "jpeg", "model": "resnet50", "device": "auto", "num_workers": nw, "cores": 16}
+        cfg["pin_memory"] = pin
+        metrics = {
+            "samples_per_s": 100.0 * nw,
+            "consumer": consumer,
+            "accelerator_busy_fraction": 0.5,
+            "h2d_gbps": gbps(pin) * jitter(r),
+            "total_s": 10.0,
+            "cpu_s": {"main": 1.0, "workers": 5.0, "pin_memory_thread": 10.0 * share(nw) * jitter(r) if pin else 0},
+        }
+        out.append(rec("gpu-feed", cfg, metrics, r))
+    return table(out)
+
+
+def test_pinned_copies_are_faster():
+    assert decide(C.pinned_copies_faster, gpu_copy_table(lambda p: 47.0 if p else 4.5, lambda n: 0.1)) == H
+    assert decide(C.pinned_copies_faster, gpu_copy_table(lambda p: 10.0, lambda n: 0.1)) == F
+    assert decide(C.pinned_copies_faster, gpu_copy_table(lambda p: 10.0, lambda n: 0.1, consumer="simulated")) == X
+
+
+def test_pin_thread_bottleneck_needs_its_growth_and_its_level():
+    busy = lambda n: 0.2 if n == 4 else 0.9  # the share at each num_workers
+    assert decide(C.pin_thread_bottleneck, gpu_copy_table(lambda p: 40.0, busy, reps=5)) == H
+    assert decide(C.pin_thread_bottleneck, gpu_copy_table(lambda p: 40.0, lambda n: 0.2 + n / 40, reps=5)) == F
+    out = C.pin_thread_bottleneck(gpu_copy_table(lambda p: 40.0, busy))
+    assert out.verdict == I and "5 give" in out.evidence  # a median's level needs 5 repetitions
+
+
+def _ladder_gpu(speed=TUTORIAL, overlap=0.0, reps=5, consumer="gpu"):
+    df = ladder_table(speed, consumer=consumer, reps=reps, pin_effective=True).assign(non_blocking=True)
+    prefetch = df["prefetcher"].map(bool)
+    return df.assign(h2d_overlap_fraction=[0.2 if p else overlap for p in prefetch])
+
+
+def test_non_blocking_copies_overlap_only_on_a_side_stream():
+    out = C.non_blocking_overlaps(_ladder_gpu())
+    assert out.verdict == F and "with the prefetcher's copy stream" in out.evidence
+    assert decide(C.non_blocking_overlaps, _ladder_gpu(overlap=0.3)) == H
+    assert decide(C.non_blocking_overlaps, _ladder_gpu(consumer="cpu")) == X
+
+
+@pytest.mark.parametrize("rung,prev", [("+pin_memory", "+workers"), ("+prefetcher", "+persistent")])
+def test_flat_ladder_steps(rung, prev):
+    rule = C.ladder_step_about_one(rung, prev)
+    assert decide(rule, _ladder_gpu()) == H  # the tutorial's 1.01x and 1.003x
+    assert decide(rule, _ladder_gpu({**TUTORIAL, rung: 2 * TUTORIAL[prev]})) == F
+    assert decide(rule, _ladder_gpu(consumer="cpu")) == X
+    assert decide(rule, _ladder_gpu(reps=2)) == N
+
+
+def test_new_thresholds_are_printed_from_their_constants():
+    rules = {c.number: c.rule for c in C.CLAIMS if c.number in (2, 15, 17, 33, 40, 56, 57)}
+    assert f"{C.WIN:g}x" in rules[2] and f"{C.CTX_RISE:g}x" in rules[15] and f"{C.IO_ENOUGH:g}x" in rules[17]
+    assert f"{C.PINNED_H2D_MIN:g}x" in rules[33] and f"{1 - C.ABOUT_ONE:g}..{1 + C.ABOUT_ONE:g}x" in rules[40]
+    assert f"{C.REMOTE_SHARE:g}x" in rules[56] and f"{C.FIRST_BATCH_MIN:g}x" in rules[57]
