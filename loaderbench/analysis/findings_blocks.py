@@ -448,13 +448,15 @@ def cheap_work(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
     study = _study(frames[0], "cheap-work")
     rows = inmem_rows(study)
     found = {(c.cores, c.sample_bytes): c for c in crossovers(rows)}
+    costs = sorted(rows["work_us"].dropna().unique())
     out = []
     for (cores, size), grp in rows.groupby(["cores", "sample_bytes"], sort=True):
         line = {"cores": int(cores), "sample": size_text(size)}
-        for work, cell in grp.groupby("work_us", sort=True):
-            med = cell.groupby("num_workers")["samples_per_s"].median()
+        for work in costs:  # every cost of the grid, in order; "–" where this core count did not measure it
+            med = grp[grp["work_us"] == work].groupby("num_workers")["samples_per_s"].median()
             zero, best = med.get(0, np.nan), med.drop(0, errors="ignore").max()
-            line[f"{fmt_num(work)} µs"] = f"{best / zero:.2f}x" if np.isfinite(best / zero) else "–"
+            ratio = best / zero if len(med) else np.nan
+            line[f"{fmt_num(work)} µs"] = f"{ratio:.2f}x" if np.isfinite(ratio) else "–"
         c = found.get((int(cores), int(size)))
         line["crossover"] = c.text() if c else "–"
         out.append(line)

@@ -56,15 +56,20 @@ class Crossover:
     def text(self) -> str:
         """The crossover in words: its interval, or which side of the grid it lies beyond."""
         if self.below is None and self.above is not None:
-            return f"workers win already at {g(min(self.states))} µs: below the grid"
+            return f"workers win already at {us(min(self.states))} µs: below the grid"
         if self.below is None:
             return "0 workers do not win at the cheapest work: no crossover shown"
         if self.above is None:
             return (
-                f"0 workers win up to {g(self.below)} µs and no num_workers wins up to {g(max(self.states))} µs: "
+                f"0 workers win up to {us(self.below)} µs and no num_workers wins up to {us(max(self.states))} µs: "
                 "above the grid"
             )
-        return f"between {g(self.below)} and {g(self.above)} µs per sample"
+        return f"between {us(self.below)} and {us(self.above)} µs per sample"
+
+
+def us(x: float) -> str:
+    """Microseconds as printed: 1,000 rather than 1e+03."""
+    return f"{x:,.0f}" if x >= 10 else g(x)
 
 
 def size_text(n: float) -> str:
