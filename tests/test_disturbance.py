@@ -46,7 +46,6 @@ def record(cell_id="c1", rep=0, sps=400.0, study="s", config=None, **m) -> Recor
     ("m", "reference", "fragment"),
     [
         ({"py_change": -0.15}, None, "python reference moved -15.0%"),
-        ({"jpeg_change": 0.12}, None, "jpeg reference moved +12.0%"),
         ({"py": 70.0}, 100.0, "ran -30.0% off the study's median"),
         ({"others": 0.45}, None, "other processes took 45%"),
     ],
@@ -54,6 +53,11 @@ def record(cell_id="c1", rep=0, sps=400.0, study="s", config=None, **m) -> Recor
 def test_each_margin_flags_a_repetition_and_says_why(m, reference, fragment):
     why = d.reasons(machine(**m), reference, MARGINS)
     assert len(why) == 1 and fragment in why[0]
+
+
+def test_the_jpeg_references_move_is_recorded_but_not_judged():
+    # its reading before the window depends on the cell's own state, so it would flag the cell, not the machine
+    assert d.reasons(machine(jpeg_change=0.9), None, MARGINS) == []
 
 
 def test_within_every_margin_nothing_is_flagged():

@@ -84,7 +84,7 @@ def test_a_real_cell_records_the_machine_beside_its_window(tmp_path):
     # the window holds the loop: the cell's CPU is most of it on one core, never more than the core could give
     assert 0 < m["cell_cpu_s"] <= 1.1 * m["window_s"] + 0.05
     assert m["window_s"] >= rec.metric("total_s")
-    assert isinstance(m["disturbed"], bool) and m["margins"] == {"speed": 0.10, "others": 0.10}
+    assert isinstance(m["disturbed"], bool) and m["margins"] == {"speed": 0.25, "others": 0.10}
 
 
 def _hog(cpu: int) -> subprocess.Popen:

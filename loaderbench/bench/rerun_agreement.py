@@ -14,7 +14,8 @@ first's:
 
 For each, the share of cells within 5% and within 10%, the median and the worst deviation; then the machine's
 noise seen by the reference (the spread of its rates in each run, and the second run's median against the
-first's) and what the reference cost per repetition.
+first's) and what the reference cost per repetition. Last, the reference's own repeatability: timed back to back on
+one core, how far two readings a few milliseconds apart differ. Only a move well beyond that is the machine's.
 """
 
 from __future__ import annotations
@@ -127,6 +128,30 @@ def machine_noise(records: list[Record]) -> dict[str, Any]:
     }
 
 
+def reference_repeatability(cpu: int = 0, pairs: int = 40) -> dict[str, Any]:
+    """The reference timed `pairs` times two back to back on `cpu`: the relative change between the two of a pair
+    (median, 90th percentile, max) per reference. The machine cannot change much in the few milliseconds between
+    them, so this is the reference's own noise, the floor under any speed margin."""
+    from loaderbench.measure.machine_speed import run_reference
+
+    out: dict[str, Any] = {"pairs": pairs, "cpu": cpu}
+    changes: dict[str, list[float]] = {"python_per_s": [], "jpeg_per_s": []}
+    run_reference([cpu])  # warm: the JPEG is made and the code paths are hot before the first pair
+    for _ in range(pairs):
+        a, b = run_reference([cpu]), run_reference([cpu])
+        for key, values in changes.items():
+            values.append(abs(b[key] / a[key] - 1.0))
+    for key, values in changes.items():
+        values.sort()
+        name = key.removesuffix("_per_s")
+        out[name] = {
+            "median": statistics.median(values),
+            "p90": values[min(len(values) - 1, round(0.9 * (len(values) - 1)))],
+            "max": values[-1],
+        }
+    return out
+
+
 def rerun_agreement(
     quick: bool, folder: str | Path | None = None, on_run: Callable[[int], None] | None = None
 ) -> dict[str, Any]:
@@ -167,5 +192,6 @@ def rerun_agreement(
         },
         "agreement": agreement(a, b),
         "reference_run2_over_run1": med[1] / med[0] if med[0] and med[1] else None,
+        "reference_repeatability": reference_repeatability(),
         "runs": [{k: v for k, v in r.items() if k != "values"} for r in runs],
     }

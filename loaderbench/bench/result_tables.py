@@ -446,6 +446,14 @@ def rerun_agreement(ra: dict, console) -> None:
         f"(margins: speed {ra['margins']['speed']:.0%}, others {ra['margins']['others']:.0%}, remeasure budget "
         f"{ra['margins']['remeasure_budget']:.0%} of the repetitions)"
     )
+    rep = ra.get("reference_repeatability")
+    if rep:
+        console.print(
+            f"the reference's own noise, {rep['pairs']} pairs back to back on CPU {rep['cpu']}: python median "
+            f"{fmt(rep['python']['median'], '.1%')}, p90 {fmt(rep['python']['p90'], '.1%')}, max "
+            f"{fmt(rep['python']['max'], '.1%')}; jpeg median {fmt(rep['jpeg']['median'], '.1%')}, p90 "
+            f"{fmt(rep['jpeg']['p90'], '.1%')}, max {fmt(rep['jpeg']['max'], '.1%')}"
+        )
 
 
 def render(result: dict, console) -> None:

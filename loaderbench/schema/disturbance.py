@@ -3,8 +3,10 @@
 Every ok record carries the machine's speed beside its window (metrics `machine`, written by
 loaderbench.measure.machine_speed). A repetition is disturbed when, by stated margins:
 
-- the reference moved during it: the pure-Python or the JPEG reference after the window differs from the one before
-  it by more than `speed_margin`;
+- the reference moved during it: the pure-Python reference after the window differs from the one before it by more
+  than `speed_margin`. The JPEG reference's move is recorded but not judged: its reading before the window depends
+  on the cell's own state (it reads 7-21% slower before the windows of cells with workers than after them, 0.5%
+  without), so it would flag the cell, not the machine;
 - the machine ran at another speed than during the rest of the study: the pure-Python reference differs from the
   study's median reference (of the repetitions measured so far) by more than `speed_margin`;
 - other processes took more than `others_margin` of the cell's cores during the window.
@@ -19,7 +21,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-SPEED_MARGIN = 0.10  # the reference may move this much (either way) before a repetition counts as disturbed
+# the reference may move this much (either way) before a repetition counts as disturbed. Sized from the reference's
+# own noise: two readings back to back on a quiet 2-vCPU cloud VM differ by up to 11% (90th percentile 7%), so a
+# tighter margin would flag the reference's noise, not the machine (`make bench` part 8 measures it here).
+SPEED_MARGIN = 0.25
 OTHERS_MARGIN = 0.10  # the share of the cell's cores other processes may take
 REMEASURE_BUDGET = 0.20  # extra repetitions a study may spend on disturbed ones, as a share of its repetitions
 MAX_REMEASURES = 2  # attempts at one repetition beyond the first, whatever the budget
@@ -41,13 +46,11 @@ def machine_of(metrics: Any) -> Mapping[str, Any] | None:
 def reasons(machine: Mapping[str, Any], study_reference: float | None, margins: Margins) -> list[str]:
     """Why a repetition with this `machine` block counts as disturbed; empty when it does not."""
     out = []
-    for kind in ("python", "jpeg"):
-        change = machine.get(f"{kind}_change")
-        if isinstance(change, int | float) and abs(change) > margins.speed:
-            out.append(
-                f"the {kind} reference moved {change:+.1%} from before the window to after it "
-                f"(margin {margins.speed:.0%})"
-            )
+    change = machine.get("python_change")
+    if isinstance(change, int | float) and abs(change) > margins.speed:
+        out.append(
+            f"the python reference moved {change:+.1%} from before the window to after it (margin {margins.speed:.0%})"
+        )
     rate = machine.get("python_per_s")
     if study_reference and isinstance(rate, int | float) and rate > 0:
         off = rate / study_reference - 1.0

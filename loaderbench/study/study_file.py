@@ -74,7 +74,7 @@ _ALLOWED_TEXT = {
     "name": "letters, digits, '.', '_' or '-', at most 64, starting with a letter or digit",
     "kind": "synthetic-jpeg or imagefolder",
     "recipe": "a shipped dataset recipe's name, or a .toml file in the current folder (letters, digits, '.', '_', '-')",
-    "speed_margin": "a fraction above 0 and at most 1 (0.1: the reference may move 10%)",
+    "speed_margin": "a fraction above 0 and at most 1 (0.25: the reference may move 25%)",
     "others_margin": "a fraction above 0 and at most 1 (0.1: others may take 10% of the cell's cores)",
     "remeasure_budget": "a fraction from 0 to 1 of the study's repetitions (0: never measure again)",
 }
