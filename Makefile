@@ -14,7 +14,7 @@ RUN_ARGS ?=
 BENCH_ARGS ?=
 TUNE_ARGS ?=
 
-.PHONY: setup local run tune figures check test test-stress storage-tools bench submit status clean
+.PHONY: setup local run tune figures check test test-stress storage-tools report-tools bench submit status clean
 .DEFAULT_GOAL := local
 
 $(VENV)/.installed: pyproject.toml
@@ -45,14 +45,20 @@ check: setup  ## static checks: the import layers (import-linter), lint and form
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m mypy
 
-test: setup storage-tools check  ## the static checks, then the test suite in parallel
-	$(PY) -m pytest -n auto $(PYTEST_ARGS)
+test: setup storage-tools report-tools check  ## the static checks, then the test suite in parallel
+	$(PY) -m pytest -n auto --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # nginx and iproute2 for storage = "http" cells and their tests; exit 75 (no package archive) and 77 (not root)
 # leave the tests to say what is missing
 storage-tools:  ## install nginx and iproute2 when missing (Debian; needs root)
 	@bash tools/install-storage-tools.sh || { rc=$$?; if [ $$rc = 75 ] || [ $$rc = 77 ]; then \
 		echo "storage-tools: nginx/iproute2 not installed (exit $$rc); the storage tests will say so" >&2; \
+		else exit $$rc; fi; }
+
+# chromium, headless, for the test that opens the report in a browser; exit 75 and 77 as above
+report-tools:  ## install chromium when missing (Debian; needs root)
+	@bash tools/install-report-tools.sh || { rc=$$?; if [ $$rc = 75 ] || [ $$rc = 77 ]; then \
+		echo "report-tools: chromium not installed (exit $$rc); the browser test will say so" >&2; \
 		else exit $$rc; fi; }
 
 test-stress: setup storage-tools  ## the suite STRESS_RUNS times (default 5) beside two CPU hogs; not part of test or CI

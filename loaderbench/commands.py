@@ -285,6 +285,9 @@ def cmd_status(args) -> int:
             f"{row['study']}: done {row['ok']}, running {row['running']}, pending {row['pending']}, "
             f"failed {row['failed']}, timeout {row['timeout']}, lost {row['lost']}  (jobs: {', '.join(row['jobs'])})"
         )
+        if len(row["nodes"]) > 1:
+            for node, n in sorted(row["nodes"].items()):
+                print(f"  node {node}: done {n['ok']}, running {n['running']}, failed {n['failed']}")
         for line in row["problems"]:
             print(f"  - {line}")
     return 1 if any(r["failed"] or r["timeout"] or r["lost"] for r in rows) else 0

@@ -13,6 +13,16 @@ os.environ.setdefault("LOADERBENCH_CACHE", str(REPO / ".cache"))
 os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
 
 
+def pytest_configure(config):
+    """The test processes fork cells (the runner, embedded). A process whose torch has run an OpenMP parallel
+    region (a model step, a large tensor op) forks children whose own OpenMP calls hang in libgomp, so the cells
+    of a later test would time out. One intra-op thread here keeps the pool from ever starting; every cell sets
+    its own thread count."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
 @pytest.fixture
 def kept(monkeypatch):
     """The figures style.save wrote, kept open (it closes them) until the test ends: [(figure, png path)]."""
@@ -50,3 +60,25 @@ def study_file(tmp_path):
         return write(tmp_path / name, text)
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def _cpus_given_back():
+    """A test must leave this process the CPUs it found: a later test's cells pin inside them, and a narrowed
+    mask fails them with a misleading "only 1 CPUs are allowed here"."""
+    before = os.sched_getaffinity(0)
+    yield
+    after = os.sched_getaffinity(0)
+    if after != before:
+        os.sched_setaffinity(0, before)
+        pytest.fail(f"the test left this process pinned to CPUs {sorted(after)} (it had {sorted(before)})")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The longest test files first (tests/durations.json), each file's tests in their own order: `make test`
+    hands whole files to the workers as they free up (`--dist loadfile`), so the long ones start at once instead of
+    leaving one worker busy at the end."""
+    import json
+
+    seconds = json.loads((Path(__file__).parent / "durations.json").read_text())["seconds"]
+    items.sort(key=lambda item: -seconds.get(Path(str(item.fspath)).name, 0))

@@ -271,7 +271,28 @@ def gpu_rate(model, nw, pin):
     return loader * (0.97 if pin else 1.0)
 
 
-def over_table(curve, ranks2=None, reps=3, spread=SPREAD):
+def ddp_block(overlap=0, epochs=2, samples=64):
+    """The `ddp` metrics of a 2-rank record whose samplers gave `samples` indices per epoch, `overlap` read twice."""
+    rank = {"rank": 0, "host": "h", "step_s": 0.01, "allreduce_s": 0.001, "grad_local": 1.0, "grad_reduced": 1.5}
+    return {
+        "backend": "gloo",
+        "world_size": 2,
+        "nodes": 1,
+        "step_s": 0.01,
+        "allreduce_s": 0.001,
+        "epoch_samples": samples,
+        "epochs_counted": epochs,
+        "share_reads": epochs * samples,
+        "share_overlap": 2 * overlap,
+        "share_missing": overlap,
+        "grads_equal": True,
+        "ranks": [{**rank, "params": 3.0}, {**rank, "rank": 1, "grad_local": 2.0, "params": 3.0}],
+    }
+
+
+def over_table(curve, ranks2=None, reps=3, spread=SPREAD, mode=None, overlap=0):
+    """CPU-bound curves (one rank) and 2-rank cells at the given workers: loaders side by side, or with
+    `mode = "ddp"` real DDP ranks whose shares overlap in `overlap` indices."""
     out = []
     for w in ("cpu", "jpeg"):
         for nw, v in curve.items():
@@ -289,8 +310,8 @@ def over_table(curve, ranks2=None, reps=3, spread=SPREAD):
             out.append(
                 rec(
                     "oversubscription",
-                    {"workload": "cpu", "num_workers": nw, "ranks": 2},
-                    {"samples_per_s": v * jitter(r, spread)},
+                    {"workload": "cpu", "num_workers": nw, "ranks": 2} | ({"rank_mode": mode} if mode else {}),
+                    {"samples_per_s": v * jitter(r, spread)} | ({"ddp": ddp_block(overlap)} if mode == "ddp" else {}),
                     r,
                 )
             )
@@ -330,21 +351,19 @@ def rng_table(numpy_within=0.0, python_within=0.0, torch_within=0.0, across=0.0,
     return table(out)
 
 
-def in_order_table(p99, thr, reps=3, spread=SPREAD):
+def in_order_table(p99, thr, reps=3, spread=SPREAD, order=None):
+    """`order`, when given: (in_order, straggler) -> per repetition (batches out of order, fingerprint)."""
     out = []
     for io, slow, r in itertools.product((True, False), (0.0, 10.0), range(reps)):
         k = (io, slow > 0)
-        out.append(
-            rec(
-                "in-order",
-                {"in_order": io, "slow_worker_ms": slow, "num_workers": 4},
-                {
-                    "batch_wait_s": {"p99": p99[k] * jitter(r, spread), "p50": 0.001},
-                    "samples_per_s": thr[k] * jitter(r, spread),
-                },
-                r,
-            )
-        )
+        metrics = {
+            "batch_wait_s": {"p99": p99[k] * jitter(r, spread), "p50": 0.001},
+            "samples_per_s": thr[k] * jitter(r, spread),
+        }
+        if order is not None:
+            moved, fingerprint = order[k][r]
+            metrics["order"] = {"batches": 120, "out_of_order": moved, "fingerprint": fingerprint}
+        out.append(rec("in-order", {"in_order": io, "slow_worker_ms": slow, "num_workers": 4}, metrics, r))
     return table(out)
 
 
@@ -514,3 +533,179 @@ CURVES = {
     ("sleep", 2): {0: 450.0, 1: 480.0, 2: 950.0, 4: 1900.0, 8: 3700.0},
     ("cpu", 2): {0: 500.0, 1: 480.0, 2: 930.0, 4: 920.0, 8: 900.0},
 }
+
+
+#: the shm-size study's settings (workers, prefetch_factor, batch size): one axis at a time around (2, 2, 32)
+SHM_STAR = [(1, 2, 32), (2, 2, 32), (4, 2, 32), (2, 1, 32), (2, 4, 32), (2, 2, 16), (2, 2, 64)]
+
+
+def shm_table(sizes=(16, 64, 1024), reps=3, spread=SPREAD) -> pd.DataFrame:
+    """Cells with their own /dev/shm: a setting runs where its computed size fits, else fails for want of /dev/shm;
+    the peak is every batch in flight (workers x prefetch + 2) of 256 KiB samples."""
+    from loaderbench.measure.private_shm import in_flight_batches, needed_bytes
+
+    records = []
+    for (w, pf, bs), size in itertools.product(SHM_STAR, sizes):
+        batch = bs * 256 * 1024
+        need = needed_bytes(batch, w, pf)
+        fits = need <= size * MIB
+        for rep in range(reps):
+            metrics = {
+                "samples_per_s": 1500.0 * jitter(rep, spread),
+                "shm_peak_bytes": int(in_flight_batches(w, pf) * batch * jitter(rep, spread)),
+                "shm_private": {
+                    "size_bytes": size * MIB,
+                    "batch_bytes": batch,
+                    "in_flight_batches": in_flight_batches(w, pf),
+                    "needed_bytes": need,
+                    "left_segments": 0,
+                    "left_bytes": 0,
+                },
+            }
+            config = {"num_workers": w, "prefetch_factor": pf, "batch_size": bs, "shm_size_mb": size, "step_ms": 20.0}
+            error = None if fits else {"kind": "shm_exhausted", "message": "/dev/shm of shm_size_mb is too small"}
+            records.append(rec("shm-size", config, metrics, rep, "ok" if fits else "failed", error))
+    return table(records)
+
+
+def batch_table(per_sample_s: float = 2.5e-4, per_batch_s: float = 0.0, reps=3, spread=SPREAD) -> pd.DataFrame:
+    """cpu cells with no step at batch sizes 16-128, 0 and 2 workers: a batch costs per_batch_s plus per_sample_s
+    a sample (2 workers: 1.8x as fast)."""
+    records = []
+    for w, bs in itertools.product((0, 2), (16, 32, 64, 128)):
+        per = (per_sample_s + per_batch_s / bs) / (1.8 if w else 1)
+        for rep in range(reps):
+            metrics = {"samples_per_s": jitter(rep, spread) / per}
+            records.append(rec("batch-size", {"workload": "cpu", "num_workers": w, "batch_size": bs}, metrics, rep))
+    return table(records)
+
+
+def sharing_size_rate(strategy: str, kb: float) -> float:
+    """Tensors per second: file_descriptor pays less per tensor, file_system less per byte (synthetic)."""
+    fixed, per_kb = (60e-6, 4e-6) if strategy == "file_descriptor" else (90e-6, 2e-6)
+    return 1 / (fixed + per_kb * kb)
+
+
+def sharing_size_table(rate=sharing_size_rate, reps=3, spread=SPREAD) -> pd.DataFrame:
+    records = []
+    for s, kb, r in itertools.product(("file_descriptor", "file_system"), (1.0, 256.0, 65536.0), range(reps)):
+        cfg = {"sharing_strategy": s, "sample_kb": kb, "batch_size": 1, "tensors_per_sample": 1}
+        records.append(rec("sharing-size", cfg, {"samples_per_s": rate(s, kb) * jitter(r, spread)}, r))
+    return table(records)
+
+
+def sharing_switch_table(persistent_seen: list[str], fresh_seen: list[str], reps=3) -> pd.DataFrame:
+    """sharing_switch cells (file_descriptor, switched to file_system): what each epoch's first batch showed."""
+    records = []
+    for persistent, seen in ((True, persistent_seen), (False, fresh_seen)):
+        for r in range(reps):
+            cfg = {
+                "sharing_strategy": "file_descriptor",
+                "sharing_switch": "file_system",
+                "persistent_workers": persistent,
+                "epochs": len(seen),
+            }
+            records.append(rec("sharing-size-switch", cfg, {"samples_per_s": 1000.0, "sharing_seen": seen}, r))
+    return table(records)
+
+
+def lazy_table(eager_mib: dict, lazy_mib: float = 20.0, reps=3, spread=SPREAD) -> pd.DataFrame:
+    """cow-memory-lazy cells at 2 workers: peak USS per worker of the eager (decoded) dataset per start method, and
+    of the lazy (list_str) one."""
+    out = []
+    for sm, b, r in itertools.product(("fork", "spawn"), ("decoded", "list_str"), range(reps)):
+        peak = eager_mib[sm] if b == "decoded" else lazy_mib
+        cfg = {"index_backing": b, "index_items": 2000, "num_workers": 2, "start_method": sm, "gc_freeze": True}
+        metrics = {"samples_per_s": 1e4, "memory_timeline": timeline(2, peak * jitter(r, spread), 0.0)}
+        out.append(rec("cow-memory-lazy", cfg, metrics, r))
+    return table(out)
+
+
+def state_table(stale: dict, held_mib: dict, reps=3, samples=192) -> pd.DataFrame:
+    """persistence-state cells: stale[persistent] samples of `samples` that saw the old attribute, and
+    held_mib[(persistent, second_loader)] the workers' USS held over the run (2 workers)."""
+    out = []
+    for persistent, second, r in itertools.product((True, False), (False, True), range(reps)):
+        cfg = {"persistent_workers": persistent, "second_loader": second, "epoch_attribute": True, "epochs": 4}
+        metrics = {
+            "samples_per_s": 1000.0,
+            "memory_timeline": timeline(2, held_mib[(persistent, second)] * jitter(r) / 2, 0.0),
+            "epoch_attribute": {"samples": samples, "stale": stale[persistent]},
+        }
+        out.append(rec("persistence-state", cfg, metrics, r))
+    return table(out)
+
+
+def threads_rate(workload: str, cores: int, method: str | None, nw: int) -> float:
+    """samples/s of a cell of the threads study: pure-Python work stays at one core with threads; the rest scales
+    with the cores, threads as processes."""
+    if nw == 0:
+        return 1000.0
+    if workload == "cpu" and method == "thread":
+        return 950.0
+    return 1000.0 * min(nw, cores if workload != "sleep" else nw)
+
+
+def threads_table(rate=threads_rate, pss_mib=None, ttfb_s=None, reps=3, spread=SPREAD) -> pd.DataFrame:
+    """threads cells (loader = nodes) on 1 and 2 cores for cpu, zlib and sleep: samples/s `rate(workload, cores,
+    method, nw)`, PSS `pss_mib(method, nw)` MiB, first batch `ttfb_s(method, nw)` seconds."""
+    pss_mib = pss_mib or (lambda m, nw: 400 + (250 * nw if m == "process" else 5 * nw))
+    ttfb_s = ttfb_s or (lambda m, nw: 0.01 + (0.03 * nw if m == "process" else 0.0))
+    out = []
+    cells = [(0, None)] + [(nw, m) for nw in (1, 2, 4) for m in ("thread", "process")]
+    for workload, cores, (nw, m), r in itertools.product(("cpu", "zlib", "sleep"), (1, 2), cells, range(reps)):
+        cfg = {"workload": workload, "cores": cores, "num_workers": nw, "loader": "nodes", "worker_method": m}
+        metrics = {
+            "samples_per_s": rate(workload, cores, m, nw) * jitter(r, spread),
+            "memory_bytes": {"pss_peak": int(pss_mib(m, nw) * MIB * jitter(r, spread))},
+            "time_to_first_batch_s": ttfb_s(m, nw) * jitter(r, spread),
+        }
+        out.append(rec("threads", cfg, metrics, r))
+    return table(out)
+
+
+def ckpt_rate(workload: str, cores: int, nw: int, n: int) -> float:
+    """Samples/s that snapshots slow down: 10% at every step, falling as 1/n."""
+    base = {"cpu": 4000.0, "jpeg": 900.0}[workload] * cores
+    return base / (1 + 0.10 / n) if n else base
+
+
+def ckpt_table(rate=ckpt_rate, reps=3, replay=None, exactly_once=True, spread=SPREAD) -> pd.DataFrame:
+    """checkpointing cells: cpu and jpeg on 1 and 2 cores, num_workers 0/2/4, snapshot_every_n_steps 0, 1, 4,
+    16, 64 uninterrupted; cpu on 2 cores resumed at steps 40 and 63, replaying `replay(at, n, nw, bs)` samples
+    (default: what torchdata 0.11 does, (at mod n) x bs with workers, 0 without)."""
+    replay = replay or (lambda at, n, nw, bs: (at % n) * bs if nw else 0)
+    out = []
+    for workload, cores, nw, n, r in itertools.product(
+        ("cpu", "jpeg"), (1, 2), (0, 2, 4), (0, 1, 4, 16, 64), range(reps)
+    ):
+        if nw == 0 and n > 1:
+            continue
+        cfg = {"workload": workload, "cores": cores, "num_workers": nw, "batch_size": 16, "snapshot_every_n_steps": n}
+        out.append(rec("checkpointing", cfg, {"samples_per_s": rate(workload, cores, nw, n) * jitter(r, spread)}, r))
+    for at, nw, n, r in itertools.product((40, 63), (0, 2, 4), (1, 4, 16, 64), range(reps)):
+        if nw == 0 and n > 1:
+            continue
+        cfg = {
+            "workload": "cpu",
+            "cores": 2,
+            "num_workers": nw,
+            "batch_size": 16,
+            "snapshot_every_n_steps": n,
+            "resume_at": at,
+        }
+        replayed = replay(at, n, nw, 16)
+        resume = {
+            "replayed_samples": replayed,
+            "replayed_batches": replayed / 16,
+            "restart_to_first_batch_s": 0.05 + 0.001 * replayed,
+            "state_bytes": 4000,
+            "steps_since_snapshot": at % n if nw else 0,
+            "lost": 0 if exactly_once else 16,
+            "duplicated": 0,
+            "exactly_once": exactly_once,
+            "same_order": exactly_once,
+        }
+        metrics = {"samples_per_s": rate("cpu", 2, nw, n) * jitter(r, spread), "resume": resume}
+        out.append(rec("checkpointing", cfg, metrics, r))
+    return table(out)

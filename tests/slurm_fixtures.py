@@ -138,8 +138,11 @@ def _install() -> None:
     print(f"slurm_cluster: install.sh failed ({res.returncode}), using what is installed:\n{detail}", file=sys.stderr)
 
 
-def _start(state: Path) -> None:
-    env = {**os.environ, "SLURM_TESTCLUSTER_OWNER_PID": str(_owner_pid())}
+def start(state: Path, nodes: int = 1) -> None:
+    """start.sh into `state` (idempotent: a cluster that lost a daemon is restarted whole)."""
+    env = {**os.environ, "SLURM_TESTCLUSTER_OWNER_PID": str(_owner_pid()), "SLURM_TESTCLUSTER_NODES": str(nodes)}
+    if nodes > 1:  # its tests read squeue and the records, not sacct: no second MariaDB to start
+        env["SLURM_TESTCLUSTER_ACCOUNTING"] = "0"
     env.pop("SLURM_CONF", None)
     res = subprocess.run(
         [str(TESTCLUSTER / "start.sh"), str(state)],
@@ -153,25 +156,45 @@ def _start(state: Path) -> None:
 
 
 def _stop(state: Path) -> None:
+    daemons = [int(p.read_text()) for p in (state / "pids").glob("*") if p.read_text().strip().isdigit()]
     res = subprocess.run([str(TESTCLUSTER / "stop.sh"), str(state)], capture_output=True, text=True, timeout=300)
     if res.returncode != 0:
         print(f"slurm_cluster: stop.sh failed ({res.returncode}):\n{res.stdout}\n{res.stderr}", file=sys.stderr)
+    # A test that ran cells here made this process a child subreaper (loaderbench.measure.runner): the daemons,
+    # orphaned when start.sh exited, became its children. Reap those, and only those.
+    for pid in daemons:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
 
 
 @pytest.fixture(scope="session")
 def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
     """A running single-node Slurm cluster, shared by every test (and xdist worker) of the run."""
+    yield from _cluster(tmp_path_factory, "slurm", 1)
+
+
+@pytest.fixture(scope="session")
+def slurm_two_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    """A running two-node Slurm cluster (each node in its own network namespace, one CPU each), shared likewise."""
+    yield from _cluster(tmp_path_factory, "slurm2", 2)
+
+
+def _cluster(tmp_path_factory: pytest.TempPathFactory, name: str, nodes: int) -> Iterator[SlurmCluster]:
     if not sys.platform.startswith("linux"):
         pytest.skip("the Slurm test cluster needs Linux")
     shared = _shared_dir(tmp_path_factory)
-    state = shared / "slurm"
-    lock = shared / "slurm.lock"
-    users = shared / "slurm.users"
+    state = shared / name
+    lock = shared / f"{name}.lock"
+    users = shared / f"{name}.users"
     token = f"{os.getpid()}:{uuid.uuid4().hex}"
 
     with _locked(lock):
         _install()
-        _start(state)
+        if nodes > 1 and shutil.which("ip") is None:
+            pytest.skip("two test nodes need ip(8) (iproute2) for their network namespaces")
+        start(state, nodes)
         users.write_text(json.dumps([*_users(users), token]))
 
     cluster = SlurmCluster(
@@ -200,3 +223,12 @@ def slurm_node(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFac
     its jobs before this lock is released."""
     with _locked(_shared_dir(tmp_path_factory) / "slurm.node.lock"):
         yield slurm_cluster
+
+
+@pytest.fixture
+def slurm_two_nodes_alone(
+    slurm_two_nodes: SlurmCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SlurmCluster]:
+    """The two-node cluster, to this test alone (one test loses a node on purpose), as `slurm_node`."""
+    with _locked(_shared_dir(tmp_path_factory) / "slurm2.node.lock"):
+        yield slurm_two_nodes

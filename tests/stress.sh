@@ -21,7 +21,7 @@ summary=$LOGS/summary.txt
 for ((i = 1; i <= RUNS; i++)); do
   t0=$SECONDS
   # shellcheck disable=SC2086
-  "$PY" -m pytest -n auto -p no:cacheprovider ${PYTEST_ARGS:-} >"$LOGS/run$i.log" 2>&1
+  "$PY" -m pytest -n auto --dist loadfile --no-loadscope-reorder -p no:cacheprovider ${PYTEST_ARGS:-} >"$LOGS/run$i.log" 2>&1
   rc=$?
   ((rc != 0)) && bad=1
   counts=$(grep -E '^=+ .*(passed|failed|error).* in [0-9.]+s' "$LOGS/run$i.log" | tail -1 | tr -d '=')

@@ -329,6 +329,19 @@ def test_oversubscription_rules():
     assert decide(C.ranks_share_cores, over_table(PEAK, {1: 900.0, 2: 900.0, 4: 880.0})) == F
     assert decide(C.ranks_share_cores, over_table(PEAK)) == N
     assert decide(C.ranks_share_cores, over_table(PEAK, {1: 900.0, 2: 700.0}, reps=2)) == N
+    ddp = over_table(PEAK, {1: 900.0, 2: 700.0, 4: 600.0}, mode="ddp")
+    assert decide(C.ddp_ranks_share_cores, ddp) == H
+    assert decide(C.ranks_share_cores, ddp) == N  # real DDP ranks never decide the side-by-side rule, nor back
+    assert decide(C.ddp_ranks_share_cores, over_table(PEAK, {1: 900.0, 2: 700.0, 4: 600.0})) == N
+    assert decide(C.ddp_ranks_share_cores, over_table(PEAK, {1: 900.0, 2: 900.0, 4: 880.0}, mode="ddp")) == F
+
+
+def test_ddp_shares_are_decided_by_their_counts():
+    exact = over_table(PEAK, {1: 900.0, 2: 700.0}, mode="ddp")
+    assert decide(C.ddp_shares_disjoint, exact) == H
+    assert "0 of an index another rank also read, 0 indices no rank read" in C.ddp_shares_disjoint(exact).evidence
+    assert decide(C.ddp_shares_disjoint, over_table(PEAK, {1: 900.0, 2: 700.0}, mode="ddp", overlap=2)) == F
+    assert decide(C.ddp_shares_disjoint, over_table(PEAK, {1: 900.0, 2: 700.0})) == N  # side by side: no shares
 
 
 @pytest.mark.parametrize(
@@ -351,7 +364,12 @@ def test_peaks_inconclusive_when_the_rise_is_uncertain():
 
 
 def test_oversubscription_inconclusive_when_the_cores_were_shared():
-    rules = [c.decide for c in C.CLAIMS if c.question == "oversubscription" and c.number in (5, 13, 14, 19)]
+    ranks_rule = "with R loaders side by side (DDP-like), R x W = cores beats R x cores workers"
+    rules = [
+        c.decide
+        for c in C.CLAIMS
+        if c.question == "oversubscription" and (c.number in (5, 13, 14) or c.claim == ranks_rule)
+    ]
     assert [r(over_table(PEAK, {1: 900.0, 2: 700.0, 4: 600.0})).verdict for r in rules] == [H, H, H, H]
     # repetitions scattering by +-40%: other work on the machine, more workers win more of it
     noisy = over_table(PEAK, {1: 900.0, 2: 700.0, 4: 600.0})
@@ -359,6 +377,11 @@ def test_oversubscription_inconclusive_when_the_cores_were_shared():
     for r in rules:
         out = r(noisy)
         assert out.verdict == I and "scatter" in out.evidence
+    ddp = next(c.decide for c in C.CLAIMS if c.number == 19)  # real DDP ranks: the same guard
+    noisy_ddp = over_table(PEAK, {1: 900.0, 2: 700.0, 4: 600.0}, mode="ddp")
+    assert ddp(noisy_ddp).verdict == H
+    noisy_ddp["samples_per_s"] *= noisy_ddp["repetition"].map({0: 0.6, 1: 1.0, 2: 1.4})
+    assert ddp(noisy_ddp).verdict == I and "scatter" in ddp(noisy_ddp).evidence
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -434,7 +457,8 @@ def test_claims_table_names_every_claim_once_and_only_known_verdicts(tmp_path):
     absent = t[t["question"] == "rng"]
     assert (absent["verdict"] == N).all() and (absent["study"] == "").all()
     assert absent["evidence"].str.contains("make local STUDY=loaderbench/studies/rng.toml").all()
-    sm = t[(t["question"] == "start-method") & (t["number"] != "#9")]  # sm_table's workers' USS: alike
+    # sm_table's workers' USS: alike; #11 reads the default start method the records' env carries (none here)
+    sm = t[(t["question"] == "start-method") & ~t["number"].isin(["#9", "#11"])]
     assert (sm["verdict"] == H).all() and sm["evidence"].str.startswith("study start-method").all()
     paths = C.write_claims(df, tmp_path)
     assert [p.name for p in paths] == ["claims.csv", "claims.md"]
@@ -467,7 +491,7 @@ def test_quick_study_records_decide_the_oversubscription_claims():
         assert row["study"] == "quick" and row["verdict"] in (H, F, I), row["evidence"]
         assert row["evidence"].startswith("study quick: ") and "sleep" not in row["evidence"]
     assert t.loc["CPU-bound throughput peaks near the core count", "verdict"] == H
-    ranks = t.loc["with R ranks, R x W = cores beats R x cores workers"]
+    ranks = t.loc["with R loaders side by side (DDP-like), R x W = cores beats R x cores workers"]
     assert ranks["verdict"] == N and "make local STUDY=loaderbench/studies/oversubscription.toml" in ranks["evidence"]
     others = t[t["question"] != "oversubscription"]
     assert (others["verdict"] == N).all()

@@ -26,7 +26,7 @@ from loaderbench.analysis.aggregate import analyze_study
 from loaderbench.analysis.figures.accelerator_busy import accelerator_utilization_vs_workers
 from loaderbench.analysis.figures.rule_cost import NO_GPU, rules_of_thumb
 from loaderbench.analysis.figures.scaling import oversubscription, throughput_vs_workers
-from loaderbench.analysis.figures.style import apply_theme, provenance, workers_axis
+from loaderbench.analysis.figures.style import PNG_MAX_PX, apply_theme, provenance, workers_axis
 from loaderbench.analysis.figures.usl_fit import usl_fit
 from loaderbench.analysis.report_text import rules_table
 from loaderbench.analysis.synthetic_records import study_cells, study_records, write_records
@@ -78,8 +78,12 @@ def outside_canvas(fig, png) -> list[str]:
     canvas = fig.bbox
     problems = []
     h, w = mpimg.imread(png).shape[:2]
-    if abs(w - canvas.width) > 1 or abs(h - canvas.height) > 1:
-        problems.append(f"PNG {w}x{h} px is not the canvas {canvas.width:.0f}x{canvas.height:.0f} px")
+    scale = w / canvas.width  # the PNG is the canvas at the DPI sized for the page (style.png_dpi): scaled, not cut
+    if abs(h - canvas.height * scale) > 1 + scale or w > PNG_MAX_PX:
+        problems.append(
+            f"PNG {w}x{h} px is not the canvas {canvas.width:.0f}x{canvas.height:.0f} px scaled (at most "
+            f"{PNG_MAX_PX} px wide)"
+        )
     boxes = [(a, a.get_window_extent(renderer)) for a in text_artists(fig)]
     for ax in fig.axes:
         if ax.get_visible():

@@ -37,6 +37,9 @@ def test_the_reference_times_each_core_and_gives_the_thread_its_cores_back():
     assert run["python_per_s"] < 1 / (ms.PY_ITERATIONS * 10e-9)
     assert run["jpeg_per_s"] < 1 / 20e-6
     assert sorted(os.sched_getaffinity(0)) == cpus
+    # timed on one core only, the thread still gets back every CPU it had (not just the core timed)
+    ms.run_reference(cpus[:1])
+    assert sorted(os.sched_getaffinity(0)) == cpus
 
 
 def test_the_kernel_view_subtracts_the_cells_own_time():

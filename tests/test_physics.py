@@ -107,3 +107,79 @@ def test_with_no_work_in_memory_zero_workers_beat_two_on_two_cores(tmp_path):
     )
     zero, two = (statistics.median(r["metrics"]["samples_per_s"] for r in recs[(n, 2)]) for n in (0, 2))
     assert zero > 3 * two, (zero, two)
+
+
+# --- thread workers (loader = "nodes", worker_method = "thread") ---------------------------------------------
+
+
+GIL_BOUND = 1.5  # one core's worth, and room for the VM's speed moving between cells; no GIL would give about 2
+
+
+def test_thread_workers_never_beat_one_core_on_pure_python_work(tmp_path):
+    """Pure-Python work holds the GIL: however many thread workers, and however many cores, the cell does at most
+    one core's worth of it. One core's worth is the plain DataLoader's main process (0 workers) read as samples per
+    CPU-second, measured between the thread cells: the same work with nothing beside it. (The nodes pipeline's own
+    threads spend CPU on their queues, so its cells' CPU per sample would set the bound too low.) End to end, as
+    test_cpu_bound_on_one_core_does_not_scale."""
+    raw = {
+        "study": {"name": "gil", "repetitions": 1, "warmup_batches": 2, "measure_batches": 12},
+        "matrix": {
+            "workload": "cpu",
+            "cpu_work": 10,
+            "batch_size": 4,
+            "loader": ["dataloader", "nodes"],
+            "worker_method": ["process", "thread"],
+            "num_workers": [0, 4],
+            "cores": [1, 2],
+        },
+        "exclude": [
+            {"loader": "dataloader", "worker_method": "thread"},
+            {"loader": "dataloader", "num_workers": 4},
+            {"loader": "nodes", "worker_method": "process"},
+        ],
+    }
+    store = Store(tmp_path)
+    run_local(parse_study(raw, where="test"), store)
+    recs = [rec.to_json() for _, rec in store.records("gil")]
+    assert all(r["status"] == "ok" for r in recs), [r.get("error") for r in recs]
+    plain = [r for r in recs if r["config"]["loader"] == "dataloader"]
+    threads = {(r["config"]["num_workers"], r["config"]["cores"]): r for r in recs if r not in plain}
+    assert len(plain) == 2 and set(threads) == {(0, 1), (0, 2), (4, 1), (4, 2)}
+    per_core = 1.0 / min(cpu_per_sample(r["metrics"]) for r in plain)
+    for (workers, cores), r in threads.items():
+        assert r["metrics"]["end_to_end_samples_per_s"] < GIL_BOUND * per_core, (workers, cores, per_core)
+
+
+@pytest.mark.parametrize("method", ["thread", "process"])
+def test_sleep_bound_thread_workers_beat_the_main_process_on_one_loaded_core(tmp_path, method):
+    """4 workers that sleep need almost no CPU, so even with a busy loop on the same core they beat the main
+    process, which cannot beat its own sleeps; threads as processes."""
+    import os
+    import subprocess
+    import sys
+
+    core = sorted(os.sched_getaffinity(0))[:1]  # the cell pins its first allowed CPU
+    hog = subprocess.Popen(
+        [sys.executable, "-c", f"import os; os.sched_setaffinity(0, {core}); exec('while True: pass')"]
+    )
+    try:
+        recs = run(
+            tmp_path,
+            {
+                "workload": "sleep",
+                "sleep_ms": 20.0,
+                "batch_size": 4,
+                "loader": "nodes",
+                "worker_method": method,
+                "num_workers": [0, 4],
+                "cores": 1,
+            },
+        )
+    finally:
+        hog.kill()
+        hog.wait()
+    serial = recs[0]["metrics"]["samples_per_s"]
+    parallel = recs[4]["metrics"]["samples_per_s"]
+    assert serial <= 1000 / 20  # one process cannot beat its own sleeps
+    assert parallel > 2 * serial
+    assert recs[4]["config"]["worker_method"] == method

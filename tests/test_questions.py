@@ -19,7 +19,9 @@ from tests.question_records import (
     PEAK,
     TOTAL_OK,
     TUTORIAL,
+    batch_table,
     cheap_table,
+    ckpt_table,
     cow_records,
     cow_table,
     gpu_rate,
@@ -29,10 +31,13 @@ from tests.question_records import (
     over_table,
     pers_table,
     rng_table,
+    sharing_size_table,
     sharing_table,
+    shm_table,
     sm_table,
     storage_table,
     table,
+    threads_table,
 )
 from tests.test_figures import all_text, general_problems, outside_canvas
 
@@ -52,6 +57,11 @@ TABLES = {
     "in-order": lambda: in_order_table(P99, THR),
     "storage": lambda: storage_table(),
     "cheap-work": lambda: cheap_table(),
+    "shm-size": lambda: shm_table(),
+    "batch-size": lambda: batch_table(),
+    "sharing-size": lambda: sharing_size_table(),
+    "threads": lambda: threads_table(),
+    "checkpointing": lambda: ckpt_table(),
 }
 
 
@@ -70,6 +80,11 @@ def test_one_figure_per_question_named_after_it():
         "tail_latency_in_order",
         "workers_hide_latency",
         "crossover_by_sample_size",
+        "shm_peak_by_setting",
+        "loading_time_by_batch_size",
+        "cost_per_tensor_by_size",
+        "thread_process_curves",
+        "snapshot_cost_against_replay",
     } == names
 
 

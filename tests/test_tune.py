@@ -715,6 +715,10 @@ def test_dataloader_call_writes_only_what_a_script_needs():
         "DataLoader(ds, batch_size=64, num_workers=4, prefetch_factor=4, persistent_workers=True, "
         "multiprocessing_context='spawn')"
     )
+    checkpointed = {**ctx, "snapshot_every_n_steps": 16}  # a checkpointable scenario is tuned as it is used
+    assert dataloader_call({"num_workers": 2, "prefetch_factor": 2}, checkpointed, ["num_workers"]) == (
+        "StatefulDataLoader(ds, batch_size=64, num_workers=2, prefetch_factor=2, snapshot_every_n_steps=16)"
+    )
 
 
 # --- the CLI -------------------------------------------------------------------------------------------------

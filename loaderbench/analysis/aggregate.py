@@ -18,6 +18,7 @@ Pure functions on tidy tables; no I/O, no figures.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -66,6 +67,7 @@ class StudyAnalysis:
     provenance: str = ""  # one line naming the study, machine and versions, for figure footers
     n_records: int = 0
     status_counts: dict = field(default_factory=dict)
+    claims: Any = None  # the study's StudyClaims (loaderbench.analysis.claims), set where the study is analysed
 
     @property
     def ok(self) -> pd.DataFrame:

@@ -10,6 +10,7 @@ with DIR/report.md.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import os
 import pickle
@@ -37,41 +38,28 @@ def _drawn(a, what: str, draw: Callable[[], list[Path]]) -> list[Path]:
         return []
 
 
-def draw_figures(a, folder: Path) -> list[Path]:
-    """Every figure of one analysed study (none when no repetition is ok)."""
-    from loaderbench.analysis.figures.rule_cost import rules_of_thumb
-    from loaderbench.analysis.figures.scaling import oversubscription, throughput_vs_workers
-    from loaderbench.analysis.figures.usl_fit import usl_fit
+def _scaling_figure(name: str):
+    """The part drawing one of the scaling figures every study has (none when no repetition is ok)."""
 
-    paths: list[Path] = []
-    if a.ok.empty:
-        return paths
-    for fn in (throughput_vs_workers, usl_fit, rules_of_thumb, oversubscription):
-        paths += _drawn(a, f"figure {fn.__name__}", lambda fn=fn: fn(a, folder))
-    return paths
+    def draw(a, df: pd.DataFrame, folder: Path) -> list[Path]:
+        from loaderbench.analysis.figures import rule_cost, scaling, usl_fit
 
+        fn = {
+            "throughput_vs_workers": scaling.throughput_vs_workers,
+            "usl_fit": usl_fit.usl_fit,
+            "rules_of_thumb": rule_cost.rules_of_thumb,
+            "oversubscription": scaling.oversubscription,
+        }[name]
+        return [] if a.ok.empty else _drawn(a, f"figure {fn.__name__}", lambda: fn(a, folder))
 
-def _analyze(args):
-    from loaderbench.analysis.aggregate import analyze_study
-
-    df, study = args
-    return analyze_study(df, study)
+    return draw
 
 
-def _draw(args):
-    """Tables and figures of one analysed study (run in a worker process when there are several)."""
+def _tables(a, df: pd.DataFrame, folder: Path) -> list[Path]:
     from loaderbench.analysis.cell_summary import cell_summary, write_summary
-    from loaderbench.analysis.figures.style import apply_theme
     from loaderbench.analysis.report import write_tables
 
-    a, df, out = args
-    apply_theme()
-    folder = out / a.study
-    paths = write_summary(cell_summary(df), folder, a.study)
-    paths += write_tables(a, folder)
-    paths += draw_figures(a, folder)
-    paths += _other_figures(a, df, folder)
-    return a, paths
+    return write_summary(cell_summary(df), folder, a.study) + write_tables(a, folder)
 
 
 def _other_figures(a, df: pd.DataFrame, folder: Path) -> list[Path]:
@@ -88,27 +76,132 @@ def _other_figures(a, df: pd.DataFrame, folder: Path) -> list[Path]:
     return paths
 
 
-def _map(fn, tasks: list, jobs: int) -> list:
-    if jobs > 1 and len(tasks) > 1:
-        with ProcessPoolExecutor(max_workers=min(jobs, len(tasks))) as pool:
-            return list(pool.map(fn, tasks))
-    return [fn(t) for t in tasks]
+#: What is drawn of one study, in the order its files are listed: each part is independent of the others, so the
+#: parts of every study to draw are spread over the worker processes together.
+PARTS = (
+    ("tables", _tables),
+    ("throughput_vs_workers", _scaling_figure("throughput_vs_workers")),
+    ("usl_fit", _scaling_figure("usl_fit")),
+    ("rules_of_thumb", _scaling_figure("rules_of_thumb")),
+    ("oversubscription", _scaling_figure("oversubscription")),
+    ("other figures", _other_figures),
+)
+
+
+#: What the workers read: the tidy table ("df") and the analyses to draw ("analyses", by study). Set before the pool
+#: forks, so that a task names a study (and a part) instead of carrying the study's rows through a pipe, and the
+#: rows are not copied per study in this process.
+_SHARED: dict = {}
+_ROWS: dict = {}  # per process: the rows of each study it has worked on
+
+
+def _rows(study: str) -> pd.DataFrame:
+    df = _SHARED["df"]
+    if _ROWS.get("of") is not df:
+        _ROWS.clear()
+        _ROWS["of"] = df
+    if study not in _ROWS:
+        _ROWS[study] = df[df["study"] == study]
+    return _ROWS[study]
+
+
+def _analyze(study: str):
+    """One study's analysis, with what its rows say about every claim (cached with it)."""
+    from loaderbench.analysis.aggregate import analyze_study
+    from loaderbench.analysis.claims import study_claims
+
+    rows = _rows(study)
+    a = analyze_study(rows, study)
+    a.claims = study_claims(rows)
+    return a
+
+
+def _work(task: tuple):
+    """One task (run in a worker process when there are several): ("claims", study, keys) decides those claims on
+    the study's rows; ("draw", study, part, out) draws one part of one study and returns the files it wrote and the
+    notes it added to the analysis (a figure that could not be drawn)."""
+    from loaderbench.analysis.claims import decide_claims
+    from loaderbench.analysis.figures.style import apply_theme
+    from loaderbench.analysis.report_layout import write_embed_copy
+
+    if task[0] == "claims":
+        return decide_claims(_rows(task[1]), task[2])
+    _, study, part, out = task
+    a = _SHARED["analyses"][study]
+    apply_theme()
+    before = len(a.notes)
+    paths = PARTS[part][1](a, _rows(study), out / study)
+    for p in paths:
+        if p.suffix == ".png":
+            write_embed_copy(p)  # here, in parallel, rather than in the report (when the page is too heavy)
+    notes = a.notes[before:]
+    del a.notes[before:]  # in one process the analysis is shared by every part: the caller adds them in order
+    return paths, notes
+
+
+def _map(fn, tasks: list, jobs: int, **shared) -> list:
+    """`fn` over `tasks`, in `jobs` forked processes when there are several, with `shared` in _SHARED."""
+    _SHARED.clear()
+    _SHARED.update(shared)
+    try:
+        if jobs > 1 and len(tasks) > 1:
+            with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=_fork()) as pool:
+                return list(pool.map(fn, tasks))
+        return [fn(t) for t in tasks]
+    finally:
+        _SHARED.clear()
+        _ROWS.clear()
+
+
+def _fork():
+    """Workers forked from this process, so they see `_SHARED` (the platform's default start method otherwise)."""
+    import multiprocessing
+
+    return multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
 
 
 def default_jobs() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def analyze_all(df: pd.DataFrame, jobs: int = 1) -> list:
-    """One StudyAnalysis per study, studies in parallel processes when `jobs` > 1."""
-    studies = sorted(df["study"].unique())
-    return _map(_analyze, [(df[df["study"] == s], s) for s in studies], jobs)
+def analyze_all(df: pd.DataFrame, jobs: int = 1, studies: list[str] | None = None) -> list:
+    """One StudyAnalysis per study (`studies`, default all), studies in parallel processes when `jobs` > 1."""
+    studies = sorted(df["study"].unique()) if studies is None else studies
+    return _map(_analyze, studies, jobs, df=df)
 
 
-def draw_all(analyses: list, df: pd.DataFrame, out: Path, jobs: int = 1) -> tuple[list, dict[str, list[Path]]]:
-    """Tables and figures of every study; returns the analyses (with any drawing notes) and paths per study."""
-    done = _map(_draw, [(a, df[df["study"] == a.study], out) for a in analyses], jobs)
-    return [a for a, _ in done], {a.study: paths for a, paths in done}
+def draw_all(
+    analyses: list, df: pd.DataFrame, out: Path, jobs: int = 1, drawn: tuple = ()
+) -> tuple[list, dict[str, list[Path]]]:
+    """Tables and figures of every study of `analyses`, and the claims bound to any study (those and the `drawn`
+    ones, cached) that it has not decided yet: every part of every study and each study's claims are spread over
+    `jobs` processes together. Returns the analyses (with any drawing notes and the outcomes added to their claims;
+    their rows, read by the figures only, let go) and the files written per study, in PARTS order."""
+    from loaderbench.analysis.claims import bind
+    from loaderbench.analysis.figures.style import apply_theme
+
+    apply_theme()
+    by_study = {a.study: a for a in analyses}
+    facts = {a.study: a.claims for a in (*drawn, *analyses) if a.claims is not None}
+    missing: dict[str, list] = {}
+    for key, study in bind(facts).items():
+        if key not in facts[study].outcomes:
+            missing.setdefault(study, []).append(key)
+    # the claims first: a study's claims take longer than one of its figures
+    tasks = [("claims", s, keys) for s, keys in missing.items()]
+    tasks += [("draw", a.study, i, out) for a in analyses for i in range(len(PARTS))]
+    done = _map(_work, tasks, jobs, df=df, analyses=by_study)
+    paths: dict[str, list[Path]] = {a.study: [] for a in analyses}
+    for task, result in zip(tasks, done):
+        if task[0] == "claims":
+            facts[task[1]].outcomes.update(result)
+        else:
+            files, notes = result
+            paths[task[1]] += files
+            by_study[task[1]].notes.extend(notes)
+    for a in analyses:  # drawn: nothing reads the rows again, and the report is built in less memory without them
+        a.rows = a.rows.iloc[0:0]
+    return analyses, paths
 
 
 # ---- per-study cache: a study whose records (and this code) did not change is not analysed or drawn again
@@ -128,14 +221,17 @@ def code_version() -> str:
 
 
 def study_key(rows: pd.DataFrame) -> str | None:
-    """Fingerprint of one study's records and of the analysis code: each record file's path, size and mtime
-    (as the Parquet cache keys them) when the table has them, else every value of every column."""
+    """Fingerprint of one study's records and of the analysis code: the content of each record file (the digest of
+    its bytes that the tidy table carries, with the file's name), else every value of every column. A record
+    rewritten with the same bytes (a new mtime) keeps the key, as does the results folder moved elsewhere; any
+    changed byte changes it."""
     try:
-        rows = rows.sort_values("path", kind="stable").reset_index(drop=True)
         h = hashlib.sha256(code_version().encode())
-        h.update("\x1f".join(map(str, rows.columns)).encode())
-        if {"record_bytes", "record_mtime_ns"} <= set(rows.columns):
-            rows = rows[["path", "record_bytes", "record_mtime_ns"]]
+        if "record_digest" in rows.columns:  # the file's name in its study's folder, and its content
+            rows = rows[["path", "record_digest"]].assign(path=rows["path"].astype(str).str.rsplit("/", n=1).str[-1])
+        else:
+            h.update("\x1f".join(map(str, rows.columns)).encode())
+        rows = rows.sort_values("path", kind="stable").reset_index(drop=True)
         try:
             hashed = pd.util.hash_pandas_object(rows, index=False)
         except TypeError:  # a column of mixed types: hash its text
@@ -146,60 +242,78 @@ def study_key(rows: pd.DataFrame) -> str | None:
         return None
 
 
+def _file_digest(path: Path) -> str:
+    return hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest()
+
+
 def _cached(folder: Path, key: str | None):
+    """The saved (analysis, paths) of a study whose key matches and whose every file is as it was written; None
+    otherwise (missing, torn, from other records or code, or a file changed or gone since): never trusted blindly."""
     if key is None:
         return None
     try:
         with open(folder / STUDY_CACHE, "rb") as fh:
             saved = pickle.load(fh)
-    except Exception:  # noqa: BLE001 - missing, torn or from another version: recompute
+        if saved.get("key") != key:
+            return None
+        files = saved["files"]
+        if any(_file_digest(Path(p)) != digest for p, digest in files.items()):
+            return None
+        return saved["analysis"], [Path(p) for p in files]
+    except Exception:  # noqa: BLE001 - missing, torn, from another version or a file gone: recompute
         return None
-    if saved.get("key") != key or not all(Path(p).exists() for p in saved["paths"]):
-        return None
-    return saved["analysis"], [Path(p) for p in saved["paths"]]
 
 
 def save_study_cache(folder: Path, key: str | None, a, paths: list[Path]) -> None:
+    """Remember one study's analysis (less its rows) and the digest of every file drawn for it, under `key`
+    (study_key)."""
     if key is None:
         return
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f".{STUDY_CACHE}.{os.getpid()}.tmp"
     try:
+        files = {str(p): _file_digest(Path(p)) for p in paths}
+        # without its rows: only the figures read them, and those are drawn (a tenth of the bytes to read back)
+        kept = dataclasses.replace(a, rows=a.rows.iloc[0:0])
         with open(tmp, "wb") as fh:
-            pickle.dump({"key": key, "analysis": a, "paths": [str(p) for p in paths]}, fh)
+            pickle.dump({"key": key, "analysis": kept, "files": files}, fh, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, folder / STUDY_CACHE)
     except Exception:  # noqa: BLE001 - the cache is an optimisation
         tmp.unlink(missing_ok=True)
 
 
-def _process(args):
-    df, study, out, key = args
-    a = _analyze((df, study))
-    a, paths = _draw((a, df, out))
-    save_study_cache(out / study, key, a, paths)
-    return a, paths
-
-
 def process_all(df: pd.DataFrame, out: Path, jobs: int = 1, use_cache: bool = True):
-    """Analyse and draw every study, reusing the results of studies that did not change.
+    """Analyse and draw every study, reusing the results of studies whose records did not change.
 
     Returns (analyses, figure paths per study, names of the studies reused from the cache)."""
     studies = sorted(df["study"].unique())
     done: dict[str, tuple] = {}
-    todo = []
-    for s in studies:
-        rows = df[df["study"] == s]
-        key = study_key(rows) if use_cache else None
-        hit = _cached(out / s, key) if use_cache else None
+    keys: dict[str, str | None] = {}
+    # the key reads the digest of each record (or every column where the table has none), never a study's full rows
+    keyed = df[["study", "path", "record_digest"]] if "record_digest" in df else df
+    for s, rows in keyed.groupby("study", sort=True) if use_cache else []:
+        keys[s] = study_key(rows.drop(columns="study") if "record_digest" in df else rows)
+        hit = _cached(out / s, keys[s])
         if hit is not None:
             done[s] = hit
-        else:
-            todo.append((rows, s, out, key))
+    todo = [s for s in studies if s not in done]
     reused = sorted(done)
-    for a, paths in _map(_process, todo, jobs):
-        done[a.study] = (a, paths)
+    cached = [done[s][0] for s in reused]
+    decided = {a.study: len(a.claims.outcomes) for a in cached if a.claims is not None}
+    analyses, paths = draw_all(analyze_all(df, jobs, todo) if todo else [], df, out, jobs, drawn=tuple(cached))
+    for a in analyses:
+        save_study_cache(out / a.study, keys.get(a.study), a, paths[a.study])
+        done[a.study] = (a, paths[a.study])
+    for a in cached:  # a claim newly bound to an unchanged study (another study changed): remember its outcome
+        if a.claims is not None and len(a.claims.outcomes) != decided[a.study]:
+            save_study_cache(out / a.study, keys.get(a.study), a, done[a.study][1])
     analyses = [done[s][0] for s in studies]
     return analyses, {s: done[s][1] for s in studies}, reused
+
+
+def known_claims(analyses: list) -> dict:
+    """The StudyClaims computed with (or cached with) each study's analysis, for claims_table."""
+    return {a.study: a.claims for a in analyses if a.claims is not None}
 
 
 def run(results: Path, out: Path, use_cache: bool = True, jobs: int | None = None, quiet: bool = False):
@@ -221,7 +335,7 @@ def run(results: Path, out: Path, use_cache: bool = True, jobs: int | None = Non
             print(f"{a.study}: {a.n_records} records -> {len(shown)} figures in {out / a.study}{again}")
     from loaderbench.analysis.claims import claims_table, write_claims
 
-    table = claims_table(df)  # once, for the report and for claims.csv / claims.md
+    table = claims_table(df, known_claims(analyses))  # once, for the report and for claims.csv / claims.md
     sections = build_report(analyses, figures, df, load, results, out, claims_table=table)
     report = write_report(sections, out)
     claims = write_claims(df, out, table=table)

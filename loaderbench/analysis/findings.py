@@ -130,16 +130,19 @@ def _notes(folder: Path) -> dict[str, str]:
 
 def render(text: str, reference: str | Path) -> tuple[str, list[Rendered]]:
     """The page with every block rendered from the records under `reference`, and what each block is."""
+    from loaderbench.analysis.findings_blocks import deciding_once
+
     records = Records(Path(reference))
     lines = text.split("\n")
     out: list[str] = []
     report: list[Rendered] = []
     pos = 0
-    for i, j, name, machines in _blocks(text):
-        body, missing = render_block(name, machines, records)
-        out += lines[pos : i + 1] + body.split("\n")
-        report.append(Rendered(name, machines, tuple(missing), lines[i + 1 : j] == body.split("\n")))
-        pos = j
+    with deciding_once():
+        for i, j, name, machines in _blocks(text):
+            body, missing = render_block(name, machines, records)
+            out += lines[pos : i + 1] + body.split("\n")
+            report.append(Rendered(name, machines, tuple(missing), lines[i + 1 : j] == body.split("\n")))
+            pos = j
     out += lines[pos:]
     return "\n".join(out), report
 

@@ -8,13 +8,15 @@ table as `make figures` decides it from the same records. Nothing here is measur
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from loaderbench.analysis.claims import claims_table, numbered
+from loaderbench.analysis.claims import CLAIMS, StudyClaims, claims_table, numbered, study_claims
 from loaderbench.analysis.claims.catalogue import SOURCES, WHERE
 from loaderbench.analysis.claims.cheap_work import crossovers, inmem_rows, size_text
 from loaderbench.analysis.claims.ladder import PUBLISHED
@@ -51,6 +53,33 @@ class Block:
     needs: tuple[tuple[str, ...], ...]  # per machine; () reads whatever studies it has (but some)
     takes: str  # what each machine folder of the marker is, in words
     render: Callable[[list[pd.DataFrame], list[dict[str, str]]], str]
+
+
+#: The claims of each study decided so far in this rendering of the page (`deciding_once`), by study name.
+_DECIDED: ContextVar[dict[str, StudyClaims] | None] = ContextVar("decided", default=None)
+
+
+@contextmanager
+def deciding_once() -> Iterator[None]:
+    """While the page renders, decide each study's claims once: a dozen blocks show verdicts of the same
+    records, and deciding them is most of the page's cost. The machines' studies have different names, so a study
+    name stands for the same records throughout one rendering."""
+    token = _DECIDED.set({})
+    try:
+        yield
+    finally:
+        _DECIDED.reset(token)
+
+
+def decided(df: pd.DataFrame) -> pd.DataFrame:
+    """The claims table of `df`, reusing the outcomes decided earlier in this rendering (`deciding_once`)."""
+    known = _DECIDED.get()
+    if known is None or df.empty or "study" not in df:
+        return claims_table(df)
+    for study, rows in df.groupby("study"):
+        if str(study) not in known:
+            known[str(study)] = study_claims(rows)
+    return claims_table(df, known)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -95,11 +124,15 @@ def _cells(rows: pd.DataFrame, **axes) -> pd.DataFrame:
 # verdicts
 
 
-def verdict_table(df: pd.DataFrame, questions: tuple[str, ...], carried_only: bool = False) -> str:
+def verdict_table(
+    df: pd.DataFrame, questions: tuple[str, ...], carried_only: bool = False, claims: tuple[str, ...] = ()
+) -> str:
     """The claims of `questions` as the claims table decides them from every study of `df` (`carried_only`: only
-    those some study of `df` carries, for a machine that measured part of a question)."""
-    t = claims_table(df)
+    those some study of `df` carries, for a machine that measured part of a question; `claims`: only these)."""
+    t = decided(df)
     t = t[t["question"].isin(questions)]
+    if claims:
+        t = t[t["claim"].isin(claims)]
     if carried_only:
         t = t[t["study"] != ""]
     shown = pd.DataFrame(
@@ -132,7 +165,7 @@ def _repetitions(df: pd.DataFrame) -> str:
 
 def where(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
     cpu, gpu = frames
-    both = numbered(claims_table(pd.concat([cpu, gpu], ignore_index=True)))
+    both = numbered(decided(pd.concat([cpu, gpu], ignore_index=True)))
     noted = "; ".join(f"`{s}`: {n}" for s, n in sorted(notes[0].items())) or "–"
     rows = [
         ("machine", machine_line(cpu)),
@@ -282,6 +315,10 @@ STUDY_METRICS: dict[str, list[Metric]] = {
         Metric("end_mib_per_worker", "peak USS per worker (MiB)"),
         Metric("growth_mib_per_worker", "USS growth per worker (MiB)"),
     ],
+    "cow-memory-lazy": [
+        Metric("end_mib_per_worker", "peak USS per worker (MiB)"),
+        Metric("growth_mib_per_worker", "USS growth per worker (MiB)"),
+    ],
     "persistence": [
         Metric("epoch_gap_s", "epoch-boundary gap (s)"),
         Metric("total_s", "whole run (s)"),
@@ -295,7 +332,15 @@ STUDY_METRICS: dict[str, list[Metric]] = {
     ],
     "in-order": [Metric("batch_wait_p99_s", "batch wait p99 (ms)", 1e-3), SAMPLES],
     "oversubscription": [SAMPLES],
+    "oversubscription-ddp": [
+        SAMPLES,
+        Metric("ddp_step_s", "DDP step (ms)", 1e-3),
+        Metric("ddp_allreduce_s", "all-reduce (ms)", 1e-3),
+        Metric("ddp_share_overlap", "shares overlapping", agg="max"),
+        Metric("ddp_share_missing", "indices missed", agg="max"),
+    ],
     "storage": [SAMPLES],
+    "batch-size": [SAMPLES],
 }
 
 
@@ -304,7 +349,7 @@ def _prepared(study: str, rows: pd.DataFrame) -> pd.DataFrame:
     if study == "start-method":
         rows["start_method"] = start_method_label(rows)
         rows = rows.drop(columns=["forkserver_preload"], errors="ignore")
-    if study == "cow-memory":
+    if study.startswith("cow-memory"):
         grown = with_growth(rows)[["path", "end_mib_per_worker", "growth_mib_per_worker"]]
         rows = rows.merge(grown, on="path", how="left")
     return rows
@@ -338,6 +383,17 @@ def _axis_text(v) -> str:
     return "–" if v is None or (isinstance(v, float) and np.isnan(v)) else str(v)
 
 
+#: studies that measure some claims of a question named otherwise: (the question, the claims they show); the DDP
+#: study's side-by-side cells decide the side-by-side rule too
+PART_STUDIES = {
+    "oversubscription-ddp": (
+        "oversubscription",
+        tuple(c.claim for c in CLAIMS if c.study == "oversubscription-ddp")
+        + ("with R loaders side by side (DDP-like), R x W = cores beats R x cores workers",),
+    )
+}
+
+
 def study_block(study: str) -> Callable[[list[pd.DataFrame], list[dict[str, str]]], str]:
     def render(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
         rows = _study(frames[0], study)
@@ -350,8 +406,9 @@ def study_block(study: str) -> Callable[[list[pd.DataFrame], list[dict[str, str]
         )
         parts = [f"{head} (ok: ok repetitions of all):", cells_table(study, rows)]
         parts += [] if exact else [STAR]
-        # each claim study is named for the question it answers
-        return "\n\n".join([*parts, verdict_table(frames[0], (study,))])
+        # each claim study is named for the question it answers, or measures some of its claims
+        question, picked = PART_STUDIES.get(study, (study, ()))
+        return "\n\n".join([*parts, verdict_table(frames[0], (question,), claims=picked)])
 
     return render
 
@@ -427,7 +484,7 @@ def h100_gpu_feed(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> st
 def all_claims(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
     """The numbered claims, each with the verdict of its rows together, decided from the records of both
     machines (their studies have different names, so no rule mixes them)."""
-    index = numbered(claims_table(pd.concat(frames, ignore_index=True)))
+    index = numbered(decided(pd.concat(frames, ignore_index=True)))
     shown = pd.DataFrame(
         {
             "#": index["number"],
@@ -468,6 +525,44 @@ def cheap_work(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
     )
 
 
+def lazy_block(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
+    """The eager and lazy datasets' cells; their claim (#24) is in the cow-memory block's verdicts."""
+    rows = _study(frames[0], "cow-memory-lazy")
+    reps = rows.groupby("cell_id")["repetition"].nunique().max()
+    return (
+        f"Per cell of {reps} repetitions, the median over the ok ones (ok: ok repetitions of all):\n\n"
+        f"{cells_table('cow-memory-lazy', rows)}\n\n{STAR}"
+    )
+
+
+def shm_size(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
+    """How much /dev/shm a setting needs: its module renders it (it reads this one's helpers)."""
+    from loaderbench.analysis.findings_shm import shm_size_block
+
+    return shm_size_block(frames, notes)
+
+
+def sharing_size(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
+    """Both sharing strategies' cost per tensor by size: its module renders it."""
+    from loaderbench.analysis.findings_shm import sharing_size_block
+
+    return sharing_size_block(frames, notes)
+
+
+def threads(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
+    """Threads or processes: its module renders it (it reads this one's helpers)."""
+    from loaderbench.analysis.findings_threads import threads_block
+
+    return threads_block(frames, notes)
+
+
+def checkpointing(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
+    """Which snapshot_every_n_steps: its module renders it (it reads this one's helpers)."""
+    from loaderbench.analysis.findings_checkpointing import which_n
+
+    return which_n(frames, notes)
+
+
 # --------------------------------------------------------------------------------------------------------
 
 CPU = "the CPU machine"
@@ -480,6 +575,13 @@ BLOCKS: dict[str, Block] = {
         Block("quick-measures", (("quick",),), CPU, quick_measures),
         *[Block(s, ((s,),), CPU, study_block(s)) for s in CLAIM_STUDIES],
         Block("cheap-work", (("cheap-work",),), CPU, cheap_work),
+        Block("shm-size", (("shm-size", "shm-size-leaks"),), CPU, shm_size),
+        Block("batch-size", (("batch-size",),), CPU, study_block("batch-size")),
+        Block("cow-memory-lazy", (("cow-memory-lazy",),), CPU, lazy_block),
+        Block("sharing-size", (("sharing-size", "sharing-size-switch"),), CPU, sharing_size),
+        Block("threads", (("threads",),), CPU, threads),
+        Block("checkpointing", (("checkpointing",),), CPU, checkpointing),
+        Block("oversubscription-ddp", (("oversubscription-ddp",),), CPU, study_block("oversubscription-ddp")),
         Block("claims", ((), ()), f"{CPU}, {GPU}", all_claims),
         Block("h100-ladder", (("ladder",),), GPU, h100_ladder),
         Block("h100-gpu-feed", (("gpu-feed",),), GPU, h100_gpu_feed),

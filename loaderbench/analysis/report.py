@@ -10,6 +10,7 @@ blocks out, as Markdown or as HTML.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import tomllib
 from pathlib import Path
@@ -31,6 +32,7 @@ from loaderbench.analysis.report_layout import (
     slug,
 )
 from loaderbench.analysis.report_text import (
+    MAX_TABLE_ROWS,
     ceiling_table,
     cells_table,
     curve_table,
@@ -247,6 +249,16 @@ def _table(frame: pd.DataFrame, caption: str, csv_name: str) -> Table:
     return Table(shown, caption, note)
 
 
+def _first_rows(a: StudyAnalysis, table: str, write, caption: str, csv_name: str) -> Table:
+    """The table block `write(a)` makes of one row per row of `a`'s `table` (curves, rules), written out for the
+    rows shown only (a cluster's study has thousands), with the note naming the CSV that has them all."""
+    frame = getattr(a, table)
+    if len(frame) <= MAX_TABLE_ROWS:
+        return _table(write(a), caption, csv_name)
+    shown = write(dataclasses.replace(a, **{table: frame.head(MAX_TABLE_ROWS)}))
+    return Table(shown, caption, f"first {MAX_TABLE_ROWS} of {len(frame)} rows; every row is in {csv_name}")
+
+
 def _head(analyses: list[StudyAnalysis], df: pd.DataFrame, load: LoadReport, results: Path) -> Section:
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     head = Section("loaderbench report", level=1)
@@ -324,9 +336,10 @@ def _environment(a: StudyAnalysis) -> Section:
 def _readings(a: StudyAnalysis, figures: list[Path]) -> Section:
     """One reading per curve, then the study's figures, the scaling ones first."""
     rd = _part(a, "Readings and figures", "fig")
-    lines = [reading(c) for _, c in a.curves.iterrows() if "panel" in c]
+    # only the readings shown are written out: a cluster's study has hundreds of curves
+    lines = [reading(c) for _, c in a.curves.head(MAX_READINGS).iterrows()] if "panel" in a.curves else []
     if lines:
-        more = len(lines) - MAX_READINGS
+        more = len(a.curves) - MAX_READINGS
         rd.blocks.append(
             Bullets(lines[:MAX_READINGS] + ([f"... and {more} more curves: see the tables below"] if more > 0 else []))
         )
@@ -341,8 +354,10 @@ def _readings(a: StudyAnalysis, figures: list[Path]) -> Section:
 
 def _recommendations(a: StudyAnalysis) -> Section:
     blocks = [
-        _table(
-            curve_table(a),
+        _first_rows(
+            a,
+            "curves",
+            curve_table,
             "Per curve: the best measured num_workers, the knee (smallest num_workers "
             "within 5% of the best) and how the knee compares with main-process loading "
             "(num_workers = 0).",
@@ -351,8 +366,10 @@ def _recommendations(a: StudyAnalysis) -> Section:
     ]
     if not a.rules.empty:
         blocks.append(
-            _table(
-                rules_table(a),
+            _first_rows(
+                a,
+                "rules",
+                rules_table,
                 "What each rule of thumb picks on the same data, the throughput it gives "
                 "up against the best, and the processes and memory it adds (or saves, "
                 "negative) against the knee.",
@@ -367,8 +384,10 @@ def _scaling_model(a: StudyAnalysis) -> Section:
         a,
         "Scaling model (USL)",
         "usl",
-        _table(
-            usl_table(a),
+        _first_rows(
+            a,
+            "curves",
+            usl_table,
             "Universal Scalability Law per curve; σ is contention (serial share), κ crosstalk; N* the "
             "num_workers where the fitted curve peaks (∞: no peak). Poor fits are reported, not drawn.",
             "curves.csv",
@@ -401,8 +420,10 @@ def _ceilings(a: StudyAnalysis) -> Section:
         a,
         "Physical ceilings",
         "ceil",
-        _table(
-            ceiling_table(a),
+        _first_rows(
+            a,
+            "curves",
+            ceiling_table,
             "How close the best measured throughput comes to ideal linear scaling at num_workers = "
             "cores and, for jpeg, to the decode-only ceiling.",
             "curves.csv",

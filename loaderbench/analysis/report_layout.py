@@ -136,44 +136,81 @@ def _html_table(t: Table) -> str:
     return "\n".join(parts)
 
 
-#: Above this many bytes of PNG, figures are inlined with 256 colours (3-4x smaller) so the page stays mailable.
-EMBED_FULL_MAX = 20 * 2**20
+#: Above this many bytes of PNG, figures are inlined with 256 colours (3-4x smaller) so the page stays mailable
+#: (base64 adds a third: about 11 MB of page at most with full figures).
+EMBED_FULL_MAX = 8 * 2**20
 
 
-def _png_bytes(path: Path, reduce: bool) -> bytes:
-    """The PNG to inline: as drawn, or (`reduce`) with 256 colours, kept beside it as `.<name>.embed.png`
-    so that a report rebuilt over unchanged figures does not pay for the conversion again."""
-    data = path.read_bytes()
-    if not reduce:
-        return data
-    small = path.with_name(f".{path.stem}.embed.png")
+def embed_path(path: Path) -> Path:
+    """Where the 256-colour copy of the figure `path` is kept: `.embed/<name>.png` beside it (out of the way of
+    anything that lists the figures)."""
+    return path.parent / ".embed" / path.name
+
+
+def write_embed_copy(path: Path) -> Path | None:
+    """Write the figure `path` with 256 colours (3-4x smaller) beside it, for a report too heavy to inline full
+    figures; the drawing workers call it right after drawing, so the report itself never converts. None (nothing
+    written) when the copy would not be smaller or the figure cannot be read."""
+    import io
+
+    from PIL import Image
+
+    small = embed_path(path)
     try:
-        if small.stat().st_mtime_ns >= path.stat().st_mtime_ns:
-            return small.read_bytes()
-    except OSError:
-        pass
-    try:
-        import io
-
-        from PIL import Image
-
+        data = path.read_bytes()
         with Image.open(io.BytesIO(data)) as im:
             reduced = im.convert("RGB").quantize(colors=256, method=Image.Quantize.FASTOCTREE)
             buf = io.BytesIO()
-            reduced.save(buf, format="PNG", optimize=True)
-        out = buf.getvalue() if buf.tell() < len(data) else data
+            reduced.save(buf, format="PNG")
+        if buf.tell() >= len(data):
+            small.unlink(missing_ok=True)
+            return None
+        small.parent.mkdir(exist_ok=True)
+        small.write_bytes(buf.getvalue())
+        return small
     except Exception:  # noqa: BLE001 - the full figure is always a correct fallback
-        return data
-    try:
-        small.write_bytes(out)
-    except OSError:
-        pass
-    return out
+        return None
+
+
+def _png_bytes(path: Path, reduce: bool) -> bytes:
+    """The PNG to inline: as drawn, or (`reduce`) its 256-colour copy when one newer than the figure is beside it
+    (written now when missing)."""
+    if reduce:
+        small = embed_path(path)
+        try:
+            fresh = small.stat().st_mtime_ns >= path.stat().st_mtime_ns
+        except OSError:
+            fresh = False
+        if fresh or write_embed_copy(path) is not None:
+            try:
+                return small.read_bytes()
+            except OSError:
+                pass
+    return path.read_bytes()
+
+
+def _figure_id(path: Path) -> str:
+    return "figure-" + slug(f"{path.parent.name} {path.stem}")
+
+
+def _html_figure(b: Figure, reduce: bool, inlined: set[Path]) -> str:
+    """The figure inlined, the first time the page shows it; a link to that place every later time (a figure
+    inlined twice would double its weight in the page)."""
+    caption = f"<figcaption>{html.escape(b.caption)}</figcaption>"
+    if b.path in inlined:
+        return f'<figure><a href="#{_figure_id(b.path)}">{html.escape(b.path.stem)}: shown above</a>{caption}</figure>'
+    inlined.add(b.path)
+    data = base64.b64encode(_png_bytes(b.path, reduce)).decode("ascii")
+    return (
+        f'<figure id="{_figure_id(b.path)}"><img alt="{html.escape(b.path.stem)}" '
+        f'src="data:image/png;base64,{data}">{caption}</figure>'
+    )
 
 
 def render_html(sections: list[Section]) -> str:
     figures = [b.path for s in sections for b in s.blocks if isinstance(b, Figure)]
-    reduce = sum(p.stat().st_size for p in figures if p.exists()) > EMBED_FULL_MAX
+    reduce = sum(p.stat().st_size for p in set(figures) if p.exists()) > EMBED_FULL_MAX
+    inlined: set[Path] = set()
     out = [
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
         f"<title>{html.escape(sections[0].title if sections else 'report')}</title>",
@@ -206,10 +243,6 @@ def render_html(sections: list[Section]) -> str:
             elif isinstance(b, Table):
                 out.append(_html_table(b))
             elif isinstance(b, Figure):
-                data = base64.b64encode(_png_bytes(b.path, reduce)).decode("ascii")
-                out.append(
-                    f'<figure><img alt="{html.escape(b.path.stem)}" src="data:image/png;base64,{data}">'
-                    f"<figcaption>{html.escape(b.caption)}</figcaption></figure>"
-                )
+                out.append(_html_figure(b, reduce, inlined))
     out.append("</body></html>\n")
     return "\n".join(out)

@@ -158,8 +158,9 @@ def curve_table(a: StudyAnalysis) -> pd.DataFrame:
 
 def rules_table(a: StudyAnalysis) -> pd.DataFrame:
     rows = []
+    no_gpu = a.no_gpu  # once: it reads the environment table
     for _, r in a.rules.iterrows():
-        if a.no_gpu and r.get("rule") in NEEDS_GPU:
+        if no_gpu and r.get("rule") in NEEDS_GPU:
             rows.append(
                 {
                     "curve": r["panel"],

@@ -18,6 +18,7 @@ from Parquet and float columns), `as_objects` and `keep_dtypes` (column dtypes r
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -34,7 +35,7 @@ from loaderbench.schema.record_row import flatten  # a record as a row, its colu
 
 CACHE_NAME = ".records-cache.parquet"
 #: Bump when `flatten` changes what it writes, so caches written by older code are rebuilt.
-CACHE_VERSION = "8"
+CACHE_VERSION = "9"
 
 #: Config columns that are axes of a study (the user's vocabulary, see loaderbench/schema/axes.py); `jpeg_stage`
 #: ("full" | "decode") marks the decode-only reference cells when a study has them.
@@ -68,7 +69,8 @@ def _without_raw(text: str) -> str:
 def _parse(path: str, size: int, mtime_ns: int) -> tuple[dict | None, str | None]:
     try:
         with open(path, "rb") as fh:
-            text = fh.read().decode()
+            data = fh.read()
+        text = data.decode()
     except (OSError, UnicodeDecodeError) as exc:
         return None, f"unreadable ({type(exc).__name__})"
     try:
@@ -86,6 +88,7 @@ def _parse(path: str, size: int, mtime_ns: int) -> tuple[dict | None, str | None
     except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:
         return None, f"malformed record ({type(exc).__name__}: {exc})"
     row["_size"], row["_mtime_ns"] = size, mtime_ns
+    row["_digest"] = hashlib.blake2b(data, digest_size=16).hexdigest()  # the file's content, raw times included
     return row, None
 
 
@@ -187,11 +190,11 @@ def load_records(
     cached = _read_cache(cache_path) if use_cache and cache_path.exists() else None
 
     if cached is not None and not cached.empty:
-        m = listing.merge(
-            cached[["path", "_size", "_mtime_ns"]], on="path", how="left", suffixes=("", "_c"), indicator=True
-        )
-        hit = ((m["_merge"] == "both") & (m["_size"] == m["_size_c"]) & (m["_mtime_ns"] == m["_mtime_ns_c"])).to_numpy()
-        keep = cached[cached["path"].isin(set(listing["path"][hit]))]
+        # a file is a hit when the cache has a row of its path, size and mtime: one join each way, no per-row Python
+        stamp = ["path", "_size", "_mtime_ns"]
+        hit = (listing.merge(cached[stamp], on=stamp, how="left", indicator=True)["_merge"] == "both").to_numpy()
+        kept = cached[stamp].merge(listing, on=stamp, how="left", indicator=True)["_merge"] == "both"
+        keep = cached[kept.to_numpy()]
         todo = [files[i] for i in range(len(files)) if not hit[i]]
         stale = len(keep) != len(cached)
     else:
@@ -214,8 +217,11 @@ def load_records(
     if use_cache and (stale or report.parsed) and not df.empty:
         _write_cache(df, cache_path)
     if not df.empty:
-        # kept (renamed): which file version each row came from, the cheap fingerprint of a study's records
-        df = df.rename(columns={"_size": "record_bytes", "_mtime_ns": "record_mtime_ns"}).reset_index(drop=True)
+        # kept (renamed): which file version each row came from; the digest of its bytes keys the per-study cache
+        # of figures (loaderbench.analysis.draw_all), so a record rewritten with the same content redraws nothing
+        df = df.rename(
+            columns={"_size": "record_bytes", "_mtime_ns": "record_mtime_ns", "_digest": "record_digest"}
+        ).reset_index(drop=True)
     return df, report
 
 

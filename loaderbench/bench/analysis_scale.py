@@ -1,10 +1,12 @@
-"""Experiment 4, analysis at scale: `python -m loaderbench.analysis.scale_bench --records N --json FILE`, run as its own
-process (the analysis never shares a process with the harness), its numbers read from FILE.
+"""Experiment 6, analysis at scale: `python -m loaderbench.analysis.scale_bench --records N --json FILE`, run as its own
+process (the analysis never shares a process with the harness), its numbers read from FILE; then again at a tenth
+and three tenths of N, each in a fresh process, for the scaling row (how the cold cost grows with the records).
 
 Contract: `analysis_scale(records)` returns {"available": False, "records"} when the module is missing, else
 {"available": True, "records", "command", "wall_s", "returncode"} plus "result" (bench_scale's JSON: seconds
-and CPU seconds per stage, peak memory) or "error". Figures are drawn into a temporary folder (drawing is one
-of the timed stages) and removed afterwards.
+and CPU seconds per stage, peak memory, the targets) and "scaling" (per size: records, cold_s, unchanged_rerun_s,
+peak memory), or "error". Figures are drawn into a temporary folder (drawing is one of the timed stages) and removed
+afterwards.
 """
 
 from __future__ import annotations
@@ -24,13 +26,33 @@ STAGES = (
     ("first load", "first_load", "parse JSON, write Parquet cache"),
     ("cached load", "cached_load", "Parquet cache, stat every file"),
     ("aggregate", "aggregate", "medians, intervals, knees, rules, USL fits"),
-    ("draw", "draw", "figures, PNG + PDF, + CSV tables"),
-    ("report", "report", "HTML with figures inlined + Markdown"),
+    ("draw", "draw", "figures, PNG + PDF, + CSV tables; the claims decided"),
+    ("report", "report", "claims, HTML with figures inlined + Markdown"),
+    ("cold total", "cold", "the four above: make figures from nothing"),
     ("unchanged rerun", "unchanged_rerun", "make figures again, no record changed"),
+    ("one study changed", "one_study_changed", "one record changed: its study alone drawn again"),
 )
+#: The sizes of the scaling row, as fractions of the records asked for (the full size is the detailed run).
+SCALING = (0.1, 0.3)
+#: Kept from each size's result for the scaling row.
+SCALING_KEYS = ("records", "cold_s", "unchanged_rerun_s", "peak_rss_main_bytes", "peak_rss_largest_child_bytes")
 
 
 def analysis_scale(records: int, timeout_s: float = 1800) -> dict:
+    out = _one_size(records, timeout_s)
+    if "result" not in out:
+        return out
+    out["scaling"] = []
+    for share in SCALING:
+        smaller = _one_size(int(records * share), timeout_s)
+        if "result" not in smaller:
+            return {**out, "error": f"scaling row, {int(records * share)} records: {smaller.get('error')}"}
+        out["scaling"].append({k: smaller["result"][k] for k in SCALING_KEYS})
+    out["scaling"].append({k: out["result"][k] for k in SCALING_KEYS})
+    return out
+
+
+def _one_size(records: int, timeout_s: float) -> dict:
     try:
         spec = importlib.util.find_spec(MODULE)
     except (ImportError, ValueError):

@@ -268,13 +268,35 @@ def scale(sc: dict, console) -> None:
         ["stage", "wall s", "CPU s", "what"],
         left=("what",),
     )
+    targets = r.get("targets") or {}
+    goal = {"cold": targets.get("cold_s"), "unchanged_rerun": targets.get("unchanged_s")}
     for label, key, what in STAGES:
-        t.add_row(label, fmt(r.get(f"{key}_s")), fmt(r.get(f"{key}_cpu_s")), what)
+        seconds = r.get(f"{key}_s")
+        if goal.get(key) is not None and seconds is not None:
+            what += f"; target <= {goal[key]:g} s: " + ("met" if seconds <= goal[key] else "[red]missed[/red]")
+        t.add_row(label, fmt(seconds), fmt(r.get(f"{key}_cpu_s")), what)
     console.print(t)
+    peak = max(r.get("peak_rss_main_bytes") or 0, r.get("peak_rss_largest_child_bytes") or 0) / 2**30
     console.print(
         f"   peak memory (maxrss): main process {fmt((r.get('peak_rss_main_bytes') or 0) / 2**30)} GiB, "
         f"largest worker {fmt((r.get('peak_rss_largest_child_bytes') or 0) / 2**30)} GiB"
+        + (
+            f"; target <= {targets['peak_gib']:g} GiB: "
+            + ("met" if peak <= targets["peak_gib"] else "[red]missed[/red]")
+            if "peak_gib" in targets
+            else ""
+        )
     )
+    rows = sc.get("scaling") or []
+    if rows:
+        console.print(
+            "   scaling, cold make figures (each size in a fresh process): "
+            + "; ".join(
+                f"{x['records']:,} records {fmt(x['cold_s'])} s ({fmt(1000 * x['cold_s'] / x['records'])} s per "
+                f"1000 records), unchanged {fmt(x['unchanged_rerun_s'])} s"
+                for x in rows
+            )
+        )
 
 
 def tune_vs_grid(tg: dict, console) -> None:

@@ -1,7 +1,9 @@
 """Run a study's pending cell repetitions as Slurm job arrays through submitit.
 
-One array per allocation shape (cores, GPUs), one array task per cell repetition; each task runs the
-same `run_task` as the local launcher, so records are identical but for their `launcher` block.
+One array per allocation shape (cores, GPUs, nodes, tasks per node), one array task per cell repetition; each
+task runs the same `run_task` as the local launcher, so records are identical but for their `launcher` block.
+A DDP cell (rank_mode = "ddp") under a profile with `ddp_ranks_per_node` gets one Slurm task per rank, on as many
+nodes as that takes: submitit's distributed environment brings them together, rank 0 writes the record.
 A ledger (<results>/<study>/.slurm-ledger.jsonl) remembers what was submitted, so a second submit
 skips cells that are pending or running and nothing is measured twice.
 """
@@ -59,6 +61,14 @@ class CellJob(submitit.helpers.Checkpointable):
             return "ok (already measured)"
         launcher = _launcher_info()
         runner = TaskRunner(self.dataset)
+        env = submitit.JobEnvironment()
+        if env.num_tasks > 1:  # one task per DDP rank (loaderbench.measure.ddp)
+            from loaderbench.measure.ddp import LAUNCHED
+
+            submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
+            os.environ[LAUNCHED] = "env://"
+            if env.global_rank != 0:  # rank 0 writes the record; the others are measured and probed, not kept
+                return runner.run(t, _Discard(), self.settings, launcher).status
         try:
             record = runner.run(t, store, self.settings, launcher)
         except UncompletedJobError as exc:  # Slurm's time limit, out of requeues: record it, never lose it
@@ -66,6 +76,13 @@ class CellJob(submitit.helpers.Checkpointable):
             store.write(Record.for_task(t, "timeout", launcher, error=error, env=runner.host_env))
             raise
         return record.status
+
+
+class _Discard:
+    """Where a DDP peer rank's own record goes: nowhere (its rank 0 writes the cell's one record)."""
+
+    def write(self, record: Record) -> None:
+        pass
 
 
 def _launcher_info() -> dict:
@@ -114,8 +131,17 @@ def can_submit() -> bool:
 
 
 def make_executor(
-    profile: LoadedProfile, folder: Path, cores: int, gpus: int, study: str, time_limit_min: int
+    profile: LoadedProfile,
+    folder: Path,
+    cores: int,
+    gpus: int,
+    study: str,
+    time_limit_min: int,
+    nodes: int = 1,
+    tasks_per_node: int = 1,
 ) -> submitit.AutoExecutor:
+    """An executor for tasks of `cores` cores and `gpus` GPUs each; a DDP cell's ranks: `nodes` x
+    `tasks_per_node` tasks sharing the cell's cores."""
     if not can_submit():
         raise ToolMissing(
             f"{profile.path}: no srun on PATH: submit from a node of the Slurm cluster (or "
@@ -130,7 +156,9 @@ def make_executor(
     executor = submitit.AutoExecutor(
         folder=str(folder), cluster="slurm", slurm_max_num_timeout=s.max_requeues, **kwargs
     )
-    srun_args = [f"--cpus-per-task={cores}"]  # Slurm 22.05-23.11: srun does not inherit it from sbatch
+    tasks = nodes * tasks_per_node
+    cpus = max(1, cores // tasks)
+    srun_args = [f"--cpus-per-task={cpus}"]  # Slurm 22.05-23.11: srun does not inherit it from sbatch
     c = profile.settings.container
     if c.kind == "pyxis":
         srun_args += [f"--container-image={c.image}"] + (
@@ -146,20 +174,20 @@ def make_executor(
         additional["qos"] = s.qos
     params = dict(
         slurm_partition=s.partition,
-        cpus_per_task=cores,
-        tasks_per_node=1,
-        nodes=1,
+        cpus_per_task=cpus,
+        tasks_per_node=tasks_per_node,
+        nodes=nodes,
         timeout_min=time_limit_min,
         slurm_array_parallelism=s.array_parallelism,
         slurm_srun_args=srun_args,
         slurm_setup=list(s.setup),
-        name=f"lb-{study}-c{cores}g{gpus}",
+        name=f"lb-{study}-c{cores}g{gpus}" + (f"n{nodes}t{tasks_per_node}" if tasks > 1 else ""),
         slurm_additional_parameters=additional,
     )
     if s.gres:
         params["slurm_gres"] = s.gres
     elif gpus:
-        params["gpus_per_node"] = gpus
+        params["gpus_per_node"] = gpus * tasks_per_node  # a DDP cell's ranks: gpus each
     if s.mem_per_cpu_mb:
         params["slurm_mem_per_cpu"] = f"{s.mem_per_cpu_mb}M"
     params = {k: v for k, v in params.items() if v is not None}
@@ -201,22 +229,29 @@ class Ledger:
 
 def squeue_states(job_ids: list[str]) -> dict[str, str] | None:
     """State of each job (array tasks as 123_4); None when squeue cannot be asked."""
+    jobs = squeue_jobs(job_ids)
+    return None if jobs is None else {j: state for j, (state, _) in jobs.items()}
+
+
+def squeue_jobs(job_ids: list[str]) -> dict[str, tuple[str, str]] | None:
+    """(state, nodes) of each job (array tasks as 123_4; nodes in Slurm's compressed form, empty while
+    pending); None when squeue cannot be asked."""
     if not job_ids:
         return {}
     if not shutil.which("squeue"):
         return None
     arrays = sorted({j.split("_")[0] for j in job_ids})
     out = subprocess.run(
-        ["squeue", "-h", "-r", "-j", ",".join(arrays), "-o", "%i|%T|%r"], capture_output=True, text=True, timeout=60
+        ["squeue", "-h", "-r", "-j", ",".join(arrays), "-o", "%i|%T|%N"], capture_output=True, text=True, timeout=60
     )
     if out.returncode != 0 and "Invalid job id" not in out.stderr:
         return None
-    states = {}
+    jobs = {}
     for line in out.stdout.splitlines():
         parts = line.strip().split("|")
         if len(parts) >= 2:
-            states[parts[0]] = parts[1]
-    return states
+            jobs[parts[0]] = (parts[1], parts[2] if len(parts) > 2 else "")
+    return jobs
 
 
 def sacct_states(job_ids: list[str]) -> dict[str, str]:
@@ -276,18 +311,18 @@ class SlurmLauncher(Launcher):
         """Submit `tasks`; returns (array job id, tasks, cores, GPUs) per array. Every executor is set up
         before the first sbatch, so bad input submits nothing."""
         s = self.profile.settings.slurm
-        groups: dict[tuple[int, int], list[Task]] = defaultdict(list)
+        groups: dict[tuple[int, int, int, int], list[Task]] = defaultdict(list)
         for task in tasks:
-            groups[(task.cell["cores"], s.gpus_per_cell)].append(task)
+            groups[(task.cell["cores"], s.gpus_per_cell, *rank_tasks(task, s.ddp_ranks_per_node))].append(task)
         root = Path(self.store.root)
         folder = logs_folder(self.profile, root)
         if self.dry_run:  # where Slurm is at hand, the executors are built too: submitit checks their parameters
             if can_submit():
-                for c, g in groups:
-                    make_executor(self.profile, folder, c, g, self.study.name, s.time_limit_min)
-            return [("(dry run)", len(ts), c, g) for (c, g), ts in groups.items()]
+                for c, g, n, t in groups:
+                    make_executor(self.profile, folder, c, g, self.study.name, s.time_limit_min, n, t)
+            return [("(dry run)", len(ts), c, g) for (c, g, _, _), ts in groups.items()]
         executors = {
-            key: make_executor(self.profile, folder, key[0], key[1], self.study.name, s.time_limit_min)
+            key: make_executor(self.profile, folder, key[0], key[1], self.study.name, s.time_limit_min, *key[2:])
             for key in groups
         }
         dataset = dataset_spec(self.study)
@@ -309,6 +344,7 @@ class SlurmLauncher(Launcher):
                         "submitted_at": now,
                         "cores": key[0],
                         "gpus": key[1],
+                        "nodes": key[2],
                         "logs": str(folder),
                     }
                     for j, t in jobs_tasks
@@ -316,6 +352,21 @@ class SlurmLauncher(Launcher):
             )
             submitted.append((jobs_tasks[0][0].job_id.split("_")[0], len(group), key[0], key[1]))
         return submitted
+
+
+def rank_tasks(task: Task, ranks_per_node: int) -> tuple[int, int]:
+    """(nodes, tasks per node) of a cell repetition's job: a DDP cell's ranks, `ranks_per_node` per node, one
+    task each, where the profile asks for it; else one task that starts whatever the cell starts."""
+    ranks = int(task.cell["ranks"] or 1)
+    if task.cell["rank_mode"] != "ddp" or not ranks_per_node or ranks == 1:
+        return 1, 1
+    per_node = min(ranks, ranks_per_node)
+    if ranks % per_node:
+        raise StudyError(
+            f"ranks = {ranks} does not split into nodes of ddp_ranks_per_node = {ranks_per_node} ranks each: "
+            f"use a multiple of it, or ddp_ranks_per_node = 0 (all ranks on one node)"
+        )
+    return ranks // per_node, per_node
 
 
 def submit(
@@ -355,7 +406,8 @@ def submit(
 
 def status(results: str | Path) -> list[dict]:
     """Per study with a ledger: ok / failed / timeout records, running / pending jobs, and cells whose job
-    ended without a record (cancelled, node failure), with reasons."""
+    ended without a record (cancelled, node failure), with reasons; per node, the records it wrote (by their
+    `launcher.node`) and the jobs running on it."""
     results = Path(results)
     report = []
     for ledger_path in sorted(results.glob(f"*/{LEDGER}")):
@@ -363,7 +415,8 @@ def status(results: str | Path) -> list[dict]:
         ledger = Ledger(results, study)
         latest = ledger.latest()
         store = Store(results)
-        states = squeue_states([e["job_id"] for e in latest.values()]) or {}
+        jobs = squeue_jobs([e["job_id"] for e in latest.values()]) or {}
+        states = {j: state for j, (state, _) in jobs.items()}
         final = sacct_states([e["job_id"] for e in latest.values()])
         row = {
             "study": study,
@@ -375,18 +428,27 @@ def status(results: str | Path) -> list[dict]:
             "lost": 0,
             "jobs": sorted({e["job_id"].split("_")[0] for e in latest.values()}),
             "problems": [],
+            "nodes": {},
         }
+
+        def on(node: str | None, key: str, per_node: dict = row["nodes"]) -> None:
+            counts = per_node.setdefault(node or "?", {"ok": 0, "failed": 0, "running": 0})
+            counts[key] += 1
+
         for (cid, rep), e in sorted(latest.items()):
             rec = store.read(study, cid, rep)
             state = states.get(e["job_id"])
             if rec is not None and rec.ok:
                 row["ok"] += 1
+                on(rec.launcher.get("node"), "ok")
             elif state in ("RUNNING", "COMPLETING", "CONFIGURING"):
                 row["running"] += 1
+                on(jobs[e["job_id"]][1], "running")
             elif state in ACTIVE_STATES:
                 row["pending"] += 1
             elif rec is not None:
                 row[rec.status if rec.status in (FAILED, TIMEOUT) else FAILED] += 1
+                on(rec.launcher.get("node"), "failed")
                 row["problems"].append(f"{cid} rep {rep} (job {e['job_id']}): {rec.status}: {rec.error_line(160)}")
             else:
                 row["lost"] += 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import inspect
 import json
 import os
 import resource
@@ -24,6 +25,16 @@ from loaderbench.workloads import DataSource
 
 if TYPE_CHECKING:
     from loaderbench.measure.machine_speed import MachineWatch
+
+
+#: the result's key for one batch's tensor bytes, measured in a cell with its own /dev/shm (the runner computes
+#: the size that setting needs from it: loaderbench.measure.private_shm); a failure carries it on its exception
+SHM_BATCH = "shm_batch_bytes"
+#: batches the second (validation) loader of `second_loader` reads after every epoch
+VALIDATION_BATCHES = 4
+#: workloads whose samples carry their index (loaderbench.workloads.payload.make_sample): their delivery order is
+#: matched to the sampler's
+ORDERED_WORKLOADS = ("sleep", "cpu")
 
 
 def pin_cores(cores: int) -> list[int]:
@@ -51,6 +62,7 @@ def cell_main(cell: CellConfig, repetition: int, prepared, result_path: str, in_
             "status": "failed",
             "error": classify_exception(exc, cell.sharing_strategy),
             "traceback": traceback.format_exc()[-4000:],
+            SHM_BATCH: getattr(exc, SHM_BATCH, None),
         }
     with open(result_path, "w") as fh:
         json.dump(result, fh, default=str)
@@ -63,6 +75,12 @@ def measure_cell(
     """Set the cell's process-global state, then measure its rank(s). `loop` replaces the measuring loop
     (loaderbench.measure.loop.run_loop's signature): the suite's own benchmarks drive the same cell with their own."""
     cores = cell.cores
+    if cell.rank_mode == "ddp":
+        from loaderbench.measure.ddp import launched_rank
+
+        launched = launched_rank()
+        if launched is not None:  # one rank of several tasks (Slurm): the cell's cores are split among them
+            cores = max(1, cores // launched[1])
     cpus = pin_cores(cores)
     from loaderbench.measure.limits import apply_cell_limits
 
@@ -84,12 +102,21 @@ def measure_cell(
     with serve_for_cell(cell, prepared) as storage:  # storage = "http": the cell's server and network path
         source = DataSource(prepared, endpoint=storage.endpoint)
         watch = MachineWatch(cpus)
-        if cell.ranks == 1:
+        if cell.rank_mode == "ddp":
+            from loaderbench.measure.ddp import measure_ddp
+
+            watch.start()
+            metrics, raw = measure_ddp(cell, repetition, source, loop=loop)
+            metrics["machine"] = watch.stop()
+            shm_batch = metrics.pop(SHM_BATCH, None)
+        elif cell.ranks == 1:
             metrics, raw = measure_rank(cell, repetition, source, loop=loop, machine=watch)
+            shm_batch = metrics.pop(SHM_BATCH, None)
         else:
             watch.start()
             metrics, raw = measure_ranks(cell, repetition, source, loop=loop)
             metrics["machine"] = watch.stop()
+            shm_batch = metrics.pop(SHM_BATCH, None)
     metrics.update(storage.metrics(metrics.get("samples_per_s")))
     from loaderbench.workloads import workload_env
 
@@ -99,7 +126,18 @@ def measure_cell(
         "raw": raw,
         "cell_env": {**cell_fingerprint(), **workload_env(cell)},
         "warnings": warnings_seen,
+        SHM_BATCH: shm_batch,
     }
+
+
+def _batch_bytes(cell: CellConfig, parts) -> int | None:
+    """A batch's tensor bytes, from one sample read in this process (a cell with its own /dev/shm only). The fault
+    workload's faulty sample is not the one read."""
+    if not cell.shm_size_mb or parts.iterable or len(parts.dataset) < 2:
+        return None
+    from loaderbench.measure.private_shm import tensor_bytes
+
+    return tensor_bytes(parts.dataset[1 if cell.fault_at == 0 else 0]) * cell.batch_size
 
 
 def _pin_thread_cpu_s(seen: dict[int, float]) -> None:
@@ -116,16 +154,30 @@ def _pin_thread_cpu_s(seen: dict[int, float]) -> None:
                 pass
 
 
-def observers_for(cell: CellConfig, parts, plan) -> list:
-    """What watches this cell's batches (loaderbench.measure.observers): the rng workload's draws; an iterable
-    dataset's tail,
+def observers_for(cell: CellConfig, parts, plan, loader=None) -> list:
+    """What watches this cell's batches (loaderbench.measure.observers): the rng workload's draws; the order the
+    sleep and cpu workloads' batches arrive in, against the sampler's; an iterable dataset's tail,
     for samples its workers all yield; the shards workload's passes, each checked for exactly-once (its stream
     repeats the shards within an epoch by design, so the tail check does not apply to it)."""
-    from loaderbench.measure.observers import RngRecorder, TailDuplicates
+    from loaderbench.measure.observers import (
+        DeliveryOrder,
+        EpochMarks,
+        RngRecorder,
+        SampledOrder,
+        SharingSeen,
+        TailDuplicates,
+    )
 
     out: list = []
     if cell.workload == "rng":
         out.append(RngRecorder())
+    if cell.epoch_attribute:
+        out.append(EpochMarks())
+    if cell.sharing_switch not in (None, "none"):
+        out.append(SharingSeen())
+    order = getattr(loader, "batch_sampler", None)
+    if cell.workload in ORDERED_WORKLOADS and isinstance(order, SampledOrder):
+        out.append(DeliveryOrder(order))
     if cell.workload == "shards":
         from loaderbench.storage.exactly_once import shard_observer
 
@@ -135,10 +187,11 @@ def observers_for(cell: CellConfig, parts, plan) -> list:
     return out
 
 
-def _loader(cell: CellConfig, parts, samples: int, rank: int, repetition: int):
-    """The cell's DataLoader over `parts` (loaderbench.workloads.LoaderParts). A map-style dataset is read in a
-    seeded random order, sized to `samples` per epoch (with replacement when it is smaller); an iterable one
-    is read as it yields."""
+def _loader(cell: CellConfig, parts, samples: int, rank: int, repetition: int, sampler=None):
+    """The cell's loader over `parts` (loaderbench.workloads.LoaderParts): a DataLoader, with process or (where
+    torch offers them) thread workers, or a torchdata.nodes pipeline (loaderbench.measure.nodes_loader). A
+    map-style dataset is read in a seeded random order, sized to `samples` per epoch (with replacement when it
+    is smaller), or by `sampler` (a DDP rank's share); an iterable one is read as it yields."""
     import torch
     import torch.multiprocessing as tmp
     from torch.utils.data import DataLoader, RandomSampler
@@ -146,23 +199,48 @@ def _loader(cell: CellConfig, parts, samples: int, rank: int, repetition: int):
     workers = cell.num_workers
     dataset = parts.dataset
     generator = torch.Generator().manual_seed(cell.seed * 1000 + repetition * 64 + rank)
+    pin = cell.pin_memory and torch.cuda.is_available()
+    if workers > 0 and cell.forkserver_preload:
+        # Python <= 3.13's forkserver imports nothing of the parent unless told to
+        tmp.get_context("forkserver").set_forkserver_preload(["torch", "torchvision", type(dataset).__module__])
+    if cell.loader == "nodes":
+        from loaderbench.measure.nodes_loader import nodes_loader
+
+        sampler = RandomSampler(dataset, replacement=len(dataset) < samples, num_samples=samples, generator=generator)
+        return nodes_loader(cell, parts, sampler, pin), pin
     kwargs: dict[str, Any] = {}
-    if not parts.iterable:
+    batching: dict[str, Any] = {"batch_size": cell.batch_size, "drop_last": True}
+    if cell.worker_method == "thread":
+        from loaderbench.study.loader_rules import THREAD_ARGUMENT, torch_version
+
+        if THREAD_ARGUMENT not in inspect.signature(DataLoader).parameters:
+            raise ValueError(f"thread workers are not available in torch {torch_version()}'s DataLoader")
+        kwargs[THREAD_ARGUMENT] = "thread"
+    if sampler is not None:
+        kwargs["sampler"] = sampler
+    elif not parts.iterable:
         if len(dataset) == samples:
             kwargs.update(shuffle=True, generator=generator)
         else:
             kwargs["sampler"] = RandomSampler(
                 dataset, replacement=len(dataset) < samples, num_samples=samples, generator=generator
             )
+        if workers > 0:  # the same batches, drawn through SampledOrder, which keeps their order (DeliveryOrder)
+            from torch.utils.data import BatchSampler
+
+            from loaderbench.measure.observers import SampledOrder
+
+            sampler = kwargs.pop("sampler", None)
+            if sampler is None:  # shuffle=True's own sampler; the loader still draws its base seed from the generator
+                kwargs.pop("shuffle")
+                sampler = RandomSampler(dataset, generator=generator)
+            batching = {"batch_sampler": SampledOrder(BatchSampler(sampler, cell.batch_size, drop_last=True))}
     if parts.collate_fn is not None:
         kwargs["collate_fn"] = parts.collate_fn
     if workers > 0:
-        ctx = tmp.get_context(cell.start_method)
-        if cell.forkserver_preload:
-            # Python <= 3.13's forkserver imports nothing of the parent unless told to
-            ctx.set_forkserver_preload(["torch", "torchvision", type(dataset).__module__])
+        if cell.start_method is not None:  # None: thread workers
+            kwargs["multiprocessing_context"] = tmp.get_context(cell.start_method)
         kwargs.update(
-            multiprocessing_context=ctx,
             prefetch_factor=cell.prefetch_factor,
             persistent_workers=cell.persistent_workers,
             in_order=cell.in_order,
@@ -174,10 +252,13 @@ def _loader(cell: CellConfig, parts, samples: int, rank: int, repetition: int):
             init = _chain_inits(seed_all_worker_init, init)
         if init is not None:
             kwargs["worker_init_fn"] = init
-    pin = cell.pin_memory and torch.cuda.is_available()
-    loader = DataLoader(
-        dataset, batch_size=cell.batch_size, drop_last=True, num_workers=workers, pin_memory=pin, **kwargs
-    )
+    loader_class: Any = DataLoader
+    if cell.snapshot_every_n_steps:  # checkpointable loading: torchdata's drop-in, its workers' state every n steps
+        from torchdata.stateful_dataloader import StatefulDataLoader
+
+        loader_class = StatefulDataLoader
+        kwargs["snapshot_every_n_steps"] = cell.snapshot_every_n_steps
+    loader = loader_class(dataset, num_workers=workers, pin_memory=pin, **batching, **kwargs)
     return loader, pin
 
 
@@ -198,9 +279,12 @@ def measure_rank(
     source: DataSource,
     loop: Callable | None = None,
     machine: MachineWatch | None = None,
+    group=None,
 ) -> tuple[dict, dict]:
     """One loader process (`source.rank`): build the dataset, DataLoader and consumer, run the loop, summarise.
-    `machine` times the machine's speed right before the loop and right after its workers are gone."""
+    `machine` times the machine's speed right before the loop and right after its workers are gone. `group`
+    (loaderbench.measure.ddp.RankGroup) makes it a DDP rank: its share of a dataset of all ranks' samples,
+    read through its sampler, consumed by a model step whose gradients are all-reduced."""
     from loaderbench.measure.consumers import make_consumer
     from loaderbench.measure.loop import measured_steps, run_loop, summarize_loop
     from loaderbench.measure.observers import ObservedStep
@@ -210,10 +294,20 @@ def measure_rank(
 
     plan = plan_window(cell)
     bs = cell.batch_size
-    parts = build_dataset(cell, plan.epoch_batches * bs, source)
-    loader, pin = _loader(cell, parts, plan.epoch_batches * bs, source.rank, repetition)
-    consumer = make_consumer(cell)
-    observers = observers_for(cell, parts, plan)
+    world = group.world if group is not None else 1
+    samples = plan.epoch_batches * bs
+    parts = build_dataset(cell, samples * world, source)
+    tagged = None
+    if cell.resume_at:  # every sample carries its index: the first epoch is the resume's reference
+        from loaderbench.measure.resume import Untagged, tag
+
+        parts, _ = tag(parts, cell.num_workers)
+    sampler = group.sampler(parts, cell.seed * 1000 + repetition * 64) if group is not None else None
+    loader, pin = _loader(cell, parts, samples, source.rank, repetition, sampler)
+    if cell.resume_at:
+        loader = tagged = Untagged(loader)
+    consumer = group.consumer(cell) if group is not None else make_consumer(cell)
+    observers = observers_for(cell, parts, plan, loader)
     observed = ObservedStep(consumer, observers) if observers else None
     stop = None
     if cell.target_precision is not None:
@@ -229,10 +323,26 @@ def measure_rank(
         )
     pin_cpu: dict[int, float] = {}
 
+    shm_batch = _batch_bytes(cell, parts)  # read before the machine's speed is timed
+    validation = None
+    if cell.second_loader:  # its own sample order: the rank after this one's
+        validation = _loader(cell, parts, VALIDATION_BATCHES * bs, source.rank + 1, repetition)[0]
+
     def on_epoch():
         _pin_thread_cpu_s(pin_cpu)
         if observed is not None:
             observed.next_epoch()
+        if cell.epoch_attribute:  # what a dataset's set_epoch() would do, in the main process's copy only
+            parts.dataset.epoch_mark += 1
+        if validation is not None:  # a validation pass after each epoch
+            for _ in zip(range(VALIDATION_BATCHES), validation):
+                pass
+        if cell.sharing_switch not in (None, "none"):  # the first epoch's workers have started
+            import torch.multiprocessing as tmp
+
+            tmp.set_sharing_strategy(cell.sharing_switch)
+        if group is not None:
+            group.next_epoch()
 
     _pin_thread_cpu_s(pin_cpu)
     if cell.gc_freeze:  # what Python's docs advise before fork: everything made so far is left alone
@@ -241,10 +351,25 @@ def measure_rank(
     if machine is not None:
         machine.start()
     ru0_self = resource.getrusage(resource.RUSAGE_SELF)
-    times = (loop or run_loop)(
-        consumer.wrap(loader), cell.epochs, plan.epoch_batches, observed or consumer, on_epoch_end=on_epoch, stop=stop
-    )
+    try:
+        times = (loop or run_loop)(
+            consumer.wrap(loader),
+            cell.epochs,
+            plan.epoch_batches,
+            observed or consumer,
+            on_epoch_end=on_epoch,
+            stop=stop,
+        )
+    except Exception as exc:
+        setattr(exc, SHM_BATCH, shm_batch)  # the runner's message names the /dev/shm that would have sufficed
+        raise
+    close = getattr(loader, "close", None)  # a torchdata.nodes pipeline: its workers stopped and joined
+    if close is not None:
+        close()
     del loader  # persistent workers shut down: their rusage lands in RUSAGE_CHILDREN below
+    validation = None  # and the second loader's
+    if tagged is not None:
+        del tagged.loader
     ru_self = resource.getrusage(resource.RUSAGE_SELF)
     ru_children = resource.getrusage(resource.RUSAGE_CHILDREN)
     machine_block = machine.stop() if machine is not None else None
@@ -264,11 +389,22 @@ def measure_rank(
     }
     metrics["pin_memory_effective"] = pin
     metrics["warmup_batches_effective"] = plan.warmup
+    if shm_batch is not None:
+        metrics[SHM_BATCH] = shm_batch  # lifted out of the metrics by measure_cell
     if stop is not None:
         metrics["precision"] = stop.summary()
     if observed is not None:
         metrics.update(observed.metrics())
         metrics["warnings"] = observed.warnings()  # measure_cell lifts them into the record's warnings
+    if tagged is not None:  # after the measuring: its forks and kills touch no window and no CPU count above
+        from loaderbench.measure.resume import measure_resume
+
+        metrics["resume"] = measure_resume(
+            cell,
+            tagged.epochs[0],
+            lambda: build_dataset(cell, samples, source),
+            lambda p: _loader(cell, p, samples, source.rank, repetition)[0],
+        )
     raw = {"t_iter": times.t_iter, "got": times.got, "done": times.done}
     return metrics, raw
 
@@ -300,10 +436,6 @@ def measure_ranks(
     """R loader processes side by side (as DDP ranks on one node share its cores), started together.
     Throughput: samples of all ranks over the interval in which all were measuring; time to first batch and
     tail waits are the worst rank's."""
-    import numpy as np
-
-    from loaderbench.study.window import plan_window
-
     ranks = cell.ranks
     pipes, pids = [], []
     go_r, go_w = os.pipe()
@@ -339,14 +471,30 @@ def measure_ranks(
         raws.append(got["raw"])
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     self1 = resource.getrusage(resource.RUSAGE_SELF)
-    plan = plan_window(cell)
-    seconds, samples, epochs_used = common_window(raws, plan, cell.batch_size)
+    agg = combine_ranks(cell, per_rank, raws)
+    ranks_main = sum(m["cpu_s"]["main"] for m in per_rank[1:])
+    agg["cpu_s"] = {
+        "main": (self1.ru_utime + self1.ru_stime) - (self0.ru_utime + self0.ru_stime) + ranks_main,
+        "workers": children.ru_utime + children.ru_stime - ranks_main,
+        "pin_memory_thread": sum(m["cpu_s"]["pin_memory_thread"] for m in per_rank),
+    }
+    return agg, raw0
+
+
+def combine_ranks(cell: CellConfig, per_rank: list[dict], raws: list[dict]) -> dict:
+    """One cell's metrics from its ranks' (rank 0 first), their clocks one: throughput of all ranks over the
+    interval in which all were measuring; time to first batch and tail waits the worst rank's."""
+    import numpy as np
+
+    from loaderbench.study.window import plan_window
+
+    m0 = per_rank[0]
+    seconds, samples, epochs_used = common_window(raws, plan_window(cell), cell.batch_size)
     if seconds <= 0:
         raise RuntimeError(
-            f"the {ranks} loader ranks were never measuring at the same time (their windows did "
+            f"the {len(per_rank)} loader ranks were never measuring at the same time (their windows did "
             f"not overlap): lengthen measure_batches"
         )
-    ranks_main = sum(m["cpu_s"]["main"] for m in per_rank[1:])
     agg = dict(m0)
     agg["samples_per_s"] = samples / seconds
     agg["measured_samples"] = samples
@@ -358,11 +506,6 @@ def measure_ranks(
     agg["time_to_first_batch_s"] = max(m["time_to_first_batch_s"] for m in per_rank)
     agg["batch_wait_s"] = {k: float(np.max([m["batch_wait_s"][k] for m in per_rank])) for k in m0["batch_wait_s"]}
     agg["batch_wait_s"]["p50"] = float(np.median([m["batch_wait_s"]["p50"] for m in per_rank]))
-    agg["cpu_s"] = {
-        "main": (self1.ru_utime + self1.ru_stime) - (self0.ru_utime + self0.ru_stime) + ranks_main,
-        "workers": children.ru_utime + children.ru_stime - ranks_main,
-        "pin_memory_thread": sum(m["cpu_s"]["pin_memory_thread"] for m in per_rank),
-    }
     agg["ranks"] = [{k: m[k] for k in ("samples_per_s", "time_to_first_batch_s", "batch_wait_s")} for m in per_rank]
     agg["ranks_common_window"] = {"seconds": seconds, "epochs": epochs_used}
-    return agg, raw0
+    return agg

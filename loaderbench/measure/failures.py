@@ -20,6 +20,7 @@ KINDS = {
     "worker_error": "the dataset raised an exception inside a DataLoader worker",
     "dataset_error": "the dataset raised an exception in the cell process (num_workers = 0)",
     "shm_exhausted": "/dev/shm is too small for the batches in flight",
+    "shm_setup": "the cell's own /dev/shm (shm_size_mb) could not be mounted (needs root or CAP_SYS_ADMIN)",
     "too_many_open_files": "file descriptors ran out (file_descriptor sharing holds one per shared tensor)",
     "out_of_memory": "the cell ran out of memory (its memory_limit_mb, or the machine's)",
     "timeout": "the cell did not finish within the study's timeout_s",
@@ -28,6 +29,7 @@ KINDS = {
     "storage_timeout": "a request to the storage server got no answer within http_timeout_s",
     "shard_truncated": "a tar shard ended before the bytes or samples its index promises",
     "storage_setup": "the storage server or its network path could not be set up (nginx, ip, tc)",
+    "checkpoint_error": "a saved loader state could not be resumed from: truncated, corrupt or another torchdata's",
     "error": "an exception in the cell",
 }
 
@@ -221,6 +223,10 @@ def _original_error(text: str) -> str:
 
 def classify_exception(exc: BaseException, sharing_strategy: str | None = None) -> dict:
     chain = _chain(exc)
+    for e in chain:  # classified where it happened (another DDP rank: loaderbench.measure.ddp.RankFailed)
+        classified = getattr(e, "classified", None)
+        if isinstance(classified, dict):
+            return dict(classified)
     texts = [f"{type(e).__name__}: {e}" for e in chain]
     full = "\n".join(texts)
     low = full.lower()
@@ -263,6 +269,9 @@ def classify_exception(exc: BaseException, sharing_strategy: str | None = None) 
     storage = _storage_fault(chain, full, caught, where)
     if storage is not None:
         return storage
+    saved_state = next((e for e in chain if type(e).__name__ == "CheckpointError"), None)
+    if saved_state is not None:  # loaderbench.measure.checkpoint_state: the message says what to do
+        return {"kind": "checkpoint_error", "message": str(saved_state)[:600]}
     # loaderbench.measure.loop: too few batches; loaderbench.workloads.factory: a custom factory that failed in the cell
     if any(type(e).__name__ in ("EpochEndedEarly", "FactoryError") for e in chain):
         return {"kind": "dataset_error", "message": _first_line(texts[0])}

@@ -146,6 +146,27 @@ def _slurm() -> dict:
     return found or {}
 
 
+@lru_cache(maxsize=1)
+def default_start_method() -> str | None:
+    """The start method a DataLoader given no multiprocessing_context uses with this Python: multiprocessing's
+    default (torch.multiprocessing re-exports it), read in a fresh interpreter of this Python, where nothing
+    has set it (fork on Linux up to Python 3.13, forkserver from 3.14)."""
+    import sys
+
+    try:
+        out = subprocess.run(
+            [sys.executable, "-I", "-c", "import multiprocessing; print(multiprocessing.get_start_method())"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() or None
+
+
 def host_fingerprint() -> dict:
     from loaderbench import __version__
 
@@ -167,6 +188,7 @@ def host_fingerprint() -> dict:
         "kernel": platform.release(),
         "os": platform.platform(),
         "git_commit": _git_commit(),
+        "default_start_method": default_start_method(),
         **_versions(),
         **container_info(),
         "gpus": _gpus(),

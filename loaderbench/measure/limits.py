@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import resource
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -259,3 +260,29 @@ class MemoryCgroup:
             except OSError:
                 time.sleep(0.02 * (1 + attempt // 10))
         return False
+
+
+def oom_victims(error: dict | None, status: int | None) -> str:
+    """Which of the cell's processes the kernel's OOM killer took, as far as the record can tell."""
+    if status is not None and status == -signal.SIGKILL:
+        return "the cell process"
+    msg = (error or {}).get("message", "")
+    if msg.startswith("DataLoader worker"):
+        return msg.split(" was ")[0].split(" crashed")[0].split(" exited")[0]
+    return "a process of the cell"
+
+
+def limits_in_force(cell: CellConfig, cgroup, peak: int | None, oom_kills: int) -> dict:
+    """The limits a cell ran under, for its record: open files, memory (cgroup or address-space rlimit)."""
+    out: dict[str, Any] = {}
+    if cell.ulimit_nofile:
+        out["nofile"] = cell.ulimit_nofile
+    if cell.memory_limit_mb:
+        if cgroup is not None:
+            out.update(cgroup.describe())
+            out["memory_peak_bytes"] = peak
+            out["oom_kills"] = oom_kills
+        else:
+            out["memory_via"] = "rlimit_as"
+            out["memory_limit_bytes"] = cell.memory_limit_mb * 2**20
+    return out

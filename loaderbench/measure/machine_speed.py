@@ -91,10 +91,11 @@ def _rate(work, repeats: int) -> float:
 
 
 def run_reference(cpus: list[int]) -> dict[str, Any]:
-    """Time the reference on each of `cpus` (the calling thread pinned to one at a time, then given all of them
-    back); rates are the means over the cores."""
+    """Time the reference on each of `cpus` (the calling thread pinned to one at a time, then given back the CPUs
+    it had before); rates are the means over the cores."""
     timed = cpus[:REFERENCE_MAX_CORES]
     reference_jpeg()  # made before timing: its encoding is no part of the reference
+    had = os.sched_getaffinity(0)
     t0 = time.perf_counter()
     python, jpeg = [], []
     try:
@@ -103,7 +104,7 @@ def run_reference(cpus: list[int]) -> dict[str, Any]:
             python.append(_rate(python_unit, PY_REPEATS))
             jpeg.append(_rate(decode_reference, JPEG_REPEATS))
     finally:
-        os.sched_setaffinity(0, cpus)
+        os.sched_setaffinity(0, had)
     return {
         "python_per_s": statistics.fmean(python),
         "jpeg_per_s": statistics.fmean(jpeg),

@@ -7,6 +7,15 @@ the step function the loop already calls (loaderbench.measure.loop.run_loop), to
   iterable dataset that does not shard its stream by `torch.utils.data.get_worker_info()` yields every
   sample once per worker; the tail is where looking costs nothing measured.
 
+- `DeliveryOrder` (map-style datasets with workers whose samples carry their index, as the suite's `sleep` and
+  `cpu` workloads do) matches each delivered batch to its place in the sampler's order (`SampledOrder` keeps
+  the batches the sampler drew), so the order a loader delivers in can be compared across repetitions even
+  though each repetition draws its own sample order.
+
+- `SharingSeen` (cells that switch the sharing strategy mid-run) looks, at each epoch's first batch, at how its
+  first tensor's memory is mapped into the main process: a /dev/shm segment already unlinked arrived by
+  file_descriptor, one still named there by file_system.
+
 An observer has `see(batch, index)`, `next_epoch()`, `metrics()` and `warnings()`; `ObservedStep` calls them.
 """
 
@@ -16,6 +25,8 @@ import hashlib
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
+
+from loaderbench.workloads.payload import LABEL_MODULO  # the suite's samples' labels: index modulo this
 
 FINGERPRINT_ELEMENTS = 4096  # evenly spaced elements of a tensor read per sample: a cost independent of its size
 
@@ -179,3 +190,164 @@ def _element_bytes(x) -> bytes:
     if isinstance(x, bytes):
         return x
     return repr(x).encode()
+
+
+class SampledOrder:
+    """A batch sampler that keeps what the wrapped one yields in this epoch (each iteration starts an epoch): the
+    loader draws its indices in the main process, in this order, whatever order the batches then arrive in."""
+
+    def __init__(self, batch_sampler):
+        self.batch_sampler = batch_sampler
+        self.sampled: list[list[int]] = []
+
+    def __iter__(self):
+        self.sampled = []
+        for batch in self.batch_sampler:
+            self.sampled.append(list(batch))
+            yield batch
+
+    def __len__(self) -> int:
+        return len(self.batch_sampler)
+
+
+class DeliveryOrder:
+    """Where each delivered batch stood in the sampler's order, found by its samples' labels (index modulo
+    LABEL_MODULO, the second element of the suite's samples). Metrics: batches delivered out of the sampler's
+    order, and a fingerprint of the delivery permutation (of the displacements, so it is the same for every
+    repetition that delivered in the same pattern, whatever samples were drawn)."""
+
+    def __init__(self, order: SampledOrder):
+        self.order = order
+        self.epochs: list[list[int]] = [[]]
+        self.waiting: dict[tuple, list[int]] = {}
+        self.matched = 0
+        self.unmatched = 0
+
+    def _labels(self, batch) -> tuple | None:
+        import torch
+
+        if isinstance(batch, (list, tuple)) and len(batch) >= 2 and isinstance(batch[1], torch.Tensor):
+            if not batch[1].dtype.is_floating_point and batch[1].ndim == 1:
+                return tuple(int(v) % LABEL_MODULO for v in batch[1].tolist())
+        return None
+
+    def _positions_of(self, labels: tuple) -> int | None:
+        while self.matched < len(self.order.sampled):  # the sampler's batches drawn since the last look
+            k = self.matched
+            self.waiting.setdefault(tuple(i % LABEL_MODULO for i in self.order.sampled[k]), []).append(k)
+            self.matched += 1
+        found = self.waiting.get(labels)
+        return found.pop(0) if found else None
+
+    def see(self, batch, index: int) -> None:
+        labels = self._labels(batch)
+        position = self._positions_of(labels) if labels is not None else None
+        if position is None:
+            self.unmatched += 1
+            return
+        self.epochs[-1].append(position)
+
+    def next_epoch(self) -> None:
+        self.epochs.append([])
+        self.waiting, self.matched = {}, 0
+
+    def metrics(self) -> dict:
+        delivered = [p for e in self.epochs for p in e]
+        if not delivered or self.unmatched:
+            return {}
+        shifts = [p - j for e in self.epochs for j, p in enumerate(e)]
+        h = hashlib.blake2b(",".join(map(str, shifts)).encode(), digest_size=8)
+        return {
+            "order": {
+                "batches": len(delivered),
+                "out_of_order": sum(1 for d in shifts if d != 0),
+                "fingerprint": h.hexdigest(),
+            }
+        }
+
+    def warnings(self) -> list[str]:
+        return []
+
+
+class SharingSeen:
+    """The sharing strategy each epoch's batches arrived by, observed rather than assumed: where the first tensor
+    of the epoch's first batch is mapped in this process (/proc/self/maps). A segment of /dev/shm that is already
+    unlinked ("(deleted)") came as a file descriptor; one that still has its name came by file_system."""
+
+    def __init__(self):
+        self.epochs: list[str] = []
+
+    def see(self, batch, index: int) -> None:
+        if index == 0:
+            self.epochs.append(mapped_strategy(_first_tensor(batch)))
+
+    def next_epoch(self) -> None:
+        pass
+
+    def metrics(self) -> dict:
+        return {"sharing_seen": self.epochs}
+
+    def warnings(self) -> list[str]:
+        return []
+
+
+def _first_tensor(batch):
+    import torch
+
+    if isinstance(batch, torch.Tensor):
+        return batch
+    if isinstance(batch, dict):
+        batch = list(batch.values())
+    if isinstance(batch, (list, tuple)):
+        for value in batch:
+            found = _first_tensor(value)
+            if found is not None:
+                return found
+    return None
+
+
+def mapped_strategy(tensor) -> str:
+    """file_descriptor, file_system, or "not shared" (no tensor, or memory not mapped from /dev/shm)."""
+    if tensor is None:
+        return "not shared"
+    address = tensor.untyped_storage().data_ptr()
+    try:
+        with open("/proc/self/maps") as fh:
+            for line in fh:
+                parts = line.split(None, 5)
+                lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                if lo <= address < hi:
+                    path = parts[5].strip() if len(parts) > 5 else ""
+                    if "/dev/shm/" not in path and "torch_" not in path:
+                        return "not shared"
+                    return "file_descriptor" if path.endswith("(deleted)") else "file_system"
+    except (OSError, ValueError):
+        pass
+    return "not shared"
+
+
+class EpochMarks:
+    """`epoch_attribute`: the main process counts epochs on an attribute of the dataset; each sample's label
+    carries the count its worker's copy of the dataset held. A sample of epoch e (from the second on) that carries
+    less saw the attribute as it was before the main process changed it: stale."""
+
+    def __init__(self):
+        self.epoch = 0
+        self.samples = 0
+        self.stale = 0
+
+    def see(self, batch, index: int) -> None:
+        if self.epoch == 0 or not isinstance(batch, (list, tuple)) or len(batch) < 2:
+            return
+        marks = [int(v) // LABEL_MODULO for v in batch[1].tolist()]
+        self.samples += len(marks)
+        self.stale += sum(1 for m in marks if m < self.epoch)
+
+    def next_epoch(self) -> None:
+        self.epoch += 1
+
+    def metrics(self) -> dict:
+        return {"epoch_attribute": {"samples": self.samples, "stale": self.stale}}
+
+    def warnings(self) -> list[str]:
+        return []

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import psutil
@@ -55,8 +56,10 @@ class TreeProbe:
 
     pid: int
     memory_interval_s: float = 2.0
+    # what reads /dev/shm's use: the machine's (other users' segments are noise), or the cell's private one
+    shm_reader: Callable[[], int] = shm_used
     started: float = field(default_factory=time.perf_counter)
-    shm_baseline: int = field(default_factory=shm_used)
+    shm_baseline: int = -1  # the use when the probe started (set then)
     samples: int = 0
     full_samples: int = 0
     rss_peak: int = 0
@@ -74,6 +77,10 @@ class TreeProbe:
     _procs: dict = field(default_factory=dict, repr=False)  # pid -> psutil.Process, kept between ticks
     _last_full: float = float("-inf")
     _rss_at_full: int = 0
+
+    def __post_init__(self) -> None:
+        if self.shm_baseline < 0:
+            self.shm_baseline = self.shm_reader()
 
     def _process(self, pid: int) -> psutil.Process:
         p = self._procs.get(pid)
@@ -106,7 +113,7 @@ class TreeProbe:
         self.rss_peak = max(self.rss_peak, rss)
         self.fds_peak = max(self.fds_peak, fds)
         self.procs_peak = max(self.procs_peak, len(procs))
-        self.shm_peak = max(self.shm_peak, shm_used() - self.shm_baseline)
+        self.shm_peak = max(self.shm_peak, self.shm_reader() - self.shm_baseline)
         if t0 - self._last_full >= self.memory_interval_s or rss > 1.05 * self._rss_at_full:
             self._full_sample(procs, t0, rss)
         self.sample_cost_s += time.perf_counter() - t0
@@ -163,12 +170,16 @@ class TreeProbe:
 SHM_PREFIXES = ("torch_", "sem.mp-", "psm_")  # torch tensors (file_system / failed allocations), multiprocessing
 
 
-def is_cleanup_helper(p: psutil.Process) -> bool:
+def is_cleanup_helper(p: psutil.Process, shm_manager: bool = False) -> bool:
     """A helper that cleans up after a tree once its processes are gone, so it is killed last, after a grace
     period: multiprocessing's resource tracker (unlinks leaked semaphores; exits as soon as its pipe closes).
-    torch_shm_manager is no such helper here: it lingers 2 s after its last client before unlinking the
-    file_system segments it tracks, so it is killed with the rest and sweep_shm() unlinks them instead."""
+    torch_shm_manager is no such helper by default: it lingers 2 s after its last client before unlinking the
+    file_system segments it tracks, so it is killed with the rest and sweep_shm() unlinks them instead. With
+    `shm_manager` (a cell with its own /dev/shm, whose leftovers are counted) it is one, so the count shows
+    what torch itself leaves behind."""
     try:
+        if shm_manager and p.name().startswith("torch_shm_manag"):
+            return True
         return any("multiprocessing.resource_tracker" in a for a in p.cmdline())
     except psutil.Error:
         return False

@@ -34,10 +34,11 @@ import sys
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from typing import Any
 
 from loaderbench.errors import LoaderbenchError
 from loaderbench.measure.failures import classify_exit, out_of_memory
+from loaderbench.measure.limits import limits_in_force, oom_victims
+from loaderbench.measure.private_shm_cell import enter_in_cell, into_record, open_in_runner
 from loaderbench.measure.probes import (
     CELL_MARK,
     SHM_PREFIXES,
@@ -255,10 +256,13 @@ def _reap(exclude: set[int]) -> None:
             pass
 
 
-def _teardown(pgid: int, cgroup, exclude: set[int], seen: set[int], alone: bool = True) -> tuple[int, int, list[int]]:
+def _teardown(
+    pgid: int, cgroup, exclude: set[int], seen: set[int], alone: bool = True, wait_shm_manager: bool = False
+) -> tuple[int, int, list[int]]:
     """Kill and reap every process left of the cell; returns how many had to be killed (leftovers, then
-    torch_shm_manager daemons, which are stopped rather than waited for) and any that survived. `alone`: this
-    process had no children but the cell's when it forked the cell, so every orphan it adopts is the cell's.
+    torch_shm_manager daemons, which are stopped rather than waited for unless `wait_shm_manager`) and any that
+    survived. `alone`: this process had no children but the cell's when it forked the cell, so every orphan it
+    adopts is the cell's.
 
     Workers (and anything else) first; cleanup helpers get HELPER_GRACE_S to finish on their own once the
     processes they watch are gone, since killing them early leaks what they would have unlinked.
@@ -276,7 +280,7 @@ def _teardown(pgid: int, cgroup, exclude: set[int], seen: set[int], alone: bool 
         if not procs:
             break
         seen.update(p.pid for p in procs)
-        others = [p for p in procs if not is_cleanup_helper(p)]
+        others = [p for p in procs if not is_cleanup_helper(p, shm_manager=wait_shm_manager)]
         if others:
             for p in others:
                 try:
@@ -326,6 +330,7 @@ class _CellProcess:
         before_children = _children()
         runner_pid = os.getpid()
         go_r, self._go_w = os.pipe()  # the cell starts once the probe has seen it (see watch)
+        shm_r, shm_w = os.pipe() if cell.shm_size_mb else (None, None)  # the cell's /dev/shm is mounted
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
@@ -334,6 +339,8 @@ class _CellProcess:
             try:
                 os.close(self._go_w)
                 in_cgroup = _cell_start(runner_pid, cgroup)
+                if shm_w is not None:
+                    enter_in_cell(cell, channel, shm_r, shm_w)
                 if os.read(go_r, 1) != CELL_GO:  # the runner died before releasing the cell
                     os._exit(75)
                 os.close(go_r)
@@ -344,17 +351,21 @@ class _CellProcess:
                 os._exit(code)
         self.pid = pid
         os.close(go_r)
+        if shm_w is not None:
+            os.close(shm_w)  # only the cell writes it: the runner reads an end of file if the cell dies first
         try:
             os.setpgid(pid, pid)  # also done by the child; whichever runs first wins the race harmlessly
         except (ProcessLookupError, PermissionError):
             pass
         self.sentinel_pid, self.sentinel_w = _start_sentinel(pid, cgroup, self.shm_before)
         self.exclude = before_children | {self.sentinel_pid}
+        self.shm = open_in_runner(pid, shm_r) if shm_r is not None else None  # opened here: not the sentinel's
         try:
             self.pidfd = os.pidfd_open(pid)
         except (AttributeError, OSError):
             self.pidfd = None
-        self.probe = TreeProbe(pid, memory_interval_s=memory_interval_s)
+        reader = {"shm_reader": self.shm.used} if self.shm is not None else {}
+        self.probe = TreeProbe(pid, memory_interval_s=memory_interval_s, **reader)
         self.status: int | None = None  # exit status, once reaped
         self.timed_out = False
         self.alive_at_timeout = 0
@@ -406,7 +417,7 @@ class _CellProcess:
                 pass
         seen = {self.pid} | set(self.probe.seen)  # the teardown adds what it finds
         cleanup = _finish(
-            self.pid, self.cgroup, self.exclude, seen, self.shm_before, self.sentinel_pid, self.sentinel_w
+            self.pid, self.cgroup, self.exclude, seen, self.shm_before, self.sentinel_pid, self.sentinel_w, self.shm
         )
         if self.pidfd is not None:
             os.close(self.pidfd)
@@ -449,11 +460,13 @@ def run_task(
         cleanup = process.finish()
     record = _record(task, process, result, timeout_s, launcher, started_at, oom_suspect=oom_kills > 0)
     if oom_kills > 0 and record.status != "ok":
-        victims = _oom_victims(record.error, process.status)
+        victims = oom_victims(record.error, process.status)
         record.error = out_of_memory(mem_limit, f"cgroup-{cgroup.version}", victims, record.error)
         record.status = "failed"
+    if "shm_private" in cleanup:
+        into_record(record, cell, cleanup["shm_private"], result)
     record.env = {**host_env, **(result or {}).get("cell_env", {})}
-    limits = _limits_in_force(cell, cgroup, mem_peak, oom_kills)
+    limits = limits_in_force(cell, cgroup, mem_peak, oom_kills)
     if limits:
         record.env["limits"] = limits
     record.cleanup = cleanup
@@ -530,11 +543,20 @@ def _record(
     )
 
 
-def _finish(pid: int, cgroup, exclude: set[int], seen: set[int], shm_before: set[str], sentinel_pid, sentinel_w):
-    """Everything after the cell process has ended: kill/reap the rest, sweep /dev/shm, drop the cgroup."""
+def _finish(
+    pid: int, cgroup, exclude: set[int], seen: set[int], shm_before: set[str], sentinel_pid, sentinel_w, shm=None
+):
+    """Everything after the cell process has ended: kill/reap the rest, sweep /dev/shm, drop the cgroup. A cell
+    with its own /dev/shm (`shm`): torch_shm_manager is left to finish on its own, as a helper, so what remains
+    in that /dev/shm is what the cell's processes left there themselves; it is counted, then removed."""
     done = False
+    private = None
     try:
-        killed, stopped, left = _teardown(pid, cgroup, exclude, seen, alone=exclude <= {sentinel_pid})
+        killed, stopped, left = _teardown(
+            pid, cgroup, exclude, seen, alone=exclude <= {sentinel_pid}, wait_shm_manager=shm is not None
+        )
+        if shm is not None:
+            private = shm.clear()
         shm_removed = sweep_shm(shm_before, seen)
         if cgroup is not None:
             cgroup.remove()
@@ -542,36 +564,15 @@ def _finish(pid: int, cgroup, exclude: set[int], seen: set[int], shm_before: set
     finally:
         _stop_sentinel(sentinel_pid, sentinel_w, done)
     shm_left = sorted(n for n in shm_snapshot() - shm_before if n.startswith(SHM_PREFIXES))
-    return {
+    out = {
         "processes_killed": killed,
         "shm_managers_stopped": stopped,
         "processes_left": left,
         "shm_removed": shm_removed,
         "shm_new_left": shm_left,
     }
-
-
-def _oom_victims(error: dict | None, status: int | None) -> str:
-    if status is not None and status == -signal.SIGKILL:
-        return "the cell process"
-    msg = (error or {}).get("message", "")
-    if msg.startswith("DataLoader worker"):
-        return msg.split(" was ")[0].split(" crashed")[0].split(" exited")[0]
-    return "a process of the cell"
-
-
-def _limits_in_force(cell: CellConfig, cgroup, peak: int | None, oom_kills: int) -> dict:
-    out: dict[str, Any] = {}
-    if cell.ulimit_nofile:
-        out["nofile"] = cell.ulimit_nofile
-    if cell.memory_limit_mb:
-        if cgroup is not None:
-            out.update(cgroup.describe())
-            out["memory_peak_bytes"] = peak
-            out["oom_kills"] = oom_kills
-        else:
-            out["memory_via"] = "rlimit_as"
-            out["memory_limit_bytes"] = cell.memory_limit_mb * 2**20
+    if private is not None:
+        out["shm_private"] = private
     return out
 
 

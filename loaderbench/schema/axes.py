@@ -22,7 +22,12 @@ SHARING_STRATEGIES = ("file_descriptor", "file_system") if sys.platform.startswi
 START_METHODS = tuple(multiprocessing.get_all_start_methods())
 ALL_START_METHODS = ("fork", "spawn", "forkserver")
 STORAGE_WORKLOADS = ("jpeg", "shards")
+# workloads whose samples have an index (map-style; a custom dataset must be one): a resume is checked sample by
+# sample
+MAP_STYLE_WORKLOADS = tuple(name for name in WORKLOADS if name != "shards")
 STORAGE_FAULTS = ("none", "server_stop", "server_stall", "truncated_shard")
+LOADERS = ("dataloader", "nodes")
+WORKER_METHODS = ("process", "thread")
 URL_PATTERN = r"^http://[A-Za-z0-9.\-]+(:[0-9]{1,5})?(/[^\s]*)?$"
 FAULTS = (
     "none",
@@ -170,10 +175,14 @@ class AxisValues:
         12.0,
         "size of each sample's tensor(s), in KiB",
         "a number of KiB from 0.001 to 1048576",
-        applies_to=("sleep", "cpu"),
+        applies_to=("sleep", "cpu", "zlib"),
     )
     tensors_per_sample: int | None = axis(
-        _int(1, 100_000), 1, "tensors each sample returns", "an integer from 1 to 100000", applies_to=("sleep", "cpu")
+        _int(1, 100_000),
+        1,
+        "tensors each sample returns",
+        "an integer from 1 to 100000",
+        applies_to=("sleep", "cpu", "zlib"),
     )
     work_us: float | None = axis(
         _float(0, 10_000_000),
@@ -219,10 +228,11 @@ class AxisValues:
         applies_to=SUITE_DATASETS,
     )
     index_backing: str | None = axis(
-        _choice(("none", "list_str", "numpy_bytes", "numpy_object", "arrow")),
+        _choice(("none", "list_str", "numpy_bytes", "numpy_object", "arrow", "decoded")),
         "none",
-        "how the dataset holds its per-sample index (copy-on-write study)",
-        "none, list_str, numpy_bytes, numpy_object or arrow",
+        "how the dataset holds its per-sample index (copy-on-write study): file names (list_str, NumPy, Arrow), or "
+        "decoded images held in memory (decoded: a list of 3 x 224 x 224 uint8 arrays, an eager dataset)",
+        "none, list_str, numpy_bytes, numpy_object, arrow or decoded",
         applies_to=SUITE_DATASETS,
     )
     index_items: int | None = axis(
@@ -243,8 +253,24 @@ class AxisValues:
     ranks: int = axis(
         _int(1, 1024),
         1,
-        "loader processes side by side in the cell (DDP-like), each with num_workers",
+        "loader processes (ranks) in the cell, each with num_workers: side by side or DDP ranks (rank_mode)",
         "an integer from 1 to 1024",
+    )
+    epoch_attribute: bool | None = axis(
+        bool,
+        False,
+        "the main process sets an attribute of the dataset to the epoch number at every epoch's end; each sample "
+        "carries the value its worker saw",
+        "true or false",
+        applies_to=("sleep", "cpu"),
+        needs_workers=True,
+    )
+    second_loader: bool | None = axis(
+        bool,
+        False,
+        "a second (validation) loader over the same dataset and settings, reading a few batches after every epoch",
+        "true or false",
+        needs_workers=True,
     )
     slow_worker_ms: float | None = axis(
         _float(0, 60_000),
@@ -303,6 +329,21 @@ class AxisValues:
         "memory limit of the cell and its workers together, in MiB (a cgroup where writable, else RLIMIT_AS "
         "per process); unset: none",
         "an integer from 16 to 16777216",
+    )
+    sharing_switch: str | None = axis(
+        _choice(("none", *SHARING_STRATEGIES)),
+        "none",
+        "torch.multiprocessing.set_sharing_strategy(this) in the main process after the first epoch, its workers "
+        "started (none: never); the strategy later batches arrive by is observed",
+        f"none, {', '.join(SHARING_STRATEGIES)}",
+        needs_workers=True,
+    )
+    shm_size_mb: int | None = axis(
+        _int(1, 1_048_576),
+        None,
+        "size of the cell's own /dev/shm in MiB (a tmpfs in a private mount namespace, as docker --shm-size "
+        "gives; needs root); unset: the machine's",
+        "an integer from 1 to 1048576",
     )
     # --- remote data (loaderbench/storage/): where the JPEGs come from, and the network path to them ---
     storage: str | None = axis(
@@ -398,6 +439,51 @@ class AxisValues:
         "samples per shard (a pass over the shards reads shards x shard_samples)",
         "an integer from 1 to 1000000",
         applies_to=("shards",),
+    )
+    # --- threads or processes (loaderbench/measure/nodes_loader.py, loaderbench/study/loader_rules.py) ---
+    loader: str = axis(
+        _choice(LOADERS),
+        "dataloader",
+        "the loader: torch.utils.data.DataLoader, or a torchdata.nodes pipeline (sampler, ParallelMapper, "
+        "prefetch, Loader) whose workers are threads or processes",
+        "dataloader or nodes",
+    )
+    worker_method: str | None = axis(
+        _choice(WORKER_METHODS),
+        "process",
+        "what a worker is: a process (its own interpreter and GIL) or a thread of the main process (one GIL)",
+        "process or thread (thread with loader = dataloader only where the installed torch offers it)",
+        needs_workers=True,
+    )
+    zlib_kb: float | None = axis(
+        _float(1, 1_048_576),
+        64.0,
+        "zlib workload: KiB compressed per sample (zlib releases the GIL while it compresses)",
+        "a number of KiB from 1 to 1048576",
+        applies_to=("zlib",),
+    )
+    # --- checkpointable loading (torchdata's StatefulDataLoader): what snapshots cost, what a resume replays ---
+    snapshot_every_n_steps: int = axis(
+        _int(0, 1_000_000),
+        0,
+        "0: the plain DataLoader; n >= 1: torchdata's StatefulDataLoader, its workers' state taken every n steps",
+        "an integer from 0 to 1000000",
+    )
+    resume_at: int | None = axis(
+        _int(0, 100_000_000),
+        0,
+        "the step of the first epoch at which the loader's state is saved, its process SIGKILLed and a fresh "
+        "process resumes the epoch from that state (0: no interruption; needs snapshot_every_n_steps >= 1)",
+        "an integer from 0 to 100000000",
+        applies_to=MAP_STYLE_WORKLOADS,
+    )
+    # --- real DDP ranks (loaderbench/measure/ddp.py) ---
+    rank_mode: str = axis(
+        _choice(("side_by_side", "ddp")),
+        "side_by_side",
+        "how the cell's ranks run: loaders side by side, or real DDP ranks (a torch.distributed process group, "
+        "DistributedSampler, a small model step and its gradient all-reduce)",
+        "side_by_side or ddp",
     )
 
 

@@ -111,9 +111,14 @@ def describe(config: dict) -> str:
         "http_client",
         "sharding",
         "storage_fault",
+        "loader",
+        "worker_method",
+        "snapshot_every_n_steps",
+        "resume_at",
     ):
         value = config.get(key)
-        if value not in (None, False, 0, 0.0, "fork", "file_descriptor", 32, "pil", "local", "pooled", "split", "none"):
+        usual = (None, False, 0, 0.0, "fork", "file_descriptor", 32, "pil", "local", "pooled", "split", "none")
+        if value not in (*usual, "dataloader", "process"):
             parts.append(f"{key}={value}")
     return " ".join(parts)
 

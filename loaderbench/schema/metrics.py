@@ -185,6 +185,89 @@ class MachineSpeed(TypedDict, total=False):
     disturbed_reasons: list[str]
 
 
+class PrivateShmUse(TypedDict):
+    """A cell with its own /dev/shm (`shm_size_mb`; loaderbench.measure.private_shm): its size, the size this
+    setting needs computed from one measured batch, and what the cell's processes left in it, counted before it
+    was removed."""
+
+    size_bytes: Annotated[int, Column("shm_size_bytes")]
+    batch_bytes: Annotated[int | None, Column("shm_batch_bytes")]  # one batch's tensors, measured in the cell
+    in_flight_batches: Annotated[int, Column("shm_in_flight_batches")]  # prefetch_factor per worker, the main's 2
+    needed_bytes: Annotated[int | None, Column("shm_needed_bytes")]  # batch_bytes x in flight, 25% margin, MiB up
+    left_segments: Annotated[int, Column("shm_left_segments")]  # entries left once the cell's processes ended
+    left_bytes: Annotated[int, Column("shm_left_bytes")]
+
+
+class DeliveryOrderSeen(TypedDict):
+    """The order batches arrived in against the sampler's (loaderbench.measure.observers.DeliveryOrder): the sleep
+    and cpu workloads with workers."""
+
+    batches: int
+    out_of_order: Annotated[int, Column("order_out_of_order")]  # batches delivered away from their sampled place
+    fingerprint: Annotated[str, Column("order_fingerprint")]  # of the delivery permutation: equal = same order
+
+
+class EpochAttribute(TypedDict):
+    """`epoch_attribute`: samples of the epochs after the first, and those that carried an epoch count older than
+    the main process's (their worker's copy of the dataset missed the change)."""
+
+    samples: Annotated[int, Column("epoch_attr_samples")]
+    stale: Annotated[int, Column("epoch_attr_stale")]
+
+
+class Resume(TypedDict):
+    """resume_at > 0: the loader's state saved at that step, its process SIGKILLed, a fresh process resumed from
+    the state to the end of the epoch (loaderbench.measure.resume)."""
+
+    at_step: int
+    epoch_batches: int
+    killed_by: str
+    state_bytes: Annotated[int, Column("resume_state_bytes")]  # the saved state file
+    snapshot_step: int | None  # the snapshot the state holds (the step itself with num_workers = 0)
+    steps_since_snapshot: Annotated[int | None, Column("resume_steps_since_snapshot")]  # torchdata's own count
+    replayed_samples: Annotated[int, Column("resume_replayed_samples")]  # loaded again only to fast-forward
+    replayed_batches: Annotated[float, Column("resume_replayed_batches")]
+    state_load_s: float  # from the restart until the state was read and loaded
+    restart_to_first_batch_s: Annotated[float | None, Column("resume_first_batch_s")]  # from the restart
+    expected_samples: int  # the uninterrupted epoch's
+    delivered_before: int  # before the checkpoint
+    delivered_after: int  # after the resume
+    lost: Annotated[int, Column("resume_lost")]
+    duplicated: Annotated[int, Column("resume_duplicated")]
+    exactly_once: Annotated[bool, Column("resume_exactly_once")]
+    same_order: Annotated[bool, Column("resume_same_order")]
+    first_divergence: int | None
+
+
+class DdpRank(TypedDict):
+    """One DDP rank (loaderbench.measure.ddp): where it ran and what its steps cost."""
+
+    rank: int
+    host: str
+    step_s: float  # median step: forward, backward, gradient all-reduce, optimizer
+    allreduce_s: float  # median all-reduce of the gradients alone
+    grad_local: float  # checksum of this rank's own gradients at the last step, before the all-reduce
+    grad_reduced: float  # and after it: equal on every rank when the all-reduce happened
+    params: float  # checksum of the model's parameters after the last step
+
+
+class DdpSummary(TypedDict):
+    """Real DDP ranks: the process group, the step, and every rank's share of each epoch, counted."""
+
+    backend: Annotated[str, Column("ddp_backend")]
+    world_size: Annotated[int, Column("ddp_world_size")]
+    nodes: Annotated[int, Column("ddp_nodes")]  # distinct hosts the ranks ran on
+    step_s: Annotated[float, Column("ddp_step_s")]  # median over ranks of each rank's median step
+    allreduce_s: Annotated[float, Column("ddp_allreduce_s")]
+    epoch_samples: Annotated[int, Column("ddp_epoch_samples")]  # one epoch of the dataset, all shares together
+    epochs_counted: Annotated[int, Column("ddp_epochs_counted")]  # epochs every rank's sampler gave indices for
+    share_reads: Annotated[int, Column("ddp_share_reads")]  # indices the ranks' samplers gave, those epochs
+    share_overlap: Annotated[int, Column("ddp_share_overlap")]  # reads of an index another rank also read
+    share_missing: Annotated[int, Column("ddp_share_missing")]  # indices of those epochs no rank read
+    grads_equal: Annotated[bool, Column("ddp_grads_equal")]  # every rank held the same gradients after all-reduce
+    ranks: list[DdpRank]
+
+
 class Metrics(TypedDict, total=False):
     """Every key a record's metrics may carry. Failed and timed-out records carry only the probe's keys."""
 
@@ -220,12 +303,18 @@ class Metrics(TypedDict, total=False):
     precision: Precision  # adaptive measuring only
     ranks: list[RankSummary]  # ranks > 1: each rank's rate, first batch and waits
     ranks_common_window: RanksCommonWindow  # and the window all ranks shared
+    ddp: DdpSummary  # rank_mode = "ddp": the process group, the step, the shares
     # observers (loaderbench.measure.observers, loaderbench.storage.exactly_once)
     rng_duplicates: RngDuplicates  # the rng workload: draws that repeat, per generator
     duplicate_samples: int | None  # iterable datasets: tail samples seen before in their epoch
     duplicate_checked_samples: int  # tail samples fingerprinted (0: no tail, e.g. window = "epoch")
     shard_passes: ShardPasses  # the shards workload
+    order: DeliveryOrderSeen  # the sleep and cpu workloads with workers
+    # sharing_switch: per epoch, the strategy its first batch arrived by (file_descriptor | file_system | not shared)
+    sharing_seen: Annotated[list[str], COLUMN]
+    epoch_attribute: EpochAttribute  # epoch_attribute = true
     storage: StorageUse  # storage = "http"
+    resume: Resume  # resume_at > 0: what a resume after a kill replayed and delivered
     # the machine's speed beside the window (loaderbench.measure.machine_speed)
     machine: MachineSpeed
     # the runner's probe of the process tree (loaderbench.measure.probes)
@@ -235,6 +324,8 @@ class Metrics(TypedDict, total=False):
     open_fds_peak: Annotated[int, COLUMN]
     processes_peak: Annotated[int, COLUMN]
     probe: ProbeCost  # the probe's own cost and sample count
+    # --- a cell's own /dev/shm (the runner, loaderbench.measure.private_shm); ok and failed records alike ---
+    shm_private: PrivateShmUse
 
 
 METRIC_NAMES = tuple(Metrics.__annotations__)  # the top-level metrics, by name

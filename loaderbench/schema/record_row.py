@@ -67,6 +67,7 @@ ENV_KEYS = (
     "loaderbench",
     "torch_threads",
     "omp_num_threads",
+    "default_start_method",
 )
 SLURM_KEYS = ("job_id", "array_job_id", "array_task_id", "node", "partition", "cpus_per_task")
 

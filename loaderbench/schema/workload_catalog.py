@@ -28,6 +28,7 @@ WORKLOADS: dict[str, Workload] = {
     for w in [
         Workload("sleep", "sleep", "sleep_ms of blocking wait per sample (I/O-bound)"),
         Workload("cpu", "cpu", "cpu_work thousand pure-Python loop iterations per sample (CPU-bound)"),
+        Workload("zlib", "zlib_work", "compress zlib_kb KiB per sample (CPU-bound, the GIL released)"),
         Workload(
             "jpeg",
             "jpeg",

@@ -1,6 +1,6 @@
-"""Exactly-once, checked: an observer (loaderbench.measure.observers' interface) that counts, for every pass over the
-shards
-in every epoch, the samples seen, the distinct keys among them, the duplicates and the missing ones.
+"""Exactly-once, checked. An observer (loaderbench.measure.observers' interface) that counts, for every pass over the
+shards in every epoch, the samples seen, the distinct keys among them, the duplicates and the missing ones; and the
+same accounting for an epoch resumed from a saved loader state (`resumed_sequence`).
 
 A pass is complete once every worker that has shards has delivered a sample of a later pass (a worker's
 batches arrive in the order it made them); only complete passes can miss samples, but any pass can repeat one.
@@ -96,3 +96,27 @@ def shard_observer(parts, num_workers: int) -> ShardPasses:
     readers = {w for w in range(workers) if dataset.shards_of(w, workers)}
     expected = dataset.shardset.keys({i for w in readers for i in dataset.shards_of(w, workers)})
     return ShardPasses(expected, readers, dataset.sharding)
+
+
+def resumed_sequence(reference: list[int], before: list[int], after: list[int]) -> dict:
+    """A resumed epoch checked against the uninterrupted one (loaderbench.measure.resume): the sample indices
+    delivered before the checkpoint and after the resume, together, must be the reference's, each as often as
+    there (a sampler with replacement repeats some by design), and in its order. Lost: in the reference but not
+    delivered; duplicated: delivered more often than there."""
+    reference_counts, delivered_counts = Counter(reference), Counter(before + after)
+    lost = sum((reference_counts - delivered_counts).values())
+    duplicated = sum((delivered_counts - reference_counts).values())
+    delivered = before + after
+    diverges = next((i for i, (a, b) in enumerate(zip(delivered, reference)) if a != b), None)
+    if diverges is None and len(delivered) != len(reference):
+        diverges = min(len(delivered), len(reference))
+    return {
+        "expected_samples": len(reference),
+        "delivered_before": len(before),
+        "delivered_after": len(after),
+        "lost": lost,
+        "duplicated": duplicated,
+        "exactly_once": lost == 0 and duplicated == 0,
+        "same_order": diverges is None,
+        "first_divergence": diverges,
+    }

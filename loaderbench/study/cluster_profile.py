@@ -30,6 +30,9 @@ class SlurmSettings(BaseModel):
     results: str | None = None  # shared folder for records (default: the RESULTS given to make)
     logs: str = "slurm-logs"  # submitit's folder (logs, pickles): must be on a shared filesystem
     max_requeues: Annotated[int, Field(ge=0, le=100)] = 3  # preemptions/timeouts a cell may be requeued for
+    # DDP cells (rank_mode = "ddp"): ranks per node, one Slurm task each, the cell's cores split among them;
+    # 0: all of a cell's ranks in one task on one node, started by the cell as on a workstation
+    ddp_ranks_per_node: Annotated[int, Field(ge=0, le=1024)] = 0
 
 
 class ContainerSettings(BaseModel):

@@ -35,6 +35,8 @@ def sample_cost(cell: CellConfig) -> tuple[float, float]:
         return 0.00005, (cell.sleep_ms or 0) / 1000
     if w == "cpu":
         return 0.00012 * (cell.cpu_work or 0), 0.0
+    if w == "zlib":
+        return 0.00002 * (cell.zlib_kb or 0), 0.0
     if w in ("jpeg", "shards"):
         cpu = {"decode": 0.001, "read": 0.0003}.get(str(cell.jpeg_stage), 0.0033)
         if cell.storage != "http":
@@ -62,6 +64,8 @@ def modelled_seconds(cell: CellConfig) -> float:
     samples = batches * cell.batch_size * (cell.ranks or 1)
     cpu, wait = sample_cost(cell)
     workers, cores = cell.num_workers, cell.cores
+    if cell.worker_method == "thread" and cell.workload in ("cpu", "rng", "inmem"):
+        cores = 1  # pure-Python work under one GIL
     procs = max(workers, 1) * (cell.ranks or 1)
     rate = min(min(procs, cores) / cpu if cpu else float("inf"), procs / (cpu + wait))
     step = (cell.step_ms or 0) / 1000

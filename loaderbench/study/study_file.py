@@ -23,6 +23,8 @@ from loaderbench.schema.cell import Cell
 from loaderbench.schema.disturbance import OTHERS_MARGIN, REMEASURE_BUDGET, SPEED_MARGIN
 from loaderbench.schema.workload_catalog import WORKLOADS
 from loaderbench.stats.stopping import MIN_WINDOWS
+from loaderbench.study.checkpoint_rules import checkpoint_problems
+from loaderbench.study.loader_rules import loader_problems
 from loaderbench.study.storage_rules import storage_problems
 from loaderbench.study.study_names import resolve_study
 from loaderbench.study.window import study_pipeline
@@ -173,6 +175,11 @@ def parse_study(raw: dict[str, Any], where: str, path: Path | None = None, max_c
             f"[matrix] epochs = {axes_values['epochs']!r}: adaptive measuring (target_precision) "
             "measures one epoch; allowed: epochs = 1 with target_precision"
         )
+    if settings is not None and settings.target_precision and "ddp" in axes_values.get("rank_mode", []):
+        problems.append(
+            '[matrix] rank_mode = "ddp": DDP ranks step together (every step all-reduces), so one rank cannot stop '
+            "early; allowed: no target_precision in a study with DDP cells"
+        )
     if settings is not None and settings.window == "epoch" and settings.warmup_batches:
         problems.append(
             f'[study] warmup_batches = {settings.warmup_batches}: window = "epoch" measures whole '
@@ -205,9 +212,9 @@ def parse_study(raw: dict[str, Any], where: str, path: Path | None = None, max_c
         )
     if not cells:
         raise StudyError(f"{where}: [[exclude]] removes every cell of [matrix]; nothing would run")
-    storage = storage_problems(cells)
-    if storage:
-        raise StudyError(_format(where, storage))
+    combined = storage_problems(cells) + loader_problems(cells) + checkpoint_problems(cells)
+    if combined:
+        raise StudyError(_format(where, combined))
     if any(c["workload"] == "custom" for c in cells):  # imports and calls the user's factory: last, once valid
         from loaderbench.study.factory_check import bind_factories
 
@@ -315,6 +322,10 @@ def normalize(axes: dict[str, Any]) -> dict[str, Any]:
         out["step_ms"], out["step_kind"] = 0.0, None  # the model runs on the CPU: nothing is simulated
     if out["index_backing"] == "none":
         out["index_items"] = None
+    if out.get("worker_method") == "thread":  # nothing is started, forked, pickled or shared: threads share memory
+        out["start_method"] = out["sharing_strategy"] = out["gc_freeze"] = None
+    if out.get("loader") == "nodes":  # torchdata.nodes starts its workers again at every epoch
+        out["persistent_workers"] = None
     if out["start_method"] != "forkserver" and out["forkserver_preload"] is not None:
         out["forkserver_preload"] = None
     if out["storage"] != "http":  # latency, bandwidth, client... describe a network path local storage has not

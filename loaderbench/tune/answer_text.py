@@ -12,6 +12,7 @@ from loaderbench.stats.intervals import pct
 
 #: settings passed to torch.utils.data.DataLoader, in the order they are written
 _LOADER_KWARGS = ("num_workers", "prefetch_factor", "persistent_workers", "pin_memory", "start_method", "in_order")
+# `loader` and `worker_method` are written as the loader itself (`dataloader_call`, `nodes_call`)
 #: settings that are not DataLoader arguments: how a training script sets them
 _ELSEWHERE = {
     "sharing_strategy": "torch.multiprocessing.set_sharing_strategy({v!r})",
@@ -44,11 +45,35 @@ def _bool(v: Any) -> str:
     return str(v) if isinstance(v, bool) else repr(v)
 
 
+def nodes_call(settings: dict[str, Any], context: dict[str, Any]) -> str:
+    """The torchdata.nodes pipeline the `nodes` loader builds (loaderbench.measure.nodes_loader), in one line."""
+    workers = settings.get("num_workers", 0)
+    mapper = f"ParallelMapper(fetch_batch, num_workers={workers}"
+    if workers:
+        mapper += f", method={settings.get('worker_method', 'process')!r}"
+        if settings.get("start_method", "fork") != "fork" and settings.get("worker_method") != "thread":
+            mapper += f", multiprocessing_context={settings['start_method']!r}"
+        if settings.get("in_order") is False:
+            mapper += ", in_order=False"
+    parts = [f"Batcher(SamplerWrapper(sampler), batch_size={context.get('batch_size', 32)})", mapper + ")"]
+    if settings.get("pin_memory"):
+        parts.append("PinMemory")
+    if workers:
+        parts.append(f"Prefetcher(prefetch_factor={settings.get('prefetch_factor', 2)})")
+    return "torchdata.nodes: " + " -> ".join(parts) + " -> Loader"
+
+
 def dataloader_call(settings: dict[str, Any], context: dict[str, Any], tuned: list[str]) -> str:
     """e.g. `DataLoader(ds, batch_size=32, num_workers=4, prefetch_factor=2)`: the tuned settings and any
-    setting away from DataLoader's default; worker-only arguments only with workers."""
+    setting away from DataLoader's default; worker-only arguments only with workers. A `nodes` loader's
+    answer is its torchdata.nodes pipeline instead (`nodes_call`); a scenario with snapshot_every_n_steps >= 1
+    reads `StatefulDataLoader(...)`, torchdata's checkpointable loader."""
+    if settings.get("loader") == "nodes":
+        return nodes_call(settings, context)
     args = [f"batch_size={context.get('batch_size', 32)}"]
     workers = settings.get("num_workers", 0)
+    if workers and settings.get("worker_method") == "thread":
+        args.append("worker_method='thread'")
     for axis in _LOADER_KWARGS:
         if axis not in settings or (axis != "num_workers" and not workers):
             continue
@@ -57,6 +82,9 @@ def dataloader_call(settings: dict[str, Any], context: dict[str, Any], tuned: li
             continue
         name = "multiprocessing_context" if axis == "start_method" else axis
         args.append(f"{name}={_bool(v)}")
+    snapshots = context.get("snapshot_every_n_steps")
+    if snapshots:  # the scenario's checkpointable loader: torchdata's drop-in, tuned as it is used
+        return f"StatefulDataLoader(ds, {', '.join(args)}, snapshot_every_n_steps={snapshots})"
     return f"DataLoader(ds, {', '.join(args)})"
 
 
@@ -111,6 +139,25 @@ def answer_line(sc: dict[str, Any]) -> str:
     return line + ("\n#   with " + "; ".join(extra) if extra else "")
 
 
+def threads_line(sc: dict[str, Any]) -> str | None:
+    """Why thread workers, where the answer has them: the best process setting within the margin and the memory
+    threads save against it (the search prefers, within the margin, fewer workers and then less memory), or that
+    they beat every process setting by more than the margin."""
+    a = sc["answer"]
+    if a is None or a["settings"].get("worker_method") != "thread":
+        return None
+    rows = [r for r in sc.get("within_margin", []) if r["settings"].get("worker_method") == "process"]
+    if not rows:
+        return "# thread workers: faster than every process setting measured, by more than the margin"
+    p = max(rows, key=lambda r: r["median"] or 0)
+    what = " ".join(f"{k}={v}" for k, v in p["settings"].items() if k in ("num_workers", "worker_method"))
+    line = f"# thread workers: the same throughput as process workers within the margin ({what}: {number(p['median'])})"
+    mine, theirs = a.get("memory_uss_bytes"), p.get("memory_uss_bytes")
+    if mine is not None and theirs is not None and mine < theirs:
+        line += f", with {number((theirs - mine) / 2**20)} MiB less memory (USS of the cell)"
+    return line
+
+
 def _rules_line(sc: dict[str, Any]) -> str | None:
     parts = []
     for r in sc.get("rules_of_thumb", []):
@@ -148,9 +195,9 @@ def render(result: dict[str, Any], path: str | None = None) -> str:
         )
         lines.append(f"# {sc['label']}: {stop}; {_cost(sc['cost'])}")
         lines.append(answer_line(sc).replace("within the margin", f"within {margin}"))
-        rules = _rules_line(sc) if sc["answer"] is not None else None
-        if rules:
-            lines.append(rules)
+        for extra in (threads_line(sc), _rules_line(sc) if sc["answer"] is not None else None):
+            if extra:
+                lines.append(extra)
         lines.append("")
     c = result["cost"]
     frac = c.get("fraction_of_grid_cell_seconds")

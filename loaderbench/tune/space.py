@@ -35,6 +35,8 @@ SETTING_AXES = (
     "forkserver_preload",
     "non_blocking",
     "prefetcher",
+    "loader",
+    "worker_method",
 )
 _UNKNOWN = set(SETTING_AXES) - set(AXES)
 if _UNKNOWN:  # the axis table is the one vocabulary: a setting tune names must be an axis

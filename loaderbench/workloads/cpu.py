@@ -32,14 +32,14 @@ class CpuDataset(Extras, Dataset):
     def __getitem__(self, index: int):
         self.extras(index)
         burn(self.cpu_work, index)
-        return make_sample(index, self.sample_kb, self.tensors)
+        return make_sample(index, self.sample_kb, self.tensors, self.epoch_mark)
 
 
 class BatchedCpuDataset(CpuDataset):
     def __getitems__(self, indices: list[int]):
         self.extras_batch(indices)
         burn(self.cpu_work * len(indices), indices[0] if indices else 0)
-        return [make_sample(i, self.sample_kb, self.tensors) for i in indices]
+        return [make_sample(i, self.sample_kb, self.tensors, self.epoch_mark) for i in indices]
 
 
 def build(cell: CellConfig, length: int, source: DataSource) -> CpuDataset:

@@ -27,7 +27,7 @@ class SleepDataset(Extras, Dataset):
         self.extras(index)
         if self.sleep_s:
             time.sleep(self.sleep_s)
-        return make_sample(index, self.sample_kb, self.tensors)
+        return make_sample(index, self.sample_kb, self.tensors, self.epoch_mark)
 
 
 class BatchedSleepDataset(SleepDataset):
@@ -35,7 +35,7 @@ class BatchedSleepDataset(SleepDataset):
         self.extras_batch(indices)
         if self.sleep_s:
             time.sleep(self.sleep_s)
-        return [make_sample(i, self.sample_kb, self.tensors) for i in indices]
+        return [make_sample(i, self.sample_kb, self.tensors, self.epoch_mark) for i in indices]
 
 
 def build(cell: CellConfig, length: int, source: DataSource) -> SleepDataset:

@@ -18,6 +18,9 @@
 #   SLURM_TESTCLUSTER_WAIT        seconds to wait for each daemon (default: 60)
 #   SLURM_TESTCLUSTER_OWNER_PID   when set, a watchdog runs stop.sh once that process is gone
 #                                 (so a killed test run leaves no daemons behind)
+#   SLURM_TESTCLUSTER_NODES       1 (default) | 2: two nodes, each slurmd in its own network namespace
+#                                 (own address on a private bridge, own host name, one CPU of its own);
+#                                 torn down by stop.sh. Needs root and ip(8).
 set -euo pipefail
 t0=$EPOCHREALTIME
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
@@ -28,11 +31,18 @@ MODE_REQ=${SLURM_TESTCLUSTER_MODE:-auto}
 ACCT_REQ=${SLURM_TESTCLUSTER_ACCOUNTING:-auto}
 PARTITION=${SLURM_TESTCLUSTER_PARTITION:-debug}
 WAIT=${SLURM_TESTCLUSTER_WAIT:-60}
+NODES=${SLURM_TESTCLUSTER_NODES:-1}
 OWNER=${SLURM_TESTCLUSTER_OWNER_PID:-}
 ME=$(id -un)
 case "$MODE_REQ" in
   auto|cgroup|linuxproc) ;;
   *) echo "start.sh: SLURM_TESTCLUSTER_MODE must be auto, cgroup or linuxproc" >&2; exit 2 ;;
+esac
+case "$NODES" in
+  1) ;;
+  2) [[ "$MODE_REQ" == cgroup ]] && { echo "start.sh: two nodes run in linuxproc mode only" >&2; exit 2; }
+     MODE_REQ=linuxproc ;;
+  *) echo "start.sh: SLURM_TESTCLUSTER_NODES must be 1 or 2" >&2; exit 2 ;;
 esac
 export SLURM_CONF=$S/slurm.conf   # every daemon and client below, and the marker stop.sh checks
 
@@ -70,12 +80,19 @@ print_env() {
 }
 
 # ---- already running? -------------------------------------------------------------------
+# every node of the cluster (one per line in STATE/node) up
+nodes_up() {
+  local want states
+  want=$(paste -sd, "$S/node" 2>/dev/null) && [[ -n "$want" ]] || return 1
+  states=$(timeout 10 sinfo -h -N -n "$want" -o %T 2>/dev/null) || return 1
+  (($(wc -l <<<"$states") == $(wc -l <"$S/node"))) || return 1
+  ! grep -Evq '^(idle|mixed|allocated|completing)$' <<<"$states"
+}
 if compgen -G "$S/pids/*" >/dev/null; then
   alive=1
   for f in "$S"/pids/*; do ours "$(cat "$f" 2>/dev/null)" || alive=0; done
-  if ((alive)) && [[ -e "$S/pids/slurmctld" && -e "$S/pids/slurmd" ]] &&
-     state=$(timeout 10 sinfo -h -N -n "$(cat "$S/node" 2>/dev/null)" -o %T 2>/dev/null) &&
-     [[ "$state" =~ ^(idle|mixed|allocated|completing) ]]; then
+  if ((alive)) && [[ -e "$S/pids/slurmctld" ]] && compgen -G "$S/pids/slurmd*" >/dev/null &&
+     [[ "$(cat "$S/nodes" 2>/dev/null || echo 1)" == "$NODES" ]] && nodes_up; then
     log "already running ($(cat "$S/mode"), accounting $(cat "$S/accounting")): nothing to do"
     print_env
     exit 0
@@ -129,7 +146,13 @@ P_CTLD=${P[0]} P_SLURMD=${P[1]} P_DBD=${P[2]}
 # so two test clusters on one machine (parallel CI jobs, a developer's second checkout) never
 # share a job cgroup.
 NODE=tc$P_SLURMD
-echo "$NODE" >"$S/node"
+if ((NODES == 1)); then
+  NODE_LIST=("$NODE")
+else
+  NODE_LIST=("${NODE}a" "${NODE}b")
+fi
+printf '%s\n' "${NODE_LIST[@]}" >"$S/node"
+echo "$NODES" >"$S/nodes"
 
 # node shape from slurmd -C (first line: NodeName=... CPUs=2 Boards=1 ... RealMemory=24105)
 declare -A HW=()
@@ -138,6 +161,54 @@ for k in CPUs Boards SocketsPerBoard CoresPerSocket ThreadsPerCore RealMemory; d
   [[ -n "${HW[$k]:-}" ]] || { log "slurmd -C did not report $k"; slurmd -C >&2; exit 1; }
 done
 MEM=$((HW[RealMemory] * 95 / 100))
+
+# ---- two nodes: a private bridge, one network namespace per node ---------------------------
+# Bridge 10.234.N.1/24 in this namespace (slurmctld listens there); node i at 10.234.N.(11+i), its own
+# namespace `lbtc<port><a|b>` with /etc/netns/<ns>/hosts naming every node (ip netns exec mounts it over
+# /etc/hosts, for srun and torch.distributed inside jobs). Nothing is routed out: the addresses are reachable
+# only between the bridge and the namespaces. STATE/net lists what stop.sh removes.
+SUBNET=10.234.$((P_SLURMD % 250))
+BRIDGE=lbtcbr$P_SLURMD
+CTLD_ADDR=127.0.0.1
+declare -A NODE_ADDR=() NODE_NS=() NODE_CPU=()
+net_up() {
+  command -v ip >/dev/null || { log "ip not found (iproute2): needed for two nodes"; exit 1; }
+  [[ "$(id -u)" == 0 ]] || { log "two nodes need root (network namespaces)"; exit 1; }
+  local i=0 n ns r c cpus=()
+  for r in $(taskset -pc $$ | sed 's/.*: //; s/,/ /g'); do  # the CPUs we may use, ranges expanded
+    if [[ "$r" == *-* ]]; then for ((c = ${r%-*}; c <= ${r#*-}; c++)); do cpus+=("$c"); done; else cpus+=("$r"); fi
+  done
+  ip link del "$BRIDGE" 2>/dev/null || true  # left by a start that lost its STATE/net
+  ip link add "$BRIDGE" type bridge
+  echo "link $BRIDGE" >>"$S/net"
+  ip addr add "$SUBNET.1/24" dev "$BRIDGE"
+  ip link set "$BRIDGE" up
+  for n in "${NODE_LIST[@]}"; do
+    ns=lb$n
+    NODE_NS[$n]=$ns NODE_ADDR[$n]=$SUBNET.$((11 + i)) NODE_CPU[$n]=${cpus[$((i % ${#cpus[@]}))]}
+    ip netns del "$ns" 2>/dev/null || true
+    ip netns add "$ns"
+    echo "netns $ns" >>"$S/net"
+    mkdir -p "/etc/netns/$ns"
+    echo "etc /etc/netns/$ns" >>"$S/net"
+    ip link add "v$n" type veth peer name eth0 netns "$ns"
+    ip link set "v$n" master "$BRIDGE" up
+    ip -n "$ns" addr add "${NODE_ADDR[$n]}/24" dev eth0
+    ip -n "$ns" link set lo up
+    ip -n "$ns" link set eth0 up
+    i=$((i + 1))
+  done
+  for n in "${NODE_LIST[@]}"; do
+    { echo "127.0.0.1 localhost"; echo "$SUBNET.1 $(uname -n)"
+      for m in "${NODE_LIST[@]}"; do echo "${NODE_ADDR[$m]} $m"; done; } >"/etc/netns/${NODE_NS[$n]}/hosts"
+  done
+  CTLD_ADDR=$SUBNET.1
+}
+if ((NODES > 1)); then
+  "$here/stop.sh" --net-only "$S" >&2  # what an earlier, interrupted start left
+  net_up
+  phase "network: bridge and namespaces"
+fi
 
 # ---- helpers --------------------------------------------------------------------------------
 # launch NAME CMD...: run CMD in the foreground of its own session, in the background of ours;
@@ -228,6 +299,19 @@ AccountingStoragePort=$P_DBD
 AccountingStoragePass=$SOCK"
 fi
 
+# two nodes: per-node spool, pid and log files (%n: the node's name); each node one CPU and half the memory,
+# its CPU bound by its slurmd's own affinity (task/none: Slurm binds nothing further); a lost node is
+# noticed within 10 s
+SUFFIX="" SLURMD_TIMEOUT=60
+NODE_CONF="NodeName=$NODE NodeAddr=127.0.0.1 CPUs=${HW[CPUs]} Boards=${HW[Boards]} SocketsPerBoard=${HW[SocketsPerBoard]} CoresPerSocket=${HW[CoresPerSocket]} ThreadsPerCore=${HW[ThreadsPerCore]} RealMemory=$MEM State=UNKNOWN"
+if ((NODES > 1)); then
+  # a lost node's jobs end (NODE_FAIL) rather than wait out the 2 minutes before a requeued job may start
+  SUFFIX=-%n SLURMD_TIMEOUT=10 NODE_CONF="SlurmdParameters=config_overrides"$'\n'"JobRequeue=0"
+  for n in "${NODE_LIST[@]}"; do
+    NODE_CONF+=$'\n'"NodeName=$n NodeHostname=$n NodeAddr=${NODE_ADDR[$n]} CPUs=1 Boards=1 SocketsPerBoard=1 CoresPerSocket=1 ThreadsPerCore=1 RealMemory=$((MEM / NODES)) State=UNKNOWN"
+  done
+fi
+
 write_conf() { # write_conf MODE
   local mode=$1 proctrack taskplugin gather
   if [[ "$mode" == cgroup ]]; then
@@ -235,10 +319,11 @@ write_conf() { # write_conf MODE
   else
     proctrack=proctrack/linuxproc taskplugin=task/affinity gather=jobacct_gather/linux
   fi
+  ((NODES == 1)) || taskplugin=task/none
   cat >"$S/slurm.conf" <<EOF
-# written by slurm/testcluster/start.sh for $(uname -n) ($mode mode)
+# written by slurm/testcluster/start.sh for $(uname -n) ($mode mode, $NODES node(s))
 ClusterName=loaderbench
-SlurmctldHost=localhost(127.0.0.1)
+SlurmctldHost=localhost($CTLD_ADDR)
 SlurmctldPort=$P_CTLD
 SlurmdPort=$P_SLURMD
 SlurmUser=$ME
@@ -246,11 +331,11 @@ AuthType=auth/munge
 AuthInfo=socket=$SOCK
 CredType=cred/munge
 StateSaveLocation=$S/ctld
-SlurmdSpoolDir=$S/spool
+SlurmdSpoolDir=$S/spool$SUFFIX
 SlurmctldPidFile=$S/run/slurmctld.pid
-SlurmdPidFile=$S/run/slurmd.pid
+SlurmdPidFile=$S/run/slurmd$SUFFIX.pid
 SlurmctldLogFile=$S/log/slurmctld.log
-SlurmdLogFile=$S/log/slurmd.log
+SlurmdLogFile=$S/log/slurmd$SUFFIX.log
 SlurmctldDebug=info
 SlurmdDebug=info
 ProctrackType=$proctrack
@@ -270,11 +355,11 @@ MinJobAge=3600
 KillWait=2
 InactiveLimit=0
 SlurmctldTimeout=30
-SlurmdTimeout=60
+SlurmdTimeout=$SLURMD_TIMEOUT
 $ACCT_CONF
 JobCompType=jobcomp/none
-NodeName=$NODE NodeAddr=127.0.0.1 CPUs=${HW[CPUs]} Boards=${HW[Boards]} SocketsPerBoard=${HW[SocketsPerBoard]} CoresPerSocket=${HW[CoresPerSocket]} ThreadsPerCore=${HW[ThreadsPerCore]} RealMemory=$MEM State=UNKNOWN
-PartitionName=$PARTITION Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
+$NODE_CONF
+PartitionName=$PARTITION Nodes=$(IFS=,; echo "${NODE_LIST[*]}") Default=YES MaxTime=INFINITE State=UP
 EOF
   if [[ "$mode" == cgroup ]]; then
     cat >"$S/cgroup.conf" <<EOF
@@ -316,20 +401,31 @@ start_slurm() { # start_slurm MODE -> 0 when the node is idle and a step runs
   write_conf "$mode"
   echo "$mode" >"$S/mode"
   launch slurmctld slurmctld -D -i -f "$S/slurm.conf"
-  launch slurmd slurmd -D -N "$NODE" -f "$S/slurm.conf"
+  local n d
+  if ((NODES == 1)); then
+    launch slurmd slurmd -D -N "$NODE" -f "$S/slurm.conf"
+  else  # each in its network namespace (not `ip netns exec`, whose fresh /sys has no cgroup mounts), under its
+    # own host name, with the hosts file naming the nodes, on its own CPU
+    for n in "${NODE_LIST[@]}"; do
+      mkdir -p "$S/spool-$n"
+      launch "slurmd-$n" nsenter --net="/run/netns/${NODE_NS[$n]}" unshare --uts --mount --propagation private \
+        sh -c 'mount --bind "$4" /etc/hosts && hostname "$1" && exec taskset -c "$2" slurmd -D -N "$1" -f "$3"' \
+        sh "$n" "${NODE_CPU[$n]}" "$S/slurm.conf" "/etc/netns/${NODE_NS[$n]}/hosts"
+    done
+  fi
   local deadline=$((SECONDS + WAIT)) st=""
   while :; do
-    st=$(timeout 10 sinfo -h -N -n "$NODE" -o %T 2>/dev/null || true)
-    [[ "$st" == idle ]] && break
-    for d in slurmctld slurmd; do
-      running "$(cat "$S/pids/$d")" || { WHY="$d exited"; return 1; }
+    nodes_up && break
+    st=$(timeout 10 sinfo -h -N -o '%N %T' 2>/dev/null | paste -sd, || true)
+    for d in "$S"/pids/slurmctld "$S"/pids/slurmd*; do
+      running "$(cat "$d")" || { WHY="${d##*/} exited"; return 1; }
     done
     ((SECONDS < deadline)) || { WHY="node state '${st:-no answer}' after ${WAIT}s, not idle"; return 1; }
     sleep 0.1
   done
   phase "$mode: node idle"
   # a real step through slurmstepd: catches cgroup setup errors that only show at launch
-  if ! out=$(timeout 60 srun -N1 -n1 -c1 --mem=64 -t 1 -J smoke true 2>&1); then
+  if ! out=$(timeout 60 srun -N"$NODES" -n"$NODES" -c1 --mem=64 -t 1 -J smoke true 2>&1); then
     WHY="smoke test 'srun true' failed: $out"; return 1
   fi
   phase "$mode: smoke test"
@@ -337,7 +433,8 @@ start_slurm() { # start_slurm MODE -> 0 when the node is idle and a step runs
 
 stop_slurm() {
   local d pid
-  for d in slurmd slurmctld; do
+  for d in "$S"/pids/slurmd* "$S"/pids/slurmctld; do
+    d=${d##*/}
     pid=$(cat "$S/pids/$d" 2>/dev/null) || continue
     ours "$pid" && kill -TERM "$pid" 2>/dev/null
     for _ in $(seq 100); do ours "$pid" || break; sleep 0.1; done
@@ -402,5 +499,5 @@ if [[ -n "$OWNER" ]]; then
 fi
 
 log "up in $(awk "BEGIN { printf \"%.1f\", $EPOCHREALTIME - $t0 }")s:" \
-    "mode=$MODE accounting=$ACCT partition=$PARTITION state=$S"
+    "mode=$MODE accounting=$ACCT partition=$PARTITION nodes=$(paste -sd, "$S/node") state=$S"
 print_env

@@ -2,9 +2,12 @@
 # Stop the test cluster that start.sh started in STATE_DIR (default: $SLURM_TESTCLUSTER_STATE
 # or ./state): cancel its jobs, then TERM (then KILL) exactly the daemons whose PIDs start.sh
 # recorded in STATE_DIR/pids, and any slurmstepd or job process of this cluster left over.
+# Two nodes: their network namespaces, the bridge and /etc/netns/<ns> go too (--net-only: just those).
 # Idempotent; the state folder (logs, accounting data) is kept.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+NET_ONLY=0
+[[ "${1:-}" == --net-only ]] && { NET_ONLY=1; shift; }
 S=${1:-${SLURM_TESTCLUSTER_STATE:-$here/state}}
 [[ -d "$S" ]] || exit 0
 S=$(cd "$S" && pwd -P)
@@ -13,6 +16,23 @@ export SLURM_CONF=$S/slurm.conf
 t0=$EPOCHREALTIME
 
 log() { echo "stop.sh: $*" >&2; }
+
+# the two-node network (STATE/net, written by start.sh): namespaces (their veths go with them), the bridge,
+# the hosts files
+net_down() {
+  [[ -s "$S/net" ]] || return 0
+  local kind name
+  while read -r kind name; do
+    case "$kind" in
+      netns) ip netns pids "$name" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
+             ip netns del "$name" 2>/dev/null ;;
+      link) ip link del "$name" 2>/dev/null ;;
+      etc) [[ "$name" == /etc/netns/lb* ]] && rm -rf "$name" ;;
+    esac
+  done < <(tac "$S/net")
+  rm -f "$S/net"
+}
+if ((NET_ONLY)); then net_down; exit 0; fi
 
 if [[ "${_SLURM_TESTCLUSTER_LOCKED:-}" != "$S" ]]; then
   exec 9>>"$S/.lock"
@@ -58,7 +78,7 @@ fi
 rm -f "$S/pids/watchdog"
 
 # 2. cancel what is left in the queue, and let slurmd clean the steps up (bounded)
-if ours "$(pid_of slurmctld)" && ours "$(pid_of slurmd)"; then
+if ours "$(pid_of slurmctld)"; then
   jobs=$(timeout 10 squeue -h -o %A 2>/dev/null | sort -u | tr '\n' ' ')
   if [[ -n "${jobs// /}" ]]; then
     log "cancelling jobs: $jobs"
@@ -72,7 +92,8 @@ if ours "$(pid_of slurmctld)" && ours "$(pid_of slurmd)"; then
 fi
 
 # 3. the daemons, clients before servers
-for d in slurmd slurmctld slurmdbd mariadb munged; do
+for d in "$S"/pids/slurmd* slurmctld slurmdbd mariadb munged; do
+  d=${d##*/}
   pid=$(pid_of "$d") || continue
   stop_pid "$pid"
   rm -f "$S/pids/$d"
@@ -95,17 +116,21 @@ if ((${#left[@]})); then
   kill -KILL "${left[@]}" 2>/dev/null
 fi
 rm -f "$S"/pids/*
+net_down
 
-# 5. the (now empty) cgroup v1 folders of our node; the node name is unique to this state folder
-node=$(cat "$S/node" 2>/dev/null)
-if [[ -n "$node" ]]; then
+# 5. the (now empty) cgroup v1 folders of our nodes; the node names are unique to this state folder
+while read -r node; do
+  [[ -n "$node" ]] || continue
   for d in /sys/fs/cgroup/*/"slurm_$node"; do
     [[ -d "$d" ]] && find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
   done
-fi
+done < <(cat "$S/node" 2>/dev/null)
 # Our daemons were orphaned when start.sh exited; their new parent (init or a subreaper) reaps
-# them, some init processes only every second or two: wait (bounded) so that `pgrep` is clean.
+# them, some init processes only every second or two: wait so that `pgrep` is clean, 3 s in all.
+# A subreaper that reaps only its own (a test process that also runs cells) leaves them to its
+# own teardown: they are dead already, and waiting on each would only add up.
+waits=30
 for pid in "${ZOMBIES[@]}"; do
-  for _ in $(seq 100); do zombie "$pid" || break; sleep 0.1; done
+  while ((waits > 0)) && zombie "$pid"; do sleep 0.1; waits=$((waits - 1)); done
 done
 log "stopped in $(awk "BEGIN { printf \"%.1f\", $EPOCHREALTIME - $t0 }")s ($S)"

@@ -7,7 +7,7 @@ returns one of loaderbench.stats.verdicts.VERDICTS ("holds", "does not hold", "i
 constant of its question's module, printed into the rule's text.
 
 One module per question (start_method, cow_memory, persistence, sharing, ladder, gpu_feed, oversubscription,
-rng, in_order, storage, cheap_work), with the rules some of them share out in modules of their own
+rng, in_order, storage, cheap_work, threads), with the rules some of them share out in modules of their own
 (worker_costs: first batch, context switches, sleep against CPU-bound curves, the I/O rules of thumb;
 step_overlap: loading beside a simulated step). `catalogue` numbers the claims the suite puts to the test
 (data); every rule carries the number it decides, and `claims_table` binds claims to the records that carry
@@ -44,15 +44,19 @@ from loaderbench.analysis.claims.claims_table import (  # noqa: F401 - re-export
     LATER,
     NUMBERED_COLUMNS,
     QUESTIONS,
+    StudyClaims,
+    bind,
     carries,
     claims_for,
     claims_table,
     counts_line,
+    decide_claims,
     foreign_axes,
     numbered,
     question_of,
     sources_lines,
     studies_by_question,
+    study_claims,
     vocabulary_lines,
     write_claims,
 )
@@ -101,8 +105,11 @@ from loaderbench.analysis.claims.oversubscription import (  # noqa: F401 - re-ex
     PEAK_SPAN,
     RANKS_GAIN,
     cpu_rows,
+    ddp_ranks_share_cores,
+    ddp_shares_disjoint,
     degrades_past_cores,
     peaks_near_cores,
+    rank_mode,
     ranks_share_cores,
     rises_to_cores,
 )
@@ -163,6 +170,20 @@ from loaderbench.analysis.claims.storage import (  # noqa: F401 - re-exported: t
     remote_is_io_bound,
     scale_until_bandwidth,
     shards_exactly_once,
+)
+from loaderbench.analysis.claims.threads import (  # noqa: F401 - re-exported: the claims package is used by these names
+    FIRST_BATCH_CUT,
+    GIL_RELEASING,
+    MEMORY_CUT,
+    PROCESS_GAIN,
+    PURE_PYTHON,
+    REACH,
+    SCALE_KEEP,
+    THREADS_CAP,
+    threads_scale_released_work,
+    threads_serialize_python,
+    threads_start_faster,
+    threads_use_less_memory,
 )
 from loaderbench.analysis.claims.worker_costs import (  # noqa: F401 - re-exported: the claims package is used by these names
     CTX_RISE,

@@ -40,9 +40,6 @@ class SeedClaim:
         return f"#{self.number}"
 
 
-_THREADS = "a thread backend (a later axis: threads against processes); measurable on a CPU machine"
-_DDP = "real DDP ranks (torch.distributed over gloo, DistributedSampler); measurable on a CPU machine"
-
 CATALOGUE: tuple[SeedClaim, ...] = (
     SeedClaim(1, "workers beat num_workers = 0 when per-sample work is heavy", "R:15; T:53-56; P:31", "C"),
     SeedClaim(
@@ -64,7 +61,6 @@ CATALOGUE: tuple[SeedClaim, ...] = (
         "because of the GIL, threads serialize CPU-bound augmentation (threads suffice only for I/O)",
         "R:25-29; P:13",
         "C",
-        f"the `threads` study on {_THREADS}",
     ),
     SeedClaim(
         7, "fork starts workers fastest; spawn pays an interpreter start and imports per worker", "R:37-38, 92", "C"
@@ -77,7 +73,6 @@ CATALOGUE: tuple[SeedClaim, ...] = (
         "fork is the Linux default start method",
         "R:37, 41",
         "C",
-        "the start method a default DataLoader uses, recorded per Python version (3.14 changed it to forkserver)",
     ),
     SeedClaim(
         12,
@@ -98,14 +93,8 @@ CATALOGUE: tuple[SeedClaim, ...] = (
         "B",
         "the `scaling` study (loaderbench/studies/scaling.toml) on a node of 64 or more cores",
     ),
-    SeedClaim(
-        19,
-        "DDP: workers per rank = cores / GPUs; R x cores workers collapse",
-        "R:154, 166-172",
-        "C",
-        f"the rule reads loaders side by side; the `ddp` study on {_DDP}, or several GPU nodes",
-    ),
-    SeedClaim(20, "DistributedSampler gives each rank a disjoint share", "R:174", "C", f"the `ddp` study on {_DDP}"),
+    SeedClaim(19, "DDP: workers per rank = cores / GPUs; R x cores workers collapse", "R:154, 166-172", "C"),
+    SeedClaim(20, "DistributedSampler gives each rank a disjoint share", "R:174", "C"),
     SeedClaim(
         21,
         "fork shares pages until written; one-object arrays (NumPy, Arrow, mmap) stay shared",
@@ -119,7 +108,6 @@ CATALOGUE: tuple[SeedClaim, ...] = (
         "lazy loading (paths, not decoded data, in the dataset) avoids duplication",
         "R:83",
         "C",
-        "a later axis of `cow-memory`: a dataset holding decoded samples against one holding paths",
     ),
     SeedClaim(25, "freezing refcounts prevents copy-on-write", "R:85", "C"),
     SeedClaim(26, "restarting workers costs a start-up each epoch, more under spawn", "R:91-92; T:92; P:25", "C"),
@@ -129,14 +117,12 @@ CATALOGUE: tuple[SeedClaim, ...] = (
         "persistent workers hold their memory between epochs; a second (validation) loader doubles it",
         "R:104",
         "C",
-        "a later axis of `persistence`: memory between epochs with a second loader beside the first",
     ),
     SeedClaim(
         29,
         "persistent workers miss dataset state changed between epochs",
         "R:105",
         "C",
-        "a later axis of `persistence`: a dataset whose state the parent changes between epochs",
     ),
     SeedClaim(30, "NumPy and Python random repeat across forked workers", "R:130-131", "C"),
     SeedClaim(31, "torch gives each worker its own seed", "R:132", "C"),
@@ -173,7 +159,6 @@ CATALOGUE: tuple[SeedClaim, ...] = (
         "batch size 16 -> 128: loading time per batch grows (0.18 -> 0.93 s for 10 batches)",
         "T:43",
         "C",
-        "a batch_size sweep of loading alone (a later study); measurable on a CPU machine",
     ),
     SeedClaim(
         44,
@@ -187,7 +172,6 @@ CATALOGUE: tuple[SeedClaim, ...] = (
         "each worker keeps prefetch_factor batches in flight (memory, shm)",
         "T:49",
         "C",
-        "a prefetch_factor sweep under file_system sharing (whose segments /dev/shm shows); measurable here",
     ),
     SeedClaim(
         46, "head-of-line blocking: the main process waits for the worker whose turn it is", "P:33; T:52, 133-135", "C"
@@ -198,14 +182,12 @@ CATALOGUE: tuple[SeedClaim, ...] = (
         "in_order=False gives up deterministic order",
         "T:137-139",
         "C",
-        "the batch order recorded per epoch (a later metric of `in-order`)",
     ),
     SeedClaim(
         49,
         "snapshot_every_n_steps: more snapshots cost throughput, fewer replay more samples on recovery",
         "T:144-150",
         "C",
-        "the `checkpointing` study: torchdata's StatefulDataLoader (checkpointable loading)",
     ),
     SeedClaim(50, "file_descriptor is limited by ulimit -n; file_system is not", "T:159-166, 181-183, 237", "C"),
     SeedClaim(
@@ -213,35 +195,30 @@ CATALOGUE: tuple[SeedClaim, ...] = (
         "file_descriptor is cheaper per small tensor; file_system suits few large ones",
         "T:162, 175-180",
         "C",
-        "the rule decides only that the strategies differ; a tensor-size axis of `sharing` would decide which",
     ),
     SeedClaim(
         52,
         "set_sharing_strategy after workers start has no effect",
         "T:185-187",
         "C",
-        "a later axis of `sharing`: the strategy switched after the workers started",
     ),
     SeedClaim(
         53,
         "too little /dev/shm gives bus errors; too many workers exhaust it",
         "T:65, 188-193",
         "C",
-        "a /dev/shm size axis (a private tmpfs per cell)",
     ),
     SeedClaim(
         54,
         "fewer workers, a lower prefetch_factor or smaller batches cut /dev/shm use",
         "T:194-199",
         "C",
-        "workers, prefetch_factor and batch_size sweeps under file_system sharing (shm_peak_bytes)",
     ),
     SeedClaim(
         55,
         "crashed workers leak /dev/shm segments",
         "T:203",
         "C",
-        "the fault workload's crash cells under file_system sharing, with the /dev/shm sweep counted",
     ),
     SeedClaim(56, "remote storage makes a pipeline I/O-bound", "P:1-3", "C"),
     SeedClaim(57, "num_workers = 0: no start-up cost, readable tracebacks", "R:150; P:21", "C"),

@@ -10,12 +10,15 @@ study carries is "not measured yet", with the command that measures it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
+from loaderbench.analysis.claims.batch_size import QUESTION as BATCH_SIZE
 from loaderbench.analysis.claims.catalogue import BY_NUMBER, CATALOGUE, SOURCES, WHERE
 from loaderbench.analysis.claims.cheap_work import QUESTION as CHEAP_WORK
+from loaderbench.analysis.claims.checkpointing import QUESTION as CHECKPOINTING
 from loaderbench.analysis.claims.claim import Claim, Question, narrow, varies, with_workers
 from loaderbench.analysis.claims.cow_memory import QUESTION as COW
 from loaderbench.analysis.claims.gpu_feed import QUESTION as GPU_FEED
@@ -26,8 +29,11 @@ from loaderbench.analysis.claims.oversubscription import cpu_rows
 from loaderbench.analysis.claims.persistence import QUESTION as PERSISTENCE
 from loaderbench.analysis.claims.rng import QUESTION as RNG
 from loaderbench.analysis.claims.sharing import QUESTION as SHARING
+from loaderbench.analysis.claims.sharing_size import QUESTION as SHARING_SIZE
+from loaderbench.analysis.claims.shm_size import QUESTION as SHM_SIZE
 from loaderbench.analysis.claims.start_method import QUESTION as START_METHOD
 from loaderbench.analysis.claims.storage import QUESTION as STORAGE
+from loaderbench.analysis.claims.threads import QUESTION as THREADS
 from loaderbench.analysis.report_layout import md_table
 from loaderbench.analysis.table import AXIS_COLUMNS, ok_rows
 from loaderbench.stats.verdicts import MEANING, NOT_MEASURED, VERDICTS, Outcome, all_of, decision_rule_text
@@ -49,6 +55,11 @@ QUESTION_LIST: list[Question] = [
     IN_ORDER,
     STORAGE,
     CHEAP_WORK,
+    SHM_SIZE,
+    BATCH_SIZE,
+    SHARING_SIZE,
+    THREADS,
+    CHECKPOINTING,
 ]
 BY_NAME = {q.name: q for q in QUESTION_LIST}
 #: The questions the studies answer, each with a study file of the same name in loaderbench/studies/.
@@ -69,10 +80,20 @@ def question_of(study: str, rows: pd.DataFrame | None = None) -> str | None:
             return q
     if rows is None or rows.empty:
         return None
+    if "shm_size_mb" in rows and rows["shm_size_mb"].notna().any():
+        return "shm-size"
+    if varies(rows, "worker_method"):
+        return "threads"
+    if varies(rows, "snapshot_every_n_steps"):
+        return "checkpointing"
     if "workload" in rows and (rows["workload"] == "inmem").all():
         return "cheap-work"
     if "index_backing" in rows and (rows["index_backing"].dropna() != "none").any():
         return "cow-memory"
+    if "sharing_switch" in rows and (rows["sharing_switch"].fillna("none") != "none").any():
+        return "sharing-size"
+    if varies(rows, "sharing_strategy") and varies(rows, "sample_kb"):
+        return "sharing-size"
     if varies(rows, "sharing_strategy"):
         return "sharing"
     if "workload" in rows and (rows["workload"] == "rng").all():
@@ -91,6 +112,8 @@ def question_of(study: str, rows: pd.DataFrame | None = None) -> str | None:
         return "storage"
     if varies(rows, "ranks"):
         return "oversubscription"
+    if varies(rows, "batch_size") and "workload" in rows and (rows["workload"] == "cpu").all():
+        return "batch-size"
     return None
 
 
@@ -110,14 +133,19 @@ def studies_by_question(df: pd.DataFrame) -> dict[str, list[str]]:
 # which records carry which claim
 
 
-def foreign_axes(question: Question, rows: pd.DataFrame) -> list[str]:
-    """Axes the rows vary (among cells with workers, values aside that only cells without workers lack) that the
-    question's rules do not tell apart; [] for a question whose rules separate every varying axis."""
-    if not question.axes:
-        return []
+def varying_axes(rows: pd.DataFrame) -> list[str]:
+    """The axes the rows vary, among cells with workers (values aside that only cells without workers lack)."""
     rows = narrow(rows, AXIS_COLUMNS)
     rows = with_workers(rows) if "num_workers" in rows else rows
-    return [a for a in AXIS_COLUMNS if a in rows and a not in question.axes and varies(rows, a)]
+    return [a for a in AXIS_COLUMNS if a in rows and varies(rows, a)]
+
+
+def foreign_axes(question: Question, rows: pd.DataFrame, varying: list[str] | None = None) -> list[str]:
+    """Axes the rows vary (varying_axes; `varying` when already known) that the question's rules do not tell
+    apart; [] for a question whose rules separate every varying axis."""
+    if not question.axes:
+        return []
+    return [a for a in (varying_axes(rows) if varying is None else varying) if a not in question.axes]
 
 
 def carries(question: Question, claim: Claim, rows: pd.DataFrame, foreign: list[str] | None = None) -> bool:
@@ -216,25 +244,82 @@ def _pending_rows() -> list[dict]:
     ]
 
 
-def claims_table(df: pd.DataFrame) -> pd.DataFrame:
+Key = tuple[str, int]  # a claim: its question's name and its index among the question's claims
+
+
+@dataclass
+class StudyClaims:
+    """What one study's rows say about the claims, so that claims are bound to studies without reading every
+    study's rows again: per question the axes the rows vary that the question does not tell apart (foreign_axes)
+    and the ok repetitions its rules read (the tie-break between studies carrying a claim); the claims the study
+    carries; and the outcomes decided on its rows so far (only the claims bound to it are decided). Computed once
+    per study (`study_claims`) and cached with the study's figures."""
+
+    foreign: dict[str, list[str]]
+    amount: dict[str, int]
+    carried: set[Key]
+    outcomes: dict[Key, Outcome] = field(default_factory=dict)
+
+
+def study_claims(rows: pd.DataFrame) -> StudyClaims:
+    """The StudyClaims of one study's rows (every status), with no outcome decided yet."""
+    foreign: dict[str, list[str]] = {}
+    amount: dict[str, int] = {}
+    carried: set[Key] = set()
+    varying = varying_axes(rows)
+    for q in QUESTION_LIST:
+        foreign[q.name] = foreign_axes(q, rows, varying)
+        for j, c in enumerate(q.claims):
+            if carries(q, c, rows, foreign[q.name]):
+                carried.add((q.name, j))
+                if q.name not in amount:
+                    amount[q.name] = _amount(q, rows)
+    return StudyClaims(foreign, amount, carried)
+
+
+def bind(facts: dict[str, StudyClaims]) -> dict[Key, str]:
+    """The study each carried claim is decided on (`facts` by study): the study named for the question when it
+    carries the claim, else the carrying study with the most ok repetitions the rule reads."""
+    out: dict[Key, str] = {}
+    names = sorted(facts)
+    for q in QUESTION_LIST:
+        for j in range(len(q.claims)):
+            carrying = [s for s in names if (q.name, j) in facts[s].carried]
+            if carrying:
+                own = [s for s in carrying if question_of(s) == q.name]
+                out[(q.name, j)] = own[0] if own else max(carrying, key=lambda s: (facts[s].amount[q.name], s))
+    return out
+
+
+def decide_claims(rows: pd.DataFrame, keys: list[Key]) -> dict[Key, Outcome]:
+    """The outcomes of the claims `keys` decided on one study's rows."""
+    return {k: _decide(BY_NAME[k[0]].claims[k[1]], rows) for k in keys}
+
+
+def claims_table(df: pd.DataFrame, known: dict[str, StudyClaims] | None = None) -> pd.DataFrame:
     """Every claim once, decided on the study whose records carry it (see the module doc), or "not measured
     yet" with the command that measures it; then a row for each numbered claim the rules leave open. Columns:
     number (#N of the catalogue, "–" for the suite's own claims), source, question, study (the one that decided
-    it; "" when none), claim, rule, evidence, verdict."""
+    it; "" when none), claim, rule, evidence, verdict. `known`: the StudyClaims of studies whose rows in `df` they
+    were computed from (the rest are computed here); an outcome they lack is decided here and added to them."""
     groups = {str(s): r for s, r in df.groupby("study")} if not df.empty and "study" in df else {}
+    known = known or {}
+    facts = {s: known[s] if s in known else study_claims(r) for s, r in groups.items()}
+    bound = bind(facts)
     named = studies_by_question(df)
     out = []
     for q in QUESTION_LIST:
-        foreign = {s: foreign_axes(q, r) for s, r in groups.items()}
-        for c in q.claims:
-            carrying = [s for s, r in groups.items() if carries(q, c, r, foreign[s])]
-            if not carrying:
+        foreign = {s: f.foreign[q.name] for s, f in facts.items()}
+        for j, c in enumerate(q.claims):
+            study = bound.get((q.name, j))
+            if study is None:
                 out.append(_not_carried(q, c, named[q.name], groups, foreign))
                 continue
-            own = [s for s in carrying if question_of(s) == q.name]
-            study = own[0] if own else max(carrying, key=lambda s: (_amount(q, groups[s]), s))
-            o = _decide(c, groups[study])
-            others = [s for s in carrying if s != study]
+            mine = facts[study].outcomes
+            if (q.name, j) not in mine:
+                mine.update(decide_claims(groups[study], [(q.name, j)]))
+            o = mine[(q.name, j)]
+            others = [s for s in sorted(facts) if (q.name, j) in facts[s].carried and s != study]
             head = f"study {study}" + (f" (also carried by {', '.join(others)})" if others else "")
             tail = f"; measure it with `{q.command}`" if o.verdict == NOT_MEASURED else ""
             out.append(

@@ -22,6 +22,9 @@ from loaderbench.analysis.claims.claim import Claim, Question, finite, g, missin
 from loaderbench.analysis.derive import with_growth
 from loaderbench.analysis.table import col, is_true
 from loaderbench.stats.verdicts import (
+    FAILS,
+    HOLDS,
+    INCONCLUSIVE,
     Outcome,
     all_of,
     at_least,
@@ -44,6 +47,10 @@ COW_WORKERS_RATIO = 2.0
 #: the metrics: workers' USS growth over the probe's timeline, and their peak USS, per worker
 #: (loaderbench.analysis.derive)
 GROWTH, PEAK = "growth_mib_per_worker", "end_mib_per_worker"
+#: an eager dataset's workers duplicate its decoded images when each holds at least this share of them privately
+#: beyond what a lazy dataset's workers hold
+DUPLICATE_SHARE = 0.5
+DECODED_BYTES = 3 * 224 * 224  # one image of the decoded backing (loaderbench.workloads.claim_axes.DECODED_SHAPE)
 
 
 def _frozen(rows: pd.DataFrame) -> pd.Series:
@@ -163,6 +170,41 @@ def cow_grows_with_workers(rows: pd.DataFrame) -> Outcome:
     )
 
 
+def _eager_lazy(ok: pd.DataFrame, sm: str, nw: int):
+    """Peak USS per worker of the eager (decoded) and lazy (list_str) cells at one start method and num_workers."""
+    at = ok[(col(ok, "start_method") == sm) & (ok["num_workers"] == nw)]
+    return tuple(finite(at[col(at, "index_backing") == b][PEAK]) for b in ("decoded", "list_str"))
+
+
+def lazy_avoids_duplication(rows: pd.DataFrame) -> Outcome:
+    """#24: per start method and num_workers, the eager dataset's workers' peak USS per worker minus the lazy one's,
+    against DUPLICATE_SHARE of the decoded images' size: a worker that holds its own copy of them duplicates."""
+    ok = with_growth(rows)
+    eager = ok[col(ok, "index_backing") == "decoded"]
+    if eager.empty:
+        return missing("needs cells of the decoded (eager) and list_str (lazy) backings")
+    data_mib = float(pd.to_numeric(eager["index_items"]).max()) * DECODED_BYTES / 2**20
+    parts, verdicts = [], []
+    for sm in sorted(set(col(eager, "start_method").dropna())):
+        for nw in sorted(set(eager["num_workers"])):
+            a, b = _eager_lazy(ok, sm, nw)
+            if len(a) < 3 or len(b) < 3:
+                continue
+            o = _diff(b, a, at_least(DUPLICATE_SHARE * data_mib), f"{sm}, w={nw}: peak USS per worker eager - lazy")
+            parts.append(o.evidence)
+            verdicts.append(o.verdict)
+    if not verdicts:
+        return missing("needs decoded and list_str cells at the same start method and num_workers, 3 ok repetitions")
+    text = f"decoded images held: {g(data_mib)} MiB; " + "; ".join(parts)
+    if HOLDS in verdicts:  # where an eager dataset's workers copy it, a lazy one's hold no copy
+        return Outcome(HOLDS, text)
+    return Outcome(FAILS if all(v == FAILS for v in verdicts) else INCONCLUSIVE, text)
+
+
+def _needs_eager(rows: pd.DataFrame) -> bool:
+    return bool((col(rows, "index_backing") == "decoded").any())
+
+
 def _needs(rows: pd.DataFrame) -> bool:
     return "index_backing" in rows and (rows["index_backing"].dropna() != "none").any()
 
@@ -214,6 +256,18 @@ QUESTION.claims.extend(
             f"read the gc_freeze cells where the study has them",
             gc_pass_copies,
             number=25,
+        ),
+        Claim(
+            "cow-memory",
+            "lazy loading (paths, not decoded data, in the dataset) avoids duplication",
+            "an eager dataset holding decoded images (the decoded backing) against a lazy one holding file names "
+            "(list_str), per start method and num_workers: the eager workers' peak USS per worker minus the lazy "
+            f"ones'; holds where it is at least {DUPLICATE_SHARE:g}x the decoded images' size (every worker holds "
+            "its own copy) somewhere, and names where it is not (fork shares the pages it only reads)",
+            lazy_avoids_duplication,
+            needs=_needs_eager,
+            number=24,
+            study="cow-memory-lazy",
         ),
     ]
 )

@@ -1,4 +1,6 @@
-"""Oversubscription: CPU-bound loading against the core count, and ranks x workers (DDP-like).
+"""Oversubscription: CPU-bound loading against the core count, and ranks x workers: loaders side by side
+(DDP-like) and real DDP ranks (a process group, DistributedSampler, a model step and its gradient all-reduce:
+the `oversubscription-ddp` study), whose records also count each rank's share of every epoch.
 
 The curves are read from whatever study carries them (the quick and scaling studies as well as the
 oversubscription one): CPU-bound workloads (cpu, jpeg; not the decode-only reference cells), no consumer
@@ -16,7 +18,18 @@ from loaderbench.analysis.claims.worker_costs import CLAIMS as WORKER_COSTS
 from loaderbench.analysis.derive import ranks
 from loaderbench.analysis.environment import env_one
 from loaderbench.analysis.table import AXIS_COLUMNS, col, ok_rows
-from loaderbench.stats.verdicts import MIN_EFFECT, NOT_MEASURED, Outcome, all_of, at_least, at_most, both, decide_shift
+from loaderbench.stats.verdicts import (
+    FAILS,
+    HOLDS,
+    MIN_EFFECT,
+    NOT_MEASURED,
+    Outcome,
+    all_of,
+    at_least,
+    at_most,
+    both,
+    decide_shift,
+)
 
 CPU_BOUND = ("cpu", "jpeg")
 #: "rises to the core count": throughput at num_workers = cores at least this many times that at 1 worker.
@@ -115,8 +128,15 @@ def degrades_past_cores(rows: pd.DataFrame) -> Outcome:
     return all_of(checks, "needs ok cpu/jpeg cells at num_workers = cores and past it")
 
 
-def ranks_share_cores(rows: pd.DataFrame) -> Outcome:
+def rank_mode(rows: pd.DataFrame) -> pd.Series:
+    """How each row's ranks ran: side_by_side (also where the axis is not set) or ddp."""
+    return col(rows, "rank_mode", "side_by_side").fillna("side_by_side").astype(str)
+
+
+def ranks_share_cores(rows: pd.DataFrame, mode: str = "side_by_side") -> Outcome:
+    """R ranks (run as `mode`) at W = cores / R against W = cores workers each, per workload, cores and R."""
     ok = ok_rows(rows)
+    ok = ok[rank_mode(ok) == mode]
     ok = ok.assign(ranks=ranks(ok))
     checks = []
     for (w, cores, r), grp in ok[ok["ranks"] > 1].groupby(["workload", "cores", "ranks"]):
@@ -128,7 +148,38 @@ def ranks_share_cores(rows: pd.DataFrame) -> Outcome:
             continue
         o = decide_shift(b, a, at_least(RANKS_GAIN), label=f"total samples/s W={cores // r} / W={cores}")
         checks.append(Outcome(o.verdict, f"{w}, {cores} cores, {r} ranks: {o.evidence}"))
-    return all_of(checks, "needs ranks > 1 cells at W = cores / R and W = cores")
+    return all_of(checks, f"needs ranks > 1 cells (rank_mode = {mode}) at W = cores / R and W = cores")
+
+
+def ddp_ranks_share_cores(rows: pd.DataFrame) -> Outcome:
+    return ranks_share_cores(rows, "ddp")
+
+
+def ddp_shares_disjoint(rows: pd.DataFrame) -> Outcome:
+    """Every DDP record's counted shares: holds when, in every epoch counted, the ranks' samplers together gave
+    each index of the epoch exactly once; does not hold at the first record with an overlap or a gap."""
+    ok = ok_rows(rows)
+    ok = ok[(rank_mode(ok) == "ddp") & (ranks(ok) > 1)]
+    counted = pd.to_numeric(col(ok, "ddp_epochs_counted", 0), errors="coerce").fillna(0)
+    ok = ok[counted > 0]
+    if ok.empty:
+        return Outcome(NOT_MEASURED, "needs ok DDP records (rank_mode = ddp, ranks > 1) of a map-style dataset")
+    num = {c: pd.to_numeric(ok[c], errors="coerce").fillna(-1).astype(int) for c in _SHARES}
+    expected = num["ddp_epochs_counted"] * num["ddp_epoch_samples"]
+    bad = (num["ddp_share_overlap"] != 0) | (num["ddp_share_missing"] != 0) | (num["ddp_share_reads"] != expected)
+    totals = (
+        f"{len(ok)} records, {int(num['ddp_epochs_counted'].sum())} epochs of up to "
+        f"{int(num['ddp_epoch_samples'].max())} samples over {int(ranks(ok).min())}-{int(ranks(ok).max())} ranks: "
+        f"{int(num['ddp_share_reads'].sum())} reads, {int(num['ddp_share_overlap'].sum())} of an index another "
+        f"rank also read, {int(num['ddp_share_missing'].sum())} indices no rank read"
+    )
+    if bad.any():
+        first = ok[bad].iloc[0]
+        return Outcome(FAILS, f"{totals}; first record with an overlap or a gap: {first['cell_id']}")
+    return Outcome(HOLDS, totals)
+
+
+_SHARES = ("ddp_epochs_counted", "ddp_epoch_samples", "ddp_share_reads", "ddp_share_overlap", "ddp_share_missing")
 
 
 def _has_curves(rows: pd.DataFrame) -> bool:
@@ -145,14 +196,22 @@ def _has_curves(rows: pd.DataFrame) -> bool:
 
 
 def _has_ranks(rows: pd.DataFrame) -> bool:
-    return bool((ranks(rows) > 1).any())
+    return bool(((ranks(rows) > 1) & (rank_mode(rows) == "side_by_side")).any())
+
+
+def _has_ddp(rows: pd.DataFrame) -> bool:
+    return bool(((ranks(rows) > 1) & (rank_mode(rows) == "ddp")).any())
+
+
+def _ddp_read(rows: pd.DataFrame) -> pd.DataFrame:
+    return rows[rank_mode(rows) == "ddp"]
 
 
 def _cpu_read(rows: pd.DataFrame) -> pd.DataFrame:
     return cpu_rows(narrow(rows, _READ))
 
 
-QUESTION = Question("oversubscription", (), lambda rows: _has_curves(rows) or _has_ranks(rows))
+QUESTION = Question("oversubscription", (), lambda rows: _has_curves(rows) or _has_ranks(rows) or _has_ddp(rows))
 _NOISE = (
     f"inconclusive when repetitions scatter by more than {NOISY:.0%} of their median (median over cells of "
     "range/median): the cores were not the cells' own"
@@ -189,12 +248,33 @@ QUESTION.claims.extend(
         ),
         Claim(
             "oversubscription",
-            "with R ranks, R x W = cores beats R x cores workers",
-            f"per workload, cores and R > 1: holds if total throughput at W = cores/R is at least {RANKS_GAIN:g}x "
-            f"that at W = cores; {_NOISE}",
+            "with R loaders side by side (DDP-like), R x W = cores beats R x cores workers",
+            f"per workload, cores and R > 1 loaders side by side (no process group): holds if total throughput at "
+            f"W = cores/R is at least {RANKS_GAIN:g}x that at W = cores; {_NOISE}",
             quiet(ranks_share_cores),
             needs=_has_ranks,
+        ),
+        Claim(
+            "oversubscription",
+            "with R DDP ranks, R x W = cores beats R x cores workers",
+            f"per workload, cores and R > 1 real DDP ranks (gloo, DistributedSampler, gradient all-reduce): holds "
+            f"if total throughput over the window all ranks shared at W = cores/R is at least {RANKS_GAIN:g}x "
+            f"that at W = cores; {_NOISE}",
+            quiet(ddp_ranks_share_cores, select=_ddp_read),
+            needs=_has_ddp,
             number=19,
+            study="oversubscription-ddp",
+        ),
+        Claim(
+            "oversubscription",
+            "DistributedSampler gives each rank a disjoint share, together the epoch exactly once",
+            "per DDP record (rank_mode = ddp, ranks > 1), each rank's sampler indices counted per epoch: holds if "
+            "no index was read twice and none was missed in any epoch of any record; does not hold at the first "
+            "overlap or gap",
+            ddp_shares_disjoint,
+            needs=_has_ddp,
+            number=20,
+            study="oversubscription-ddp",
         ),
     ]
 )

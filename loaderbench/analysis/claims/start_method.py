@@ -7,7 +7,7 @@ import pandas as pd
 from loaderbench.analysis.claims.claim import Claim, Question, finite, g, missing, varies, with_workers
 from loaderbench.analysis.derive import payload_mb, start_method_label
 from loaderbench.analysis.table import col, ok_rows
-from loaderbench.stats.verdicts import MIN_EFFECT, Outcome, all_of, at_least, at_most, both, decide_shift
+from loaderbench.stats.verdicts import MIN_EFFECT, Outcome, all_of, at_least, at_most, both, decide_shift, fact
 
 #: spawn's time to first batch is at least this many times fork's.
 SPAWN_TTFB_MIN = 2.0
@@ -200,6 +200,25 @@ def preload_restarts_fast(rows: pd.DataFrame) -> Outcome:
     return all_of(checks, "needs fork, forkserver and forkserver+preload cells with 2 epochs, 3 ok repetitions each")
 
 
+def fork_is_the_default(rows: pd.DataFrame) -> Outcome:
+    """#11: the start method a DataLoader given no context uses, as each record's Python reported it (read in a
+    fresh interpreter, loaderbench.measure.fingerprint.default_start_method), per Python version on Linux."""
+    seen = rows[col(rows, "env_default_start_method").notna()]
+    seen = seen[col(seen, "env_os").fillna("").astype(str).str.startswith("Linux")]
+    if seen.empty:
+        return missing("no Linux record carries the default start method (measured since records carry it)")
+    parts, others = [], []
+    for python, grp in seen.groupby(col(seen, "env_python").fillna("?"), sort=True):
+        methods = sorted(set(grp["env_default_start_method"]))
+        parts.append(f"Python {python} on Linux: {', '.join(methods)} ({len(grp)} records)")
+        others += [m for m in methods if m != "fork"]
+    return fact(not others, "; ".join(parts))
+
+
+def _needs_default(rows: pd.DataFrame) -> bool:
+    return bool(col(rows, "env_default_start_method").notna().any())
+
+
 def _needs(rows: pd.DataFrame) -> bool:
     return varies(with_workers(rows), "start_method")
 
@@ -263,6 +282,16 @@ QUESTION.claims.extend(
             "forkserver+preload's",
             preload_restarts_fast,
             number=10,
+        ),
+        Claim(
+            "start-method",
+            "fork is the Linux default start method",
+            "the start method multiprocessing (and so a DataLoader given no multiprocessing_context) picks by "
+            "default, read in a fresh interpreter of each record's Python on Linux: holds if it is fork for every "
+            "Python version recorded (counted facts; Python 3.14 made forkserver the default)",
+            fork_is_the_default,
+            needs=_needs_default,
+            number=11,
         ),
     ]
 )

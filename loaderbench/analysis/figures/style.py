@@ -37,6 +37,9 @@ UNSTABLE_FACE = "white"  # hollow marker: the cell's IQR is over 10% of its medi
 MAIN_PROCESS_MARKER = "s"  # num_workers = 0: loading in the main process, not a point on the worker curve
 FAILED_MARKER = "X"
 DPI = 150
+#: The widest PNG drawn, in pixels: a third more than the report's page (1200 px, report_layout.CSS) shows, so a
+#: figure stays sharp when zoomed; wider figures get fewer dots per inch (their PDF beside them is exact).
+PNG_MAX_PX = 1600
 FOOTER_PT = 6.5
 LEGEND_PT = 8
 NOTE_PT = 8
@@ -299,13 +302,18 @@ def save(fig: plt.Figure, folder: Path, name: str, footer: str) -> list[Path]:
     fit_text(text, (max(w, drawn.x1) - x0 - _PAD) * fig.dpi, renderer)
     fit_canvas(fig, Bbox.union([drawn, _inches(text, fig, renderer)]))
     folder.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for ext in ("png", "pdf"):
-        path = folder / f"{name}.{ext}"
-        fig.savefig(path, dpi=DPI)
-        paths.append(path)
+    dpi = png_dpi(fig.get_figwidth())
+    fig.set_dpi(dpi)
+    png, pdf = folder / f"{name}.png", folder / f"{name}.pdf"
+    fig.savefig(png, dpi=dpi)  # not dpi="figure": matplotlib reads that as the figure's original DPI
+    fig.savefig(pdf, dpi=DPI)
     plt.close(fig)
-    return paths
+    return [png, pdf]
+
+
+def png_dpi(width_in: float) -> float:
+    """Dots per inch of a figure `width_in` inches wide: DPI, or fewer where that would be wider than PNG_MAX_PX."""
+    return min(float(DPI), PNG_MAX_PX / width_in) if width_in > 0 else float(DPI)
 
 
 def repetitions_text(ns, per: str = "point") -> str:

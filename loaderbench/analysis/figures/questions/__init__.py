@@ -20,7 +20,9 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from loaderbench.analysis.claims import question_of
+from loaderbench.analysis.figures.questions.batch_size import loading_time_by_batch_size
 from loaderbench.analysis.figures.questions.cheap_work import crossover_by_sample_size
+from loaderbench.analysis.figures.questions.checkpointing import snapshot_cost_against_replay
 from loaderbench.analysis.figures.questions.cow_memory import memory_growth_by_backing
 from loaderbench.analysis.figures.questions.gpu_feed import pin_memory_by_workers
 from loaderbench.analysis.figures.questions.in_order import tail_latency_in_order
@@ -30,8 +32,11 @@ from loaderbench.analysis.figures.questions.persistence import epoch_gap_by_pers
 from loaderbench.analysis.figures.questions.rng import rng_duplicates
 from loaderbench.analysis.figures.questions.shared import NothingToDraw, empty
 from loaderbench.analysis.figures.questions.sharing import sharing_strategy_limits
+from loaderbench.analysis.figures.questions.sharing_size import cost_per_tensor_by_size
+from loaderbench.analysis.figures.questions.shm_size import shm_peak_by_setting
 from loaderbench.analysis.figures.questions.start_method import time_to_first_batch_by_start_method
 from loaderbench.analysis.figures.questions.storage import workers_hide_latency
+from loaderbench.analysis.figures.questions.threads import thread_process_curves
 from loaderbench.analysis.figures.style import apply_theme
 
 #: question -> the function drawing its figure; each figure's files are named after its function.
@@ -47,6 +52,11 @@ FIGURES = {
     "in-order": tail_latency_in_order,
     "storage": workers_hide_latency,
     "cheap-work": crossover_by_sample_size,
+    "shm-size": shm_peak_by_setting,
+    "batch-size": loading_time_by_batch_size,
+    "sharing-size": cost_per_tensor_by_size,
+    "threads": thread_process_curves,
+    "checkpointing": snapshot_cost_against_replay,
 }
 
 

@@ -13,7 +13,7 @@ from loaderbench.analysis.derive import MIB, alive_samples, peak_pss_mib_per_wor
 from loaderbench.analysis.figures.questions.shared import NothingToDraw, bars, claims_header, legend_top, save_with_note
 from loaderbench.analysis.table import col, is_true
 
-BACKING_ORDER = ["list_str", "numpy_object", "numpy_bytes", "arrow"]
+BACKING_ORDER = ["list_str", "numpy_object", "numpy_bytes", "arrow", "decoded"]
 #: The bottom row: (metric, y label, panel title).
 BARS = [
     ("growth_mib_per_worker", "USS growth per worker over the run (MiB)", "growth while iterating (fork)"),
@@ -112,7 +112,7 @@ def memory_growth_by_backing(df: pd.DataFrame, study: str, out: Path) -> list[Pa
         peak_pss_mib_per_worker(t, n) for t, n in zip(col(ok, "memory_timeline"), ok["num_workers"])
     ]
     backings = [b for b in BACKING_ORDER if b in set(ok["index_backing"])]
-    palette = dict(zip(BACKING_ORDER, sns.color_palette("colorblind", 4)))
+    palette = dict(zip(BACKING_ORDER, sns.color_palette("colorblind", len(BACKING_ORDER))))
     ok["frozen"] = col(ok, "gc_freeze", False).map(is_true).astype(bool)
     combos = sorted(
         {(sm, int(n), bool(f)) for sm, n, f in zip(ok["start_method"], ok["num_workers"], ok["frozen"])},

@@ -13,6 +13,7 @@ import seaborn as sns
 from loaderbench.analysis.derive import ranks
 from loaderbench.analysis.environment import env_one
 from loaderbench.analysis.figures.questions.shared import claims_header, drawable, line_points, save_with_note
+from loaderbench.analysis.table import col
 
 
 def _past_the_cores(cores: float, ns) -> float | None:
@@ -47,18 +48,19 @@ def _workers_panel(ax, sub: pd.DataFrame, workload: str, ns: list) -> list[tuple
 
 
 def _ranks_panel(ax, single: pd.DataFrame, multi: pd.DataFrame, cores: int) -> list[tuple]:
-    """Throughput of all ranks against the workers in all, one line per workload and rank count; returns the
-    medians drawn (parts.line_points)."""
+    """Throughput of all ranks against the workers in all, one line per workload, rank count and rank mode
+    (side by side or DDP); returns the medians drawn (parts.line_points)."""
     points = []
     for w in sorted(set(multi["workload"])):
-        for r, g in pd.concat([single[single["workload"] == w], multi[multi["workload"] == w]]).groupby("ranks"):
+        both = pd.concat([single[single["workload"] == w], multi[multi["workload"] == w]])
+        for (r, mode), g in both.groupby(["ranks", "rank_mode"]):
             med = g.groupby("total_workers")["samples_per_s"].median()
             ax.plot(
                 med.index,
                 med.values,
                 marker="o" if r == 1 else "s",
                 lw=1.5,
-                label=f"{w}, {r} rank{'s' if r > 1 else ''}",
+                label=f"{w}, {r} rank{'s' if r > 1 else ''}" + (" (DDP)" if mode == "ddp" else ""),
             )
             ax.scatter(g["total_workers"], g["samples_per_s"], s=9, color="0.1", zorder=3)
             points += line_points(ax, g, "total_workers", "samples_per_s", [])
@@ -73,7 +75,9 @@ def _ranks_panel(ax, single: pd.DataFrame, multi: pd.DataFrame, cores: int) -> l
     ax.set_ylim(bottom=0)
     ax.set_xlabel("workers in all (ranks x num_workers)")
     ax.set_ylabel("throughput of all ranks (samples/s)")
-    ax.set_title("DDP-like: ranks side by side")
+    modes = set(multi["rank_mode"])
+    title = "ranks side by side and DDP" if "ddp" in modes else "DDP-like: ranks side by side"
+    ax.set_title("real DDP ranks" if modes == {"ddp"} else title)
     ax.legend(fontsize=7, loc="lower right")
     sns.despine(ax=ax)
     return points
@@ -84,6 +88,7 @@ def oversubscription_ranks_x_workers(df: pd.DataFrame, study: str, out: Path) ->
     ok = drawable(df, with_workers=True)
     ok["ranks"] = ranks(ok).astype(int)
     ok["total_workers"] = ok["ranks"] * ok["num_workers"]
+    ok["rank_mode"] = col(ok, "rank_mode", "side_by_side").fillna("side_by_side").astype(str)
     single = ok[ok["ranks"] == 1]
     workloads = [w for w in ("cpu", "jpeg", "sleep") if w in set(single["workload"])]
     multi = ok[ok["ranks"] > 1]

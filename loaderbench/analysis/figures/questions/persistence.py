@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from loaderbench.analysis.figures.questions.persistence_state import is_state_study, persistent_state
 from loaderbench.analysis.figures.questions.shared import (
     bars,
     claims_header,
@@ -131,7 +132,10 @@ def _speedup_panel(ax, sp: pd.DataFrame, order: list[str]) -> None:
 
 
 def epoch_gap_by_persistence(df: pd.DataFrame, study: str, out: Path) -> list[Path]:
-    """The epoch-boundary gap and per-epoch time with and without persistent workers, per start method."""
+    """The epoch-boundary gap and per-epoch time with and without persistent workers, per start method (the
+    persistence-state study: what the workers hold and see)."""
+    if is_state_study(df):
+        return persistent_state(df, study, out)
     ok = drawable(df, with_workers=True)
     ok["workers"] = np.where(ok["persistent_workers"].map(is_true), "persistent", "restarted each epoch")
     pal = dict(zip(HUE_ORDER, sns.color_palette("colorblind", 2)))
