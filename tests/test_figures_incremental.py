@@ -110,3 +110,36 @@ def test_a_heavy_report_inlines_each_figure_once_with_256_colours(tmp_path, monk
     assert len(inlined) == 1, "a figure is inlined twice"
     assert base64.b64decode(inlined[0].split('"')[0]) == layout.embed_path(png).read_bytes()
     assert page.count('href="#figure-s-throughput-vs-workers"') == 1 and "256 colours" in page
+
+
+def test_the_report_is_kept_only_while_nothing_it_shows_changed(tmp_path):
+    """With every study from its cache and the report's inputs unchanged, the report and claims files are kept as
+    written; a record changed, a file skipped, a report file damaged or a study drawn again writes them again."""
+    from loaderbench.analysis.draw_all import run
+
+    root, out = tmp_path / "r", tmp_path / "f"
+    _two_studies(root)
+    files = [out / n for n in ("report.html", "report.md", "claims.csv", "claims.md")]
+
+    def stamps() -> list[int]:
+        return [p.stat().st_mtime_ns for p in files]
+
+    def again() -> list[int]:
+        assert run(root, out, jobs=1, quiet=True)[0] == 0
+        return stamps()
+
+    first = again()
+    assert again() == first  # nothing changed: kept
+    (out / "report.html").write_text((out / "report.html").read_text().replace("<body", "<body data-x", 1))
+    second = again()  # damaged: written again, and then kept
+    assert second[0] != first[0] and again() == second
+    (root / "a" / "junk.json").write_text("{not json")  # a file the report lists as skipped
+    third = again()
+    assert third[0] != second[0] and "junk.json" in (out / "report.html").read_text()
+    png = out / "a" / "throughput_vs_workers.png"
+    png.write_bytes(png.read_bytes()[:100])  # study a drawn again: the report shows it afresh
+    fourth = again()
+    assert fourth[0] != third[0] and again() == fourth
+    path = sorted((root / "b").glob("*.json"))[0]
+    path.write_text(path.read_text().replace('"samples_per_s": ', '"samples_per_s": 1', 1))
+    assert again()[0] != fourth[0]

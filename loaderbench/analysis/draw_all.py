@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import hashlib
+import json
 import os
 import pickle
 import sys
@@ -282,13 +283,14 @@ def save_study_cache(folder: Path, key: str | None, a, paths: list[Path]) -> Non
         tmp.unlink(missing_ok=True)
 
 
-def process_all(df: pd.DataFrame, out: Path, jobs: int = 1, use_cache: bool = True):
-    """Analyse and draw every study, reusing the results of studies whose records did not change.
+def process_all(df: pd.DataFrame, out: Path, jobs: int = 1, use_cache: bool = True, keys: dict | None = None):
+    """Analyse and draw every study, reusing the results of studies whose records did not change. `keys`, when
+    given, receives each study's cache key (study_key; none without the cache).
 
     Returns (analyses, figure paths per study, names of the studies reused from the cache)."""
     studies = sorted(df["study"].unique())
     done: dict[str, tuple] = {}
-    keys: dict[str, str | None] = {}
+    keys = {} if keys is None else keys
     # the key reads the digest of each record (or every column where the table has none), never a study's full rows
     keyed = df[["study", "path", "record_digest"]] if "record_digest" in df else df
     for s, rows in keyed.groupby("study", sort=True) if use_cache else []:
@@ -316,10 +318,74 @@ def known_claims(analyses: list) -> dict:
     return {a.study: a.claims for a in analyses if a.claims is not None}
 
 
-def run(results: Path, out: Path, use_cache: bool = True, jobs: int | None = None, quiet: bool = False):
-    """Load, analyse, draw and report. Returns (exit code, analyses, report paths)."""
+# ---- the report and the claims: kept when no study changed
+
+REPORT_CACHE = ".report-cache.json"
+
+
+def report_key(keys: dict, df: pd.DataFrame, load, results: Path, out: Path) -> str | None:
+    """Fingerprint of everything the report and the claims files are made of: every study's key (its records and
+    the analysis code), the files skipped, and the folders the report names; None when a study has no key."""
+    studies = sorted(df["study"].unique())
+    if any(keys.get(s) is None for s in studies):
+        return None
+    h = hashlib.sha256(code_version().encode())
+    for part in (*(f"{s}={keys[s]}" for s in studies), *map(str, load.skipped), str(results), str(out)):
+        h.update(part.encode() + b"\x1f")
+    return h.hexdigest()
+
+
+def _report_current(out: Path, key: str | None) -> list[Path] | None:
+    """The report and claims files when they were written for `key` and none has changed since; None otherwise."""
+    if key is None:
+        return None
+    try:
+        saved = json.loads((out / REPORT_CACHE).read_text())
+        if saved.get("key") != key:
+            return None
+        files = [Path(p) for p in saved["files"]]
+        if any(_file_digest(p) != d for p, d in zip(files, saved["digests"])):
+            return None
+        return files
+    except Exception:  # noqa: BLE001 - missing, torn or a file gone: written again
+        return None
+
+
+def report_all(
+    analyses: list,
+    figures: dict,
+    df: pd.DataFrame,
+    load,
+    results: Path,
+    out: Path,
+    key: str | None,
+    reused: bool = True,
+) -> tuple[list[Path], bool]:
+    """The claims table (once), the report (HTML and Markdown) and claims.csv / claims.md: ([report.html, report.md,
+    claims.csv, claims.md], kept). Kept as they are when every study came from its cache (`reused`: none was drawn
+    again, e.g. for a damaged figure) and they were written for `key` (report_key) and are intact."""
+    kept = _report_current(out, key) if reused else None
+    if kept is not None:
+        return kept, True
+    from loaderbench.analysis.claims import claims_table, write_claims
     from loaderbench.analysis.report import build_report, write_report
 
+    table = claims_table(df, known_claims(analyses))  # once, for the report and for claims.csv / claims.md
+    files = write_report(build_report(analyses, figures, df, load, results, out, claims_table=table), out)
+    files += write_claims(df, out, table=table)
+    cache = out / REPORT_CACHE
+    if key is None:
+        cache.unlink(missing_ok=True)
+    else:
+        digests = [_file_digest(p) for p in files]
+        tmp = out / f".{REPORT_CACHE}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps({"key": key, "files": [str(p) for p in files], "digests": digests}))
+        os.replace(tmp, cache)
+    return files, False
+
+
+def run(results: Path, out: Path, use_cache: bool = True, jobs: int | None = None, quiet: bool = False):
+    """Load, analyse, draw and report. Returns (exit code, analyses, report paths)."""
     df, load = load_records(results, use_cache=use_cache)
     for path, why in load.skipped:
         print(f"skipped {path}: {why}", file=sys.stderr)
@@ -327,21 +393,19 @@ def run(results: Path, out: Path, use_cache: bool = True, jobs: int | None = Non
         print(f"no usable records under {results}", file=sys.stderr)
         return 1, [], []
     jobs = default_jobs() if jobs is None else max(1, jobs)
-    analyses, figures, reused = process_all(df, out, jobs, use_cache)
+    keys: dict[str, str | None] = {}
+    analyses, figures, reused = process_all(df, out, jobs, use_cache, keys=keys)
     for a in analyses:
         if not quiet:
             shown = [p for p in figures[a.study] if p.suffix == ".png"]
             again = " (unchanged: figures kept)" if a.study in reused else ""
             print(f"{a.study}: {a.n_records} records -> {len(shown)} figures in {out / a.study}{again}")
-    from loaderbench.analysis.claims import claims_table, write_claims
-
-    table = claims_table(df, known_claims(analyses))  # once, for the report and for claims.csv / claims.md
-    sections = build_report(analyses, figures, df, load, results, out, claims_table=table)
-    report = write_report(sections, out)
-    claims = write_claims(df, out, table=table)
+    key = report_key(keys, df, load, results, out) if use_cache else None
+    files, kept = report_all(analyses, figures, df, load, results, out, key, reused=len(reused) == len(analyses))
     if not quiet:
-        print(f"report: {report[0]} (self-contained) and {report[1]}; claims: {claims[0]}")
-    return 0, analyses, report
+        again = " (unchanged: kept)" if kept else ""
+        print(f"report: {files[0]} (self-contained) and {files[1]}; claims: {files[2]}{again}")
+    return 0, analyses, files[:2]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -193,10 +193,11 @@ def load_records(
         # a file is a hit when the cache has a row of its path, size and mtime: one join each way, no per-row Python
         stamp = ["path", "_size", "_mtime_ns"]
         hit = (listing.merge(cached[stamp], on=stamp, how="left", indicator=True)["_merge"] == "both").to_numpy()
-        kept = cached[stamp].merge(listing, on=stamp, how="left", indicator=True)["_merge"] == "both"
-        keep = cached[kept.to_numpy()]
+        kept = (cached[stamp].merge(listing, on=stamp, how="left", indicator=True)["_merge"] == "both").to_numpy()
+        stale = not kept.all()
+        keep = cached[kept] if stale else cached  # no copy of a table that holds every row it had
+        del cached  # at 100,000 records each copy of the table is a third of a GiB: hold as few at once as can be
         todo = [files[i] for i in range(len(files)) if not hit[i]]
-        stale = len(keep) != len(cached)
     else:
         keep = None
         todo = files
@@ -209,8 +210,11 @@ def load_records(
     report.parsed = len(new)
 
     parts = [p for p in (keep, new) if p is not None and not p.empty]
+    del keep, new
     df = pd.concat(parts, ignore_index=True) if len(parts) > 1 else (parts[0] if parts else pd.DataFrame())
-    if len(parts) > 1:
+    merged = len(parts) > 1
+    del parts
+    if merged:
         df = df.sort_values("path", kind="stable", ignore_index=True)
     report.loaded = len(df)
     # Files that were skipped are parsed again next time (they may have been completed since).
