@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 from loaderbench.analysis.draw_all import STUDY_CACHE, process_all
@@ -143,3 +144,49 @@ def test_the_report_is_kept_only_while_nothing_it_shows_changed(tmp_path):
     path = sorted((root / "b").glob("*.json"))[0]
     path.write_text(path.read_text().replace('"samples_per_s": ', '"samples_per_s": 1', 1))
     assert again()[0] != fourth[0]
+
+
+def test_a_studys_report_sections_are_made_again_only_when_what_they_show_changed(tmp_path, monkeypatch):
+    """The report's sections of a study whose records, files and folders did not change are read back from its
+    folder; the changed study's are made again, as are every study's when the results folder is named otherwise;
+    and the report is the one made from nothing."""
+    import shutil
+
+    from loaderbench.analysis import report
+    from loaderbench.analysis.draw_all import SECTIONS_CACHE, run
+
+    root, out = tmp_path / "r", tmp_path / "f"
+    _two_studies(root)
+    made: list[str] = []
+    real = report.study_sections
+
+    def counted(a, *args, **kw):
+        made.append(a.study)
+        return real(a, *args, **kw)
+
+    monkeypatch.setattr(report, "study_sections", counted)
+
+    def again(results: Path = root) -> list[str]:
+        made.clear()
+        assert run(results, out, jobs=1, quiet=True)[0] == 0
+        return sorted(made)
+
+    def page() -> str:  # the report less the time it was generated
+        return re.sub(r"Generated [^)]*? from", "", (out / "report.md").read_text())
+
+    assert again() == ["a", "b"] and (out / "a" / SECTIONS_CACHE).exists()
+    path = sorted((root / "b").glob("*.json"))[0]
+    path.write_text(path.read_text().replace('"samples_per_s": ', '"samples_per_s": 1', 1))
+    assert again() == ["b"]
+    kept = page()
+    for study in ("a", "b"):
+        (out / study / SECTIONS_CACHE).unlink()
+    (out / "report.md").unlink()
+    assert again() == ["a", "b"] and page() == kept  # the same report as one made from nothing
+    assert again() == []  # nothing changed: the report is kept whole
+    (out / "a" / SECTIONS_CACHE).write_bytes(b"torn")
+    (out / "report.md").unlink()
+    assert again() == ["a"]  # the report written again: a torn file is never trusted
+    moved = tmp_path / "moved"
+    shutil.copytree(root, moved)
+    assert again(moved) == ["a", "b"] and str(moved) in (out / "report.md").read_text()

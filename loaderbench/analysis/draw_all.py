@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import hashlib
 import json
 import os
@@ -93,7 +94,10 @@ PARTS = (
 #: forks, so that a task names a study (and a part) instead of carrying the study's rows through a pipe, and the
 #: rows are not copied per study in this process.
 _SHARED: dict = {}
-_ROWS: dict = {}  # per process: the rows of each study it has worked on
+_ROWS: dict = {}  # per process: the rows of the studies it worked on last
+#: Studies whose rows a process keeps: tasks come study by study, so the one before is the most ever asked for again,
+#: and each study's rows kept would be a copy of its share of the table (a worker that kept all of them grew by half).
+_ROWS_KEPT = 2
 
 
 def _rows(study: str) -> pd.DataFrame:
@@ -101,9 +105,13 @@ def _rows(study: str) -> pd.DataFrame:
     if _ROWS.get("of") is not df:
         _ROWS.clear()
         _ROWS["of"] = df
-    if study not in _ROWS:
-        _ROWS[study] = df[df["study"] == study]
-    return _ROWS[study]
+    rows = _ROWS.pop(study, None)
+    if rows is None:
+        rows = df[df["study"] == study]
+    _ROWS[study] = rows  # the newest last
+    while len(_ROWS) > _ROWS_KEPT + 1:  # "of" stays first
+        del _ROWS[next(k for k in _ROWS if k != "of")]
+    return rows
 
 
 def _analyze(study: str):
@@ -146,8 +154,14 @@ def _map(fn, tasks: list, jobs: int, **shared) -> list:
     _SHARED.update(shared)
     try:
         if jobs > 1 and len(tasks) > 1:
-            with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=_fork()) as pool:
-                return list(pool.map(fn, tasks))
+            # the objects that exist now are left out of the workers' garbage collections, which would otherwise
+            # touch (and copy) every page of this process's heap that holds one
+            gc.freeze()
+            try:
+                with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=_fork()) as pool:
+                    return list(pool.map(fn, tasks))
+            finally:
+                gc.unfreeze()
         return [fn(t) for t in tasks]
     finally:
         _SHARED.clear()
@@ -270,17 +284,13 @@ def save_study_cache(folder: Path, key: str | None, a, paths: list[Path]) -> Non
     (study_key)."""
     if key is None:
         return
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".{STUDY_CACHE}.{os.getpid()}.tmp"
     try:
         files = {str(p): _file_digest(Path(p)) for p in paths}
-        # without its rows: only the figures read them, and those are drawn (a tenth of the bytes to read back)
-        kept = dataclasses.replace(a, rows=a.rows.iloc[0:0])
-        with open(tmp, "wb") as fh:
-            pickle.dump({"key": key, "analysis": kept, "files": files}, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, folder / STUDY_CACHE)
-    except Exception:  # noqa: BLE001 - the cache is an optimisation
-        tmp.unlink(missing_ok=True)
+    except OSError:  # a file gone already: nothing to remember
+        return
+    # without its rows: only the figures read them, and those are drawn (a tenth of the bytes to read back)
+    kept = dataclasses.replace(a, rows=a.rows.iloc[0:0])
+    _save_pickle(folder / STUDY_CACHE, {"key": key, "analysis": kept, "files": files})
 
 
 def process_all(df: pd.DataFrame, out: Path, jobs: int = 1, use_cache: bool = True, keys: dict | None = None):
@@ -351,6 +361,59 @@ def _report_current(out: Path, key: str | None) -> list[Path] | None:
         return None
 
 
+SECTIONS_CACHE = ".report-sections.pkl"
+
+
+def _sections_key(study_key: str | None, files: list[Path], results: Path, out: Path) -> str | None:
+    """Fingerprint of what one study's report sections show: its records and the code (its key), the files drawn
+    for it (a figure that could not be drawn is missing, and noted) and the folders its commands name."""
+    if study_key is None:
+        return None
+    parts = (study_key, str(results), str(out), *map(str, files))
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
+
+
+def study_sections_kept(
+    analyses: list, figures: dict, df: pd.DataFrame, results: Path, out: Path, study_keys: dict
+) -> dict[str, list]:
+    """The report sections of each study (loaderbench.analysis.report.study_sections): read back from the study's
+    folder where they were written for the same _sections_key, made and written there otherwise. A study changed
+    among many then costs the report its own sections only."""
+    from loaderbench.analysis.report import study_sections
+
+    made: dict[str, list] = {}
+    for a in analyses:
+        files = figures.get(a.study, [])
+        key = _sections_key(study_keys.get(a.study), files, results, out)
+        path = out / a.study / SECTIONS_CACHE
+        try:
+            with open(path, "rb") as fh:
+                saved = pickle.load(fh)
+            if key is not None and saved.get("key") == key:
+                made[a.study] = saved["sections"]
+                continue
+        except Exception:  # noqa: BLE001 - missing, torn or from another version: made again
+            pass
+        made[a.study] = study_sections(a, files, df[df["study"] == a.study], results, out)
+        _save_pickle(path, {"key": key, "sections": made[a.study]} if key is not None else None)
+    return made
+
+
+def _save_pickle(path: Path, value) -> None:
+    """`value` pickled to `path` atomically (None: `path` removed); a failure leaves no partial file."""
+    if value is None:
+        path.unlink(missing_ok=True)
+        return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as fh:
+            pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+    except Exception:  # noqa: BLE001 - a cache: the report is written all the same
+        tmp.unlink(missing_ok=True)
+
+
 def report_all(
     analyses: list,
     figures: dict,
@@ -360,10 +423,13 @@ def report_all(
     out: Path,
     key: str | None,
     reused: bool = True,
+    study_keys: dict | None = None,
 ) -> tuple[list[Path], bool]:
     """The claims table (once), the report (HTML and Markdown) and claims.csv / claims.md: ([report.html, report.md,
     claims.csv, claims.md], kept). Kept as they are when every study came from its cache (`reused`: none was drawn
-    again, e.g. for a damaged figure) and they were written for `key` (report_key) and are intact."""
+    again, e.g. for a damaged figure) and they were written for `key` (report_key) and are intact. Otherwise
+    written again, with the sections of each study whose key is in `study_keys` (study_key) taken from the last
+    report where nothing they show changed (study_sections_kept)."""
     kept = _report_current(out, key) if reused else None
     if kept is not None:
         return kept, True
@@ -371,7 +437,8 @@ def report_all(
     from loaderbench.analysis.report import build_report, write_report
 
     table = claims_table(df, known_claims(analyses))  # once, for the report and for claims.csv / claims.md
-    files = write_report(build_report(analyses, figures, df, load, results, out, claims_table=table), out)
+    studies = study_sections_kept(analyses, figures, df, results, out, study_keys or {})
+    files = write_report(build_report(analyses, figures, df, load, results, out, table, studies), out)
     files += write_claims(df, out, table=table)
     cache = out / REPORT_CACHE
     if key is None:
@@ -401,7 +468,9 @@ def run(results: Path, out: Path, use_cache: bool = True, jobs: int | None = Non
             again = " (unchanged: figures kept)" if a.study in reused else ""
             print(f"{a.study}: {a.n_records} records -> {len(shown)} figures in {out / a.study}{again}")
     key = report_key(keys, df, load, results, out) if use_cache else None
-    files, kept = report_all(analyses, figures, df, load, results, out, key, reused=len(reused) == len(analyses))
+    files, kept = report_all(
+        analyses, figures, df, load, results, out, key, reused=len(reused) == len(analyses), study_keys=keys
+    )
     if not quiet:
         again = " (unchanged: kept)" if kept else ""
         print(f"report: {files[0]} (self-contained) and {files[1]}; claims: {files[2]}{again}")

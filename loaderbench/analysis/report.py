@@ -529,12 +529,16 @@ def build_report(
     results: Path,
     out: Path,
     claims_table: pd.DataFrame | None = None,
+    studies: dict[str, list[Section]] | None = None,
 ) -> list[Section]:
     """The report's sections; `claims_table` (loaderbench.analysis.claims.claims_table(df)) is computed here when not
-    given."""
+    given, as are the sections of each study that `studies` (study_sections, by study) does not hold."""
     sections = [_head(analyses, df, load, results)]
     for a in analyses:
-        sections += study_sections(a, figures.get(a.study, []), df[df["study"] == a.study], results, out)
+        if studies is not None and a.study in studies:
+            sections += studies[a.study]
+        else:
+            sections += study_sections(a, figures.get(a.study, []), df[df["study"] == a.study], results, out)
     sections.append(_claims(df, claims_table))
     if load.skipped:
         sections.append(_skipped(load))

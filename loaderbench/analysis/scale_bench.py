@@ -64,6 +64,15 @@ class _Stage:
         self.res[f"{self.name}_cpu_s"] = _cpu() - self.c
 
 
+def _fresh() -> None:
+    """Between stages: what the last stage freed, collected and handed back, as a new `make figures` process would
+    start without it."""
+    from loaderbench.processes import trim_memory
+
+    gc.collect()
+    trim_memory()
+
+
 def _maxrss_bytes(who: int) -> int:
     return resource.getrusage(who).ru_maxrss * 1024  # KiB on Linux
 
@@ -100,7 +109,9 @@ def bench(n: int, folder: Path, seed: int = 0, jobs: int | None = None, figures:
 
     def report(analyses, figs, df, load, keys: dict, reused: list) -> tuple[list[Path], bool]:  # as draw_all.run
         key = report_key(keys, df, load, folder, out)
-        return report_all(analyses, figs, df, load, folder, out, key, reused=len(reused) == len(analyses))
+        return report_all(
+            analyses, figs, df, load, folder, out, key, reused=len(reused) == len(analyses), study_keys=keys
+        )
 
     jobs = default_jobs() if jobs is None else jobs
     written, gen_s = _ensure_records(folder, n, seed)
@@ -112,7 +123,7 @@ def bench(n: int, folder: Path, seed: int = 0, jobs: int | None = None, figures:
         df, load = load_records(folder, workers=jobs)
     res["parsed"] = load.parsed
     del df, load  # each stage loads as `make figures` would, without the last one's table beside it
-    gc.collect()
+    _fresh()
     with _Stage(res, "cached_load"):
         df, load = load_records(folder, workers=jobs)
     res["parsed_when_cached"] = load.parsed
@@ -138,7 +149,7 @@ def bench(n: int, folder: Path, seed: int = 0, jobs: int | None = None, figures:
     for a in analyses:
         save_study_cache(out / a.study, cold_keys[a.study], a, figs[a.study])
     del df, load, analyses, figs
-    gc.collect()
+    _fresh()
     with _Stage(res, "unchanged_rerun"):
         df, load = load_records(folder, workers=jobs)
         keys: dict = {}
@@ -152,7 +163,7 @@ def bench(n: int, folder: Path, seed: int = 0, jobs: int | None = None, figures:
     # one record of one study changed: that study alone is analysed and drawn again
     changed, before = _change_one_record(folder, sorted(df["study"].unique())[-1])
     del df, load, analyses, figs
-    gc.collect()
+    _fresh()
     try:
         with _Stage(res, "one_study_changed"):
             df, load = load_records(folder, workers=jobs)

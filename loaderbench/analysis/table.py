@@ -8,8 +8,8 @@ loaderbench.schema.record.record_problem); this module reads files, caches and h
 Speed (100,000 records, see `python -m loaderbench.analysis.scale_bench`): the Parquet cache is matched to the
 files by path, size and mtime as whole columns (no per-row Python), so a warm load costs one
 directory scan plus one Parquet read; records that are new or changed are parsed in a process pool
-when there are many, and their per-batch `raw` times (half of each file, never used here) are cut
-out of the text before parsing.
+when there are many (each worker tabulates its share, and asks the kernel for the next files while it parses),
+and their per-batch `raw` times (half of each file, never used here) are cut out of the text before parsing.
 
 The helpers at the end are how every reader of the table takes its rows and values: `ok_rows` / `ok_mask`
 (the rows that carry metrics), `col` (a column or a default), `is_true` and `plain` (values as they come back
@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from loaderbench.processes import trim_memory
 from loaderbench.schema.axes import AXES
 from loaderbench.schema.record import OK, record_problem  # the record's one definition (pure Python, no torch)
 from loaderbench.schema.record_row import flatten  # a record as a row, its columns declared with the metrics
@@ -43,6 +44,9 @@ AXIS_COLUMNS = list(AXES)
 
 # Below this many records to parse, a process pool costs more than it saves.
 _POOL_MIN = 2000
+# Records whose files are opened and asked for ahead of their parsing (at most one lot's descriptors are open at once).
+_READ_AHEAD = 128
+_FADVISE = hasattr(os, "posix_fadvise")
 
 
 @dataclass
@@ -66,10 +70,41 @@ def _without_raw(text: str) -> str:
     return text[:i] + '"raw": null' + text[j + 1 :] if j > 0 else text
 
 
-def _parse(path: str, size: int, mtime_ns: int) -> tuple[dict | None, str | None]:
+def _open_ahead(paths: list[str]) -> list[int | OSError]:
+    """A descriptor of each of `paths` (or why it did not open), the kernel asked to start reading each file into
+    the page cache without waiting for it."""
+    fds: list[int | OSError] = []
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError as exc:
+            fds.append(exc)
+            continue
+        fds.append(fd)
+        if _FADVISE:
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+            except OSError:
+                pass  # only a hint
+    return fds
+
+
+def _read(fd: int | OSError) -> bytes | OSError:
+    """The whole file behind `fd` (closed after), or why it could not be read."""
+    if isinstance(fd, OSError):
+        return fd
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
+        with open(fd, "rb") as fh:
+            return fh.read()
+    except OSError as exc:
+        return exc
+
+
+def _parse(path: str, size: int, mtime_ns: int, data: bytes | OSError) -> tuple[dict | None, str | None]:
+    """One record's row from its file's bytes (`data`, or why they could not be read), or why it is skipped."""
+    try:
+        if isinstance(data, OSError):
+            raise data
         text = data.decode()
     except (OSError, UnicodeDecodeError) as exc:
         return None, f"unreadable ({type(exc).__name__})"
@@ -93,13 +128,21 @@ def _parse(path: str, size: int, mtime_ns: int) -> tuple[dict | None, str | None
 
 
 def _parse_many(items: list[tuple[str, int, int]]) -> tuple[list[dict], list[tuple[str, str]]]:
+    """Rows of `items`. The files of the next _READ_AHEAD are opened and asked for before this lot is parsed: a
+    file not in the page cache (records written weeks ago, a network file system) costs a round trip to the disk or
+    server, and one at a time those round trips added up to more than the parsing."""
     rows, skipped = [], []
-    for path, size, mtime in items:
-        row, why = _parse(path, size, mtime)
-        if row is None:
-            skipped.append((path, why))
-        else:
-            rows.append(row)
+    lots = [items[i : i + _READ_AHEAD] for i in range(0, len(items), _READ_AHEAD)]
+    ahead = _open_ahead([path for path, _, _ in lots[0]]) if lots else []
+    for i, lot in enumerate(lots):
+        datas = [_read(fd) for fd in ahead]  # every descriptor closed before anything can go wrong in parsing
+        ahead = _open_ahead([path for path, _, _ in lots[i + 1]]) if i + 1 < len(lots) else []
+        for (path, size, mtime), data in zip(lot, datas):
+            row, why = _parse(path, size, mtime, data)
+            if row is None:
+                skipped.append((path, why))
+            else:
+                rows.append(row)
     return rows, skipped
 
 
@@ -107,16 +150,22 @@ def _rows_frame(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame.from_records(rows) if rows else pd.DataFrame()
 
 
+def _parse_frame(items: list[tuple[str, int, int]]) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
+    """`items` parsed into one frame, in the worker: a frame crosses the pipe as a few arrays per column, where the
+    rows as dicts would cost the parent as much to unpickle and tabulate as the worker spent parsing them."""
+    rows, skipped = _parse_many(items)
+    return _rows_frame(rows), skipped
+
+
 def _parse_pool(items: list[tuple[str, int, int]], workers: int) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
     if workers <= 1 or len(items) < _POOL_MIN:
-        rows, skipped = _parse_many(items)
-        return _rows_frame(rows), skipped
+        return _parse_frame(items)
     chunk = max(500, len(items) // (workers * 4))
     parts = [items[i : i + chunk] for i in range(0, len(items), chunk)]
     frames, skipped = [], []
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        for rows, sk in pool.map(_parse_many, parts):
-            frames.append(_rows_frame(rows))
+        for frame, sk in pool.map(_parse_frame, parts):
+            frames.append(frame)
             skipped += sk
     frames = [f for f in frames if not f.empty]
     return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), skipped
@@ -211,6 +260,8 @@ def load_records(
 
     parts = [p for p in (keep, new) if p is not None and not p.empty]
     del keep, new
+    if report.parsed >= _POOL_MIN:
+        trim_memory()  # what the parsing and the workers' frames took, freed: given back before the table is built
     df = pd.concat(parts, ignore_index=True) if len(parts) > 1 else (parts[0] if parts else pd.DataFrame())
     merged = len(parts) > 1
     del parts

@@ -189,7 +189,7 @@ def throughput_axis(ax) -> None:
 
 def workers_axis(ax, ns) -> None:
     """num_workers on x: linear for short sweeps, log2-like (0 kept) when the sweep spans 16x or more."""
-    ns = sorted({float(n) for n in ns if np.isfinite(n)})
+    ns = [float(n) for n in np.unique(np.asarray(ns, dtype=float)) if np.isfinite(n)]  # distinct first: ns is rows
     pos = [n for n in ns if n > 0]
     if pos and max(pos) / min(pos) >= 16:
         ax.set_xscale("symlog", base=2, linthresh=1, linscale=0.4)
