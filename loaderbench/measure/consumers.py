@@ -50,6 +50,12 @@ def build_model(name: str):
     raise ValueError(f"unknown model {name!r}")
 
 
+def busy_metrics(step_s: list[float], steps: list[int], window_s: float) -> dict:
+    """A consumer timed on the host: its time in the measured `steps` and the share of the window that fills."""
+    busy = sum(step_s[i] for i in steps)
+    return {"accelerator_busy_fraction": busy / window_s if window_s > 0 else None, "compute_s": busy}
+
+
 class SimulatedConsumer:
     """step_ms of sleep or busy CPU per batch; its 'compute' is that step, labelled simulated."""
 
@@ -73,12 +79,7 @@ class SimulatedConsumer:
 
     def metrics(self, steps: list[int], window_s: float) -> dict:
         """`steps`: indices of the measured steps (loaderbench.measure.loop.measured_steps)."""
-        busy = sum(self.step_s[i] for i in steps)
-        return {
-            "consumer": self.kind,
-            "accelerator_busy_fraction": busy / window_s if window_s > 0 else None,
-            "compute_s": busy,
-        }
+        return {"consumer": self.kind, **busy_metrics(self.step_s, steps, window_s)}
 
 
 class ModelConsumer:
@@ -151,8 +152,7 @@ class ModelConsumer:
         torch = self.torch
         out: dict[str, Any] = {"consumer": self.kind, "model": self.model_name, "device": str(self.device)}
         if not self.cuda:
-            busy = sum(self.step_s[i] for i in steps)
-            out.update(accelerator_busy_fraction=busy / window_s if window_s > 0 else None, compute_s=busy)
+            out.update(busy_metrics(self.step_s, steps, window_s))
             return out
         torch.cuda.synchronize()
         ref = self.ref

@@ -150,11 +150,11 @@ class DdpStep:
         self.grad_local, self.grad_reduced = local, float(flat.double().abs().sum())
 
     def metrics(self, steps: list[int], window_s: float) -> dict:
-        busy = sum(self.step_s[i] for i in steps)
+        from loaderbench.measure.consumers import busy_metrics
+
         return {
             "consumer": self.kind,
-            "accelerator_busy_fraction": busy / window_s if window_s > 0 else None,
-            "compute_s": busy,
+            **busy_metrics(self.step_s, steps, window_s),
             "model": self.model_name,
             "device": str(self.device),
         }

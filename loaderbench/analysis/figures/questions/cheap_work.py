@@ -10,7 +10,13 @@ import pandas as pd
 import seaborn as sns
 
 from loaderbench.analysis.claims.cheap_work import OPEN, WORKERS, ZERO, crossovers, size_text
-from loaderbench.analysis.figures.questions.shared import NothingToDraw, claims_header, drawable, save_with_note
+from loaderbench.analysis.figures.questions.shared import (
+    NothingToDraw,
+    claims_header,
+    drawable,
+    legend_above,
+    save_with_note,
+)
 
 #: how each cost's state is marked: (marker, colour index, legend label)
 STATES = {
@@ -61,15 +67,7 @@ def crossover_by_sample_size(df: pd.DataFrame, study: str, out: Path) -> list[Pa
         ax.set_title(f"{n_cores} core{'s' if n_cores != 1 else ''}")
         sns.despine(ax=ax)
     fig.tight_layout()
-    leg = fig.legend(
-        list(handles.values()),
-        list(handles),
-        loc="lower center",
-        bbox_to_anchor=(0.5, 1.0),
-        ncol=2,
-        frameon=False,
-        fontsize=8,
-    )
+    leg = legend_above(fig, list(handles.values()), list(handles), ncol=2)
     claims_header(
         fig, f"Where num_workers = 0 wins: cheap work on data in memory ({study})", df, study, "cheap-work", legend=leg
     )

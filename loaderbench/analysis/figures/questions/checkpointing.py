@@ -11,7 +11,13 @@ import pandas as pd
 import seaborn as sns
 
 from loaderbench.analysis.claims.checkpointing import resume_rows, throughput_rows
-from loaderbench.analysis.figures.questions.shared import NothingToDraw, claims_header, drawable, save_with_note
+from loaderbench.analysis.figures.questions.shared import (
+    NothingToDraw,
+    claims_header,
+    drawable,
+    legend_above,
+    save_with_note,
+)
 from loaderbench.analysis.table import ok_rows
 
 
@@ -82,7 +88,7 @@ def snapshot_cost_against_replay(df: pd.DataFrame, study: str, out: Path) -> lis
         sns.despine(ax=ax)
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.tight_layout()
-    leg = fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=4, frameon=False, fontsize=8)
+    leg = legend_above(fig, handles, labels, ncol=4)
     claims_header(
         fig, f"Which snapshot_every_n_steps? Cost against replay ({study})", df, study, "checkpointing", legend=leg
     )

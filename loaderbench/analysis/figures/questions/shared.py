@@ -125,7 +125,6 @@ def claims_header(
     # tight_layout, not constrained layout: this header goes above y = 1 and style.save grows the canvas to
     # hold it (and the footer under the axes).
     fig.tight_layout()
-    fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     y = 1.0
     if legend is not None:
@@ -143,6 +142,11 @@ def legend_top(fig, ax, title: str | None = None, ncol: int = 6):
         ax.get_legend().remove()
     if not handles:
         return None
+    return legend_above(fig, handles, labels, ncol, title)
+
+
+def legend_above(fig, handles: list, labels: list, ncol: int, title: str | None = None):
+    """A figure legend of `handles` just above the axes (claims_header stacks the header above it)."""
     return fig.legend(
         handles,
         labels,

@@ -11,7 +11,13 @@ import pandas as pd
 import seaborn as sns
 
 from loaderbench.analysis.claims.shm_size import SWEEPS, cell_states, leak_rows, sized_rows
-from loaderbench.analysis.figures.questions.shared import NothingToDraw, claims_header, legend_top, save_with_note
+from loaderbench.analysis.figures.questions.shared import (
+    NothingToDraw,
+    claims_header,
+    legend_above,
+    legend_top,
+    save_with_note,
+)
 from loaderbench.analysis.table import col
 
 LABELS = {"num_workers": "workers", "prefetch_factor": "prefetch_factor", "batch_size": "batch size"}
@@ -60,15 +66,7 @@ def shm_peak_by_setting(df: pd.DataFrame, study: str, out: Path) -> list[Path]:
     axes[0].set_ylabel("/dev/shm (MiB)")
     handles, labels = axes[0].get_legend_handles_labels()
     unique = dict(zip(labels, handles))
-    leg = fig.legend(
-        list(unique.values()),
-        list(unique),
-        loc="lower center",
-        bbox_to_anchor=(0.5, 1.0),
-        ncol=4,
-        frameon=False,
-        fontsize=8,
-    )
+    leg = legend_above(fig, list(unique.values()), list(unique), ncol=4)
     claims_header(
         fig, f"/dev/shm: what a setting uses and which sizes fail ({study})", df, study, "shm-size", legend=leg
     )

@@ -10,7 +10,13 @@ import pandas as pd
 import seaborn as sns
 
 from loaderbench.analysis.claims.threads import GIL_RELEASING, PURE_PYTHON
-from loaderbench.analysis.figures.questions.shared import NothingToDraw, claims_header, drawable, save_with_note
+from loaderbench.analysis.figures.questions.shared import (
+    NothingToDraw,
+    claims_header,
+    drawable,
+    legend_above,
+    save_with_note,
+)
 from loaderbench.analysis.table import col
 
 #: line style per worker kind; the main process (num_workers = 0) starts both lines
@@ -68,15 +74,7 @@ def thread_process_curves(df: pd.DataFrame, study: str, out: Path) -> list[Path]
         axes[r][0].set_xlabel("num_workers" if r == len(order) - 1 else "")
         axes[r][1].set_xlabel("num_workers" if r == len(order) - 1 else "")
     fig.tight_layout()
-    leg = fig.legend(
-        list(handles.values()),
-        list(handles),
-        loc="lower center",
-        bbox_to_anchor=(0.5, 1.0),
-        ncol=2,
-        frameon=False,
-        fontsize=8,
-    )
+    leg = legend_above(fig, list(handles.values()), list(handles), ncol=2)
     claims_header(fig, f"Threads or processes ({study})", df, study, "threads", legend=leg)
     return save_with_note(
         fig,
