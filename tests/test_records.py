@@ -92,6 +92,20 @@ def test_stale_cache_version_is_rebuilt(tmp_path):
     assert rep.parsed == 1 and df["samples_per_s"].tolist() == [100.0]
 
 
+def test_a_table_made_by_other_code_is_made_again(tmp_path, monkeypatch):
+    """The cache is kept only under the version of the code that makes its rows (the record's schema, the table
+    module, pandas and pyarrow): another version reads every record again."""
+    from loaderbench.analysis import table
+
+    put(tmp_path, record("a", 0, 100.0))
+    put(tmp_path, record("a", 1, 101.0))
+    assert load_records(tmp_path)[1].parsed == 2
+    assert load_records(tmp_path)[1].parsed == 0
+    monkeypatch.setattr(table, "table_version", lambda: "other code")
+    assert load_records(tmp_path)[1].parsed == 2
+    assert load_records(tmp_path)[1].parsed == 0
+
+
 def test_raw_times_are_skipped_but_everything_else_is_read(tmp_path):
     rec = record("a", 0, 123.0)
     rec["raw"] = {"t_iter": [0.0], "got": [[0.1, 0.2]], "done": [[0.11, 0.21]]}

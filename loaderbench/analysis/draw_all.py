@@ -20,11 +20,11 @@ import sys
 import traceback
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from functools import lru_cache
 from pathlib import Path
 
 import pandas as pd
 
+from loaderbench.analysis.code_version import code_version
 from loaderbench.analysis.table import col, load_records
 
 
@@ -222,17 +222,6 @@ def draw_all(
 # ---- per-study cache: a study whose records (and this code) did not change is not analysed or drawn again
 
 STUDY_CACHE = ".analysis-cache.pkl"
-
-
-@lru_cache(maxsize=1)
-def code_version() -> str:
-    """Hash of the analysis package's source: any change to it redraws everything."""
-    h = hashlib.sha256()
-    root = Path(__file__).resolve().parent
-    for p in sorted(root.rglob("*.py")):
-        h.update(p.relative_to(root).as_posix().encode())
-        h.update(p.read_bytes())
-    return h.hexdigest()
 
 
 def study_key(rows: pd.DataFrame) -> str | None:

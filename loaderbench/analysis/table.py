@@ -6,8 +6,9 @@ holds, and which records are usable, is the record's own definition (loaderbench
 loaderbench.schema.record.record_problem); this module reads files, caches and helps readers of the table.
 
 Speed (100,000 records, see `python -m loaderbench.analysis.scale_bench`): the Parquet cache is matched to the
-files by path, size and mtime as whole columns (no per-row Python), so a warm load costs one
-directory scan plus one Parquet read; records that are new or changed are parsed in a process pool
+files by path, size and mtime as whole columns (no per-row Python), and is kept only while the code that makes its
+rows is the same (`code_version.table_version`: the record's schema, this module, pandas and pyarrow), so a warm
+load costs one directory scan plus one Parquet read; records that are new or changed are parsed in a process pool
 when there are many (each worker tabulates its share, and asks the kernel for the next files while it parses),
 and their per-batch `raw` times (half of each file, never used here) are cut out of the text before parsing.
 
@@ -29,14 +30,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from loaderbench.analysis.code_version import table_version
 from loaderbench.processes import trim_memory
 from loaderbench.schema.axes import AXES
 from loaderbench.schema.record import OK, record_problem  # the record's one definition (pure Python, no torch)
 from loaderbench.schema.record_row import flatten  # a record as a row, its columns declared with the metrics
 
 CACHE_NAME = ".records-cache.parquet"
-#: Bump when `flatten` changes what it writes, so caches written by older code are rebuilt.
-CACHE_VERSION = "9"
 
 #: Config columns that are axes of a study (the user's vocabulary, see loaderbench/schema/axes.py); `jpeg_stage`
 #: ("full" | "decode") marks the decode-only reference cells when a study has them.
@@ -206,7 +206,7 @@ def _read_cache(cache_path: Path) -> pd.DataFrame | None:
         return None
     if not {"path", "_size", "_mtime_ns", "_cache_version"} <= set(old.columns):
         return None
-    if (old["_cache_version"] != CACHE_VERSION).any():
+    if (old["_cache_version"] != table_version()).any():  # written by other code: every record is read again
         return None
     return old.drop(columns=["_cache_version"])
 
@@ -214,7 +214,7 @@ def _read_cache(cache_path: Path) -> pd.DataFrame | None:
 def _write_cache(df: pd.DataFrame, cache_path: Path) -> None:
     tmp = cache_path.with_name(f".{cache_path.name}.{os.getpid()}.tmp")
     try:
-        df.assign(_cache_version=CACHE_VERSION).to_parquet(tmp, index=False)
+        df.assign(_cache_version=table_version()).to_parquet(tmp, index=False)
         os.replace(tmp, cache_path)
     except Exception:  # noqa: BLE001 - the cache is an optimisation: any failure to write it leaves no partial file
         try:
