@@ -709,3 +709,49 @@ def ckpt_table(rate=ckpt_rate, reps=3, replay=None, exactly_once=True, spread=SP
         metrics = {"samples_per_s": rate("cpu", 2, nw, n) * jitter(r, spread), "resume": resume}
         out.append(rec("checkpointing", cfg, metrics, r))
     return table(out)
+
+
+CUDA_FORK_ERROR = {
+    "kind": "cuda_after_fork",
+    "message": "CUDA was initialized in the cell process before its DataLoader workers were forked, and in DataLoader "
+    'worker 0 used CUDA, which a forked child cannot: use start_method = "spawn" or "forkserver", or keep CUDA out '
+    "of the workers (torch.AcceleratorError: CUDA error: initialization error)",
+}
+
+
+def gpu_decode_table(forked_fail=True, spawned_ok=True, reps=3, spread=SPREAD) -> pd.DataFrame:
+    """gpu-decode cells on 16 cores, ResNet-50 on the GPU: torchvision in 0/2/4 forked workers, nvjpeg in the cell
+    process and in 2 forked and 2 spawned workers; the forked nvjpeg cells fail (`forked_fail`) with CUDA in a
+    forked worker, the spawned ones run (`spawned_ok`)."""
+    cells = [("torchvision", w, "fork") for w in (0, 2, 4)] + [("nvjpeg", 0, "fork")]
+    cells += [("nvjpeg", 2, "fork"), ("nvjpeg", 2, "spawn")]
+    out = []
+    for (decoder, w, method), r in itertools.product(cells, range(reps)):
+        cfg = {"workload": "jpeg", "model": "resnet50", "device": "cuda", "decoder": decoder, "num_workers": w}
+        cfg |= {"cores": 16, "batch_size": 64, "pin_memory": False, "start_method": method if w else None}
+        rate = (760.0 if w == 0 else 790.0) if decoder == "nvjpeg" else 320.0 * max(w, 1)
+        fails = (
+            decoder == "nvjpeg" and w and ((method == "fork") == forked_fail if method == "fork" else not spawned_ok)
+        )
+        metrics = {"samples_per_s": rate * jitter(r, spread), "consumer": "gpu"}
+        metrics["accelerator_busy_fraction"] = min(1.0, rate / 2000)
+        error = CUDA_FORK_ERROR if fails else None
+        out.append(rec("gpu-decode", cfg, metrics, r, status="failed" if fails else "ok", error=error))
+    return table(out)
+
+
+def gpu_batch_table(oom_at=(2048,), rate=None, reps=3, spread=SPREAD) -> pd.DataFrame:
+    """gpu-batch-size cells: ResNet-50 on the GPU at batch sizes 32-2048, samples/s `rate(size)`; the sizes in
+    `oom_at` fail with gpu_out_of_memory."""
+    rate = rate or (lambda bs: {32: 1650.0, 64: 2000.0, 128: 2140.0, 512: 2250.0, 2048: 2250.0}[bs])
+    out = []
+    for bs, r in itertools.product((32, 64, 128, 512, 2048), range(reps)):
+        cfg = {"workload": "jpeg", "model": "resnet50", "device": "cuda", "decoder": "nvjpeg", "num_workers": 0}
+        cfg |= {"cores": 16, "batch_size": bs, "pin_memory": False, "start_method": None}
+        metrics = {"samples_per_s": rate(bs) * jitter(r, spread), "consumer": "gpu", "accelerator_busy_fraction": 0.9}
+        oom = bs in oom_at
+        error = (
+            {"kind": "gpu_out_of_memory", "message": "the GPU ran out of memory in the cell process"} if oom else None
+        )
+        out.append(rec("gpu-batch-size", cfg, metrics, r, status="failed" if oom else "ok", error=error))
+    return table(out)

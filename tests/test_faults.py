@@ -557,6 +557,49 @@ def test_classification_of_resource_errors():
     assert classify_exception(ValueError("plain"))["kind"] == "error"
 
 
+# what a worker forked after its parent initialized CUDA raised on an H200 node (torch 2.11, torchvision 0.26), when
+# its dataset decoded on the GPU (results/reference/h200/gpu-decode), and what torch's own check says
+NVJPEG_IN_FORKED_WORKER = (
+    "Caught AcceleratorError in DataLoader worker process 0.\nOriginal Traceback (most recent call last):\n"
+    '  File "loaderbench/workloads/jpeg.py", line 43, in decode\n'
+    "    return decode_jpeg(read_file(path), mode=ImageReadMode.RGB, device=_device(decoder))\n"
+    "torch.AcceleratorError: CUDA error: initialization error\n"
+    "Search for `cudaErrorInitializationError' in https://docs.nvidia.com/cuda/cuda-runtime-api/"
+    "group__CUDART__TYPES.html for more information.\n"
+    "For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+)
+TORCH_IN_FORKED_WORKER = (
+    "Caught RuntimeError in DataLoader worker process 1.\nOriginal Traceback (most recent call last):\n"
+    "RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use "
+    "the 'spawn' start method\n"
+)
+
+
+def test_cuda_in_a_forked_worker_is_classified_with_the_start_methods_to_use():
+    from loaderbench.measure.failures import classify_exception
+
+    for text, worker in ((NVJPEG_IN_FORKED_WORKER, "worker 0"), (TORCH_IN_FORKED_WORKER, "worker 1")):
+        c = classify_exception(RuntimeError(text))
+        assert c["kind"] == "cuda_after_fork", c
+        assert worker in c["message"] and '"spawn"' in c["message"] and '"forkserver"' in c["message"]
+        assert "initialization error" in c["message"] or "re-initialize" in c["message"]
+    # the same CUDA error in the cell process is not a fork's
+    assert classify_exception(RuntimeError("CUDA error: initialization error"))["kind"] == "error"
+
+
+def test_gpu_out_of_memory_is_told_from_the_hosts():
+    from loaderbench.measure.failures import classify_exception
+
+    class OutOfMemoryError(RuntimeError):  # torch.cuda.OutOfMemoryError, by name: no CUDA needed here
+        pass
+
+    gpu = OutOfMemoryError("CUDA out of memory. Tried to allocate 1.53 GiB. GPU 0 has a total capacity of 139.80 GiB")
+    c = classify_exception(gpu)
+    assert c["kind"] == "gpu_out_of_memory" and "batch_size" in c["message"] and "1.53 GiB" in c["message"]
+    host = RuntimeError("Caught MemoryError in DataLoader worker process 0.\nOriginal Traceback:\nMemoryError")
+    assert classify_exception(host)["kind"] == "out_of_memory"
+
+
 def test_every_kind_is_documented():
     """docs/troubleshooting.md's table of fault kinds names exactly the kinds a record can carry, each with what
     happened and what to do."""

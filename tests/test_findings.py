@@ -97,7 +97,7 @@ def test_a_block_without_records_names_them_and_shows_no_numbers(tmp_path, capsy
     [
         ("<!-- begin findings: nosuch h100 -->\n<!-- end findings: nosuch -->", "unknown block 'nosuch'"),
         ("<!-- begin findings: h100-ladder h100 -->\n", "has no `<!-- end findings: h100-ladder -->`"),
-        ("<!-- begin findings: where h100 -->\n<!-- end findings: where -->", "takes 2 machine folder"),
+        ("<!-- begin findings: where h100 -->\n<!-- end findings: where -->", "takes 3 machine folder"),
         ("<!-- end findings: where -->", "closes no block"),
     ],
 )

@@ -24,6 +24,8 @@ from tests.question_records import (
     ckpt_table,
     cow_records,
     cow_table,
+    gpu_batch_table,
+    gpu_decode_table,
     gpu_rate,
     gpu_table,
     in_order_table,
@@ -62,6 +64,8 @@ TABLES = {
     "sharing-size": lambda: sharing_size_table(),
     "threads": lambda: threads_table(),
     "checkpointing": lambda: ckpt_table(),
+    "gpu-decode": lambda: gpu_decode_table(),
+    "gpu-batch-size": lambda: gpu_batch_table(),
 }
 
 
@@ -85,6 +89,8 @@ def test_one_figure_per_question_named_after_it():
         "cost_per_tensor_by_size",
         "thread_process_curves",
         "snapshot_cost_against_replay",
+        "decoding_on_the_gpu_against_cpu_workers",
+        "samples_by_batch_size_on_the_gpu",
     } == names
 
 

@@ -43,6 +43,7 @@ CLAIM_STUDIES = (
     "storage",
 )
 GPU_STUDIES = ("ladder", "gpu-feed")
+H200_STUDIES = ("gpu-decode", "gpu-batch-size")
 
 
 @dataclass(frozen=True)
@@ -164,16 +165,16 @@ def _repetitions(df: pd.DataFrame) -> str:
 
 
 def where(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
-    cpu, gpu = frames
-    both = numbered(decided(pd.concat([cpu, gpu], ignore_index=True)))
+    cpu, *gpus = frames
+    every = numbered(decided(pd.concat(frames, ignore_index=True)))
     noted = "; ".join(f"`{s}`: {n}" for s, n in sorted(notes[0].items())) or "–"
     rows = [
         ("machine", machine_line(cpu)),
         ("software", software_line(cpu)),
         ("repetitions", _repetitions(cpu)),
         ("conditions", noted),
-        ("claims", f"{len(both)} numbered claims, decided from the records of both machines: {counts_text(both)}"),
-        ("GPU node", f"{machine_line(gpu)}; {software_line(gpu)}"),
+        ("claims", f"{len(every)} numbered claims, decided from the records of every machine: {counts_text(every)}"),
+        *[("GPU node", f"{machine_line(gpu)}; {software_line(gpu)}") for gpu in gpus],
     ]
     return md_table(pd.DataFrame(rows, columns=["", " "]))
 
@@ -341,6 +342,8 @@ STUDY_METRICS: dict[str, list[Metric]] = {
     ],
     "storage": [SAMPLES],
     "batch-size": [SAMPLES],
+    "gpu-decode": [SAMPLES, Metric("accelerator_busy_fraction", "AU")],
+    "gpu-batch-size": [SAMPLES, Metric("accelerator_busy_fraction", "AU")],
 }
 
 
@@ -482,8 +485,8 @@ def h100_gpu_feed(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> st
 
 
 def all_claims(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
-    """The numbered claims, each with the verdict of its rows together, decided from the records of both
-    machines (their studies have different names, so no rule mixes them)."""
+    """The numbered claims, each with the verdict of its rows together, decided from the records of every
+    machine (their studies have different names, so no rule mixes them)."""
     index = numbered(decided(pd.concat(frames, ignore_index=True)))
     shown = pd.DataFrame(
         {
@@ -567,10 +570,11 @@ def checkpointing(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> st
 
 CPU = "the CPU machine"
 GPU = "the GPU node"
+H200 = "the H200 node"
 BLOCKS: dict[str, Block] = {
     b.name: b
     for b in [
-        Block("where", (("quick", *CLAIM_STUDIES), GPU_STUDIES), f"{CPU}, {GPU}", where),
+        Block("where", (("quick", *CLAIM_STUDIES), GPU_STUDIES, H200_STUDIES), f"{CPU}, {GPU}, {H200}", where),
         Block("quick-throughput", (("quick",),), CPU, quick_throughput),
         Block("quick-measures", (("quick",),), CPU, quick_measures),
         *[Block(s, ((s,),), CPU, study_block(s)) for s in CLAIM_STUDIES],
@@ -582,9 +586,11 @@ BLOCKS: dict[str, Block] = {
         Block("threads", (("threads",),), CPU, threads),
         Block("checkpointing", (("checkpointing",),), CPU, checkpointing),
         Block("oversubscription-ddp", (("oversubscription-ddp",),), CPU, study_block("oversubscription-ddp")),
-        Block("claims", ((), ()), f"{CPU}, {GPU}", all_claims),
+        Block("claims", ((), (), ()), f"{CPU}, {GPU}, {H200}", all_claims),
         Block("h100-ladder", (("ladder",),), GPU, h100_ladder),
         Block("h100-gpu-feed", (("gpu-feed",),), GPU, h100_gpu_feed),
+        Block("gpu-decode", (("gpu-decode",),), H200, study_block("gpu-decode")),
+        Block("gpu-batch-size", (("gpu-batch-size",),), H200, study_block("gpu-batch-size")),
         Block("study-times", ((),), "any machine", study_times),
     ]
 }

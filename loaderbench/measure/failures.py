@@ -23,6 +23,8 @@ KINDS = {
     "shm_setup": "the cell's own /dev/shm (shm_size_mb) could not be mounted (needs root or CAP_SYS_ADMIN)",
     "too_many_open_files": "file descriptors ran out (file_descriptor sharing holds one per shared tensor)",
     "out_of_memory": "the cell ran out of memory (its memory_limit_mb, or the machine's)",
+    "gpu_out_of_memory": "the GPU ran out of memory (the batch, the model and what the loader put there)",
+    "cuda_after_fork": "a DataLoader worker forked after CUDA was initialized used CUDA itself",
     "timeout": "the cell did not finish within the study's timeout_s",
     "cell_crashed": "the cell process itself died",
     "storage_unreachable": "the storage server refused, reset or dropped a connection (it stopped mid-cell)",
@@ -210,6 +212,12 @@ def _raised_in_dataset(exc: BaseException) -> bool:
     return False
 
 
+def _cuda_error(text: str) -> str:
+    """The line of `text` that names the CUDA error (the last line of the traceback is often only advice)."""
+    lines = [ln.strip() for ln in text.splitlines() if "cuda" in ln.lower() and "error:" in ln.lower()]
+    return lines[-1][:300] if lines else _original_error(text)
+
+
 def _original_error(text: str) -> str:
     """The last line of a worker's original traceback: the exception the dataset raised."""
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
@@ -241,6 +249,24 @@ def classify_exception(exc: BaseException, sharing_strategy: str | None = None) 
             "kind": "out_of_memory",
             "message": f"out of memory {where} ({_original_error(full)}): lower batch_size, num_workers or "
             f"prefetch_factor, or raise memory_limit_mb",
+        }
+    # torch's own check says so in words; a library calling CUDA directly in the child (torchvision's nvJPEG
+    # decoder) gets the CUDA runtime's initialization error instead
+    forked_cuda = "cannot re-initialize cuda in forked subprocess" in low or (
+        caught is not None and ("cuda error: initialization error" in low or "cudaerrorinitializationerror" in low)
+    )
+    if forked_cuda:
+        return {
+            "kind": "cuda_after_fork",
+            "message": f"CUDA was initialized in the cell process before its DataLoader workers were forked, and "
+            f'{where} used CUDA, which a forked child cannot: use start_method = "spawn" or "forkserver", or keep '
+            f"CUDA out of the workers ({_cuda_error(full)})",
+        }
+    if "cuda out of memory" in low or any(type(e).__name__ == "OutOfMemoryError" for e in chain):
+        return {
+            "kind": "gpu_out_of_memory",
+            "message": f"the GPU ran out of memory {where} ({_original_error(full)}): lower batch_size, or run a "
+            f"smaller model",
         }
     if "too many open files" in low or "errno 24" in low or "received 0 items of ancdata" in low:
         if sharing_strategy == "file_descriptor":

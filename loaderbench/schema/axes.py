@@ -168,7 +168,12 @@ class AxisValues:
         applies_to=("cpu",),
     )
     decoder: str | None = axis(
-        _choice(("pil", "torchvision")), "pil", "JPEG decoder", "pil or torchvision", applies_to=("jpeg", "shards")
+        _choice(("pil", "torchvision", "nvjpeg")),
+        "pil",
+        "JPEG decoder: PIL or torchvision (libjpeg-turbo) on the CPU, or nvjpeg on the GPU (torchvision.io.decode_jpeg "
+        "with device cuda) in whichever process loads the sample, whose batches are then already on the GPU",
+        "pil, torchvision or nvjpeg",
+        applies_to=("jpeg", "shards"),
     )
     sample_kb: float | None = axis(
         _float(0.001, 1_048_576),

@@ -68,6 +68,11 @@ def loader_problems(cells) -> list[str]:
                 "connection per loader process, which thread workers would share; allowed: "
                 'worker_method = "process" with storage = "http"'
             ] = None
+        if c.get("decoder") == "nvjpeg" and c.get("pin_memory"):
+            problems[
+                '[matrix] decoder = "nvjpeg" with pin_memory = true: its batches are decoded onto the GPU, and only '
+                'memory on the CPU can be pinned; allowed: pin_memory = false with decoder = "nvjpeg"'
+            ] = None
         if c.get("loader") != "nodes":
             continue
         if not has_torchdata():

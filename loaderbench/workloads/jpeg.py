@@ -1,8 +1,10 @@
 """Real image loading: read a JPEG, decode it, RandomResizedCrop(224), flip, to float tensor, normalize.
 
-The decoder is PIL (resize then runs in PIL, where pillow-simd helps) or torchvision.io.decode_jpeg
-(resize then runs on uint8 tensors in torch). With storage = "http" each file is fetched from the cell's
-server (loaderbench/storage) instead of read from disk.
+The decoder is PIL (resize then runs in PIL, where pillow-simd helps), torchvision.io.decode_jpeg on the CPU
+(resize then runs on uint8 tensors in torch), or nvjpeg: decode_jpeg on the GPU, the transform after it on the GPU
+too, in whichever process loads the sample (the cell process at num_workers = 0, else each worker), so the batch
+arrives on the GPU and the step copies nothing. With storage = "http" each file is fetched from the cell's server
+(loaderbench/storage) instead of read from disk.
 """
 
 from __future__ import annotations
@@ -38,7 +40,19 @@ def decode(path: str, decoder: str):
             return img.convert("RGB")
     from torchvision.io import ImageReadMode, decode_jpeg, read_file
 
-    return decode_jpeg(read_file(path), mode=ImageReadMode.RGB)
+    return decode_jpeg(read_file(path), mode=ImageReadMode.RGB, device=_device(decoder))
+
+
+def _device(decoder: str) -> str:
+    return "cuda" if decoder == "nvjpeg" else "cpu"
+
+
+def usable_decoder(cell: CellConfig) -> str:
+    """The cell's decoder; nvjpeg where no CUDA device is visible fails the cell with a message that says so."""
+    decoder = cell.decoder or "pil"
+    if decoder == "nvjpeg" and not torch.cuda.is_available():
+        raise RuntimeError('decoder = "nvjpeg" decodes on the GPU, and no CUDA device is visible in this cell')
+    return decoder
 
 
 def decode_bytes(data: bytes, decoder: str):
@@ -52,7 +66,8 @@ def decode_bytes(data: bytes, decoder: str):
             return img.convert("RGB")
     from torchvision.io import ImageReadMode, decode_jpeg
 
-    return decode_jpeg(torch.frombuffer(bytearray(data), dtype=torch.uint8), mode=ImageReadMode.RGB)
+    encoded = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    return decode_jpeg(encoded, mode=ImageReadMode.RGB, device=_device(decoder))
 
 
 def finish(image, stage: str, transform):
@@ -129,7 +144,7 @@ def build(cell: CellConfig, length: int, source: DataSource) -> JpegDataset:
     prepared = source.prepared
     if prepared is None:
         raise ValueError("the jpeg workload needs a prepared dataset")
-    decoder, stage = cell.decoder or "pil", cell.jpeg_stage or "full"
+    decoder, stage = usable_decoder(cell), cell.jpeg_stage or "full"
     if cell.storage == "http":
         from loaderbench.storage.client import HttpClient
 

@@ -17,7 +17,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 from loaderbench.schema.cell import CellConfig
 from loaderbench.storage.tar_shards import ShardSet, assigned, ensure_shards, read_samples
 from loaderbench.workloads import DataSource
-from loaderbench.workloads.jpeg import _transform, from_bytes
+from loaderbench.workloads.jpeg import _transform, from_bytes, usable_decoder
 
 if TYPE_CHECKING:
     from loaderbench.datasets.types import PreparedDataset
@@ -88,7 +88,7 @@ def build(cell: CellConfig, length: int, source: DataSource) -> ShardStream:
         cell.sharding or "split",
         source.rank,
         cell.ranks,
-        cell.decoder or "pil",
+        usable_decoder(cell),
         cell.jpeg_stage or "full",
         client,
     )

@@ -7,10 +7,10 @@ returns one of loaderbench.stats.verdicts.VERDICTS ("holds", "does not hold", "i
 constant of its question's module, printed into the rule's text.
 
 One module per question (start_method, cow_memory, persistence, sharing, ladder, gpu_feed, oversubscription,
-rng, in_order, storage, cheap_work, threads), with the rules some of them share out in modules of their own
-(worker_costs: first batch, context switches, sleep against CPU-bound curves, the I/O rules of thumb;
-step_overlap: loading beside a simulated step). `catalogue` numbers the claims the suite puts to the test
-(data); every rule carries the number it decides, and `claims_table` binds claims to the records that carry
+rng, in_order, storage, cheap_work, threads, gpu_decode, gpu_batch_size), with the rules some of them share out
+in modules of their own (worker_costs: first batch, context switches, sleep against CPU-bound curves, the I/O
+rules of thumb; step_overlap: loading beside a simulated step). `catalogue` numbers the claims the suite puts to
+the test (data); every rule carries the number it decides, and `claims_table` binds claims to the records that carry
 them and writes claims.csv / claims.md. The public names are importable from here. Columns a rule derives from
 the table that its figure shows too (start-method labels, ladder rungs, memory growth per worker...) live in
 loaderbench.analysis.derive.

@@ -79,7 +79,6 @@ CATALOGUE: tuple[SeedClaim, ...] = (
         "CUDA initialized before fork breaks forked workers",
         "R:37, 42",
         "G",
-        "a GPU node and a cell that initializes CUDA in the parent before forking its workers",
     ),
     SeedClaim(13, "the CPU-bound optimum is about the physical cores (or one fewer)", "R:57, 152; P:35", "C"),
     SeedClaim(14, "throughput degrades past the cores", "R:55, 183; T:232", "C"),
@@ -165,7 +164,6 @@ CATALOGUE: tuple[SeedClaim, ...] = (
         "batch sizes 32-128 balance best; large ones hit GPU out-of-memory",
         "T:33-35, 231",
         "G",
-        "a batch_size sweep of `gpu-feed` on a GPU node",
     ),
     SeedClaim(
         45,

@@ -35,6 +35,8 @@ class Claim:
 
 #: shipped records from a GPU node (an H100), for the questions this machine may not be able to answer
 GPU_REFERENCE = "results/reference/h100"
+#: shipped records from another GPU node (an H200): GPU decoding, CUDA in forked workers, batch size on the GPU
+H200_REFERENCE = "results/reference/h200"
 
 
 @dataclass(frozen=True)

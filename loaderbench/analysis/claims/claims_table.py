@@ -21,6 +21,8 @@ from loaderbench.analysis.claims.cheap_work import QUESTION as CHEAP_WORK
 from loaderbench.analysis.claims.checkpointing import QUESTION as CHECKPOINTING
 from loaderbench.analysis.claims.claim import Claim, Question, narrow, varies, with_workers
 from loaderbench.analysis.claims.cow_memory import QUESTION as COW
+from loaderbench.analysis.claims.gpu_batch_size import QUESTION as GPU_BATCH_SIZE
+from loaderbench.analysis.claims.gpu_decode import QUESTION as GPU_DECODE
 from loaderbench.analysis.claims.gpu_feed import QUESTION as GPU_FEED
 from loaderbench.analysis.claims.in_order import QUESTION as IN_ORDER
 from loaderbench.analysis.claims.ladder import QUESTION as LADDER
@@ -60,6 +62,8 @@ QUESTION_LIST: list[Question] = [
     SHARING_SIZE,
     THREADS,
     CHECKPOINTING,
+    GPU_DECODE,
+    GPU_BATCH_SIZE,
 ]
 BY_NAME = {q.name: q for q in QUESTION_LIST}
 #: The questions the studies answer, each with a study file of the same name in loaderbench/studies/.
@@ -102,7 +106,10 @@ def question_of(study: str, rows: pd.DataFrame | None = None) -> str | None:
         return "in-order"
     if "model" in rows and (rows["model"] == "tutorial").all() and (rows["workload"] == "tutorial").all():
         return "ladder"
-    if "model" in rows and (rows["model"].fillna("none").astype(str) != "none").any():
+    stepped = "model" in rows and (rows["model"].fillna("none").astype(str) != "none").any()
+    if stepped and "decoder" in rows and (rows["decoder"] == "nvjpeg").any():
+        return "gpu-batch-size" if varies(rows, "batch_size") and not varies(rows, "num_workers") else "gpu-decode"
+    if stepped:
         return "gpu-feed"
     if varies(rows, "persistent_workers") and "epochs" in rows and rows["epochs"].max() > 1:
         return "persistence"

@@ -59,7 +59,7 @@ def few_workers_suffice(rows: pd.DataFrame) -> Outcome:
         if "pin_memory" in m and m["pin_memory"].map(is_true).any():
             m = m[m["pin_memory"].map(is_true)]  # the rule of thumb comes with pinned memory
         few = m[m["num_workers"] <= FEW_WORKERS]
-        if few.empty:
+        if few.empty or m["num_workers"].nunique() < 2:  # one num_workers measured says nothing about more
             continue
         at = m[m["cores"] == few["cores"].max()]  # the most cores: the rule's best chance
         nw = at.loc[at["num_workers"] <= FEW_WORKERS, "num_workers"].max()

@@ -24,6 +24,8 @@ from loaderbench.analysis.figures.questions.batch_size import loading_time_by_ba
 from loaderbench.analysis.figures.questions.cheap_work import crossover_by_sample_size
 from loaderbench.analysis.figures.questions.checkpointing import snapshot_cost_against_replay
 from loaderbench.analysis.figures.questions.cow_memory import memory_growth_by_backing
+from loaderbench.analysis.figures.questions.gpu_batch_size import samples_by_batch_size_on_the_gpu
+from loaderbench.analysis.figures.questions.gpu_decode import decoding_on_the_gpu_against_cpu_workers
 from loaderbench.analysis.figures.questions.gpu_feed import pin_memory_by_workers
 from loaderbench.analysis.figures.questions.in_order import tail_latency_in_order
 from loaderbench.analysis.figures.questions.ladder import ladder_speedups
@@ -57,6 +59,8 @@ FIGURES = {
     "sharing-size": cost_per_tensor_by_size,
     "threads": thread_process_curves,
     "checkpointing": snapshot_cost_against_replay,
+    "gpu-decode": decoding_on_the_gpu_against_cpu_workers,
+    "gpu-batch-size": samples_by_batch_size_on_the_gpu,
 }
 
 
