@@ -18,7 +18,7 @@ def test_cuda_in_forked_workers_holds_when_they_fail_and_spawned_ones_run():
     o = cuda_breaks_forked_workers(gpu_decode_table())
     assert o.verdict == H
     assert "nvjpeg in forked workers: 0/3 ok (cuda_after_fork: CUDA error: initialization error)" in o.evidence
-    assert "in spawn workers: 3/3 ok" in o.evidence
+    assert "in workers started by spawn: 3/3 ok" in o.evidence
     assert "forked workers that decode on the CPU, after the same CUDA start: 6/6 ok" in o.evidence
 
 

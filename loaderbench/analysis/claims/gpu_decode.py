@@ -57,8 +57,8 @@ def cuda_breaks_forked_workers(rows: pd.DataFrame) -> Outcome:
         return missing(f"needs {GPU_DECODER} cells with forked and with spawned (or forkserver) workers")
     plain = r[(col(r, "decoder").astype(str) != GPU_DECODER) & (col(r, "start_method").astype(str) == "fork")]
     evidence = (
-        f"{GPU_DECODER} in forked workers: {_repetitions(forked)} ({_failures(forked)}); in "
-        f"{'/'.join(sorted(set(col(apart, 'start_method').astype(str))))} workers: {_repetitions(apart)}"
+        f"{GPU_DECODER} in forked workers: {_repetitions(forked)} ({_failures(forked)}); in workers started by "
+        f"{' and '.join(sorted(set(col(apart, 'start_method').astype(str))))}: {_repetitions(apart)}"
         f"{_median(apart)}"
     )
     if not plain.empty:

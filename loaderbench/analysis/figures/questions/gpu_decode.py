@@ -12,12 +12,14 @@ import pandas as pd
 from loaderbench.analysis.figures.questions.gpu_curves import draw_curves
 from loaderbench.analysis.figures.questions.shared import claims_header, drawable, legend_top, save_with_note
 
+_STARTED = {"fork": "forked", "spawn": "spawned", "forkserver": "forkserver"}
+
 
 def _series(row: pd.Series) -> str:
     """A decoder and how its workers start; a cell without workers joins its decoder's forked line (its point at
     0 is the cell process decoding)."""
     method = row["start_method"] if row["num_workers"] else "fork"
-    return f"{row['decoder']}, {method}ed workers" if method != "forkserver" else f"{row['decoder']}, forkserver"
+    return f"{row['decoder']}, {_STARTED.get(method, method)} workers"
 
 
 def decoding_on_the_gpu_against_cpu_workers(df: pd.DataFrame, study: str, out: Path) -> list[Path]:
