@@ -305,6 +305,7 @@ class Metric:
 
 
 SAMPLES = Metric("samples_per_s", "samples/s")
+ON_GPU = [SAMPLES, Metric("accelerator_busy_fraction", "AU")]
 STUDY_METRICS: dict[str, list[Metric]] = {
     "start-method": [
         Metric("time_to_first_batch_s", "first batch (s)"),
@@ -342,8 +343,8 @@ STUDY_METRICS: dict[str, list[Metric]] = {
     ],
     "storage": [SAMPLES],
     "batch-size": [SAMPLES],
-    "gpu-decode": [SAMPLES, Metric("accelerator_busy_fraction", "AU")],
-    "gpu-batch-size": [SAMPLES, Metric("accelerator_busy_fraction", "AU")],
+    "gpu-decode": ON_GPU,
+    "gpu-batch-size": ON_GPU,
 }
 
 

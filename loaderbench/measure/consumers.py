@@ -56,6 +56,12 @@ def busy_metrics(step_s: list[float], steps: list[int], window_s: float) -> dict
     return {"accelerator_busy_fraction": busy / window_s if window_s > 0 else None, "compute_s": busy}
 
 
+def copied_bytes(tensors, device) -> int:
+    """The bytes a copy of `tensors` to `device` moves: none for a tensor already there (decoder = "nvjpeg" decodes
+    onto the GPU)."""
+    return sum(t.element_size() * t.nelement() for t in tensors if t.device.type != device.type)
+
+
 class SimulatedConsumer:
     """step_ms of sleep or busy CPU per batch; its 'compute' is that step, labelled simulated."""
 
@@ -119,8 +125,7 @@ class ModelConsumer:
 
     def _to_device(self, batch):
         data, labels = batch[0], batch[1]
-        # what is copied: a batch decoded on the GPU (decoder = "nvjpeg") is there already
-        nbytes = sum(t.element_size() * t.nelement() for t in (data, labels) if t.device.type != self.device.type)
+        nbytes = copied_bytes((data, labels), self.device)
         if self.cuda:
             start = self._event()
         data = data.to(self.device, non_blocking=self.non_blocking)
@@ -201,7 +206,7 @@ class _Prefetcher:
                 batch = next(it)
             except StopIteration:
                 return None
-            nbytes = sum(t.element_size() * t.nelement() for t in batch[:2] if t.device.type != c.device.type)
+            nbytes = copied_bytes(batch[:2], c.device)
             with torch.cuda.stream(c.copy_stream):
                 start = torch.cuda.Event(enable_timing=True)
                 start.record(c.copy_stream)
