@@ -127,10 +127,11 @@ def _analyze(study: str):
 
 def _work(task: tuple):
     """One task (run in a worker process when there are several): ("claims", study, keys) decides those claims on
-    the study's rows; ("draw", study, part, out) draws one part of one study and returns the files it wrote and the
-    notes it added to the analysis (a figure that could not be drawn)."""
+    the study's rows; ("draw", study, part, out) draws one part of one study and returns the files it wrote, the
+    notes it added to the analysis (a figure that could not be drawn) and the CPU seconds matplotlib's `savefig`
+    took."""
     from loaderbench.analysis.claims import decide_claims
-    from loaderbench.analysis.figures.style import apply_theme
+    from loaderbench.analysis.figures.style import apply_theme, savefig_cpu_s
     from loaderbench.analysis.report_layout import write_embed_copy
 
     if task[0] == "claims":
@@ -138,6 +139,7 @@ def _work(task: tuple):
     _, study, part, out = task
     a = _SHARED["analyses"][study]
     apply_theme()
+    rendering = savefig_cpu_s()
     before = len(a.notes)
     paths = PARTS[part][1](a, _rows(study), out / study)
     for p in paths:
@@ -145,7 +147,7 @@ def _work(task: tuple):
             write_embed_copy(p)  # here, in parallel, rather than in the report (when the page is too heavy)
     notes = a.notes[before:]
     del a.notes[before:]  # in one process the analysis is shared by every part: the caller adds them in order
-    return paths, notes
+    return paths, notes, savefig_cpu_s() - rendering
 
 
 def _map(fn, tasks: list, jobs: int, **shared) -> list:
@@ -186,12 +188,13 @@ def analyze_all(df: pd.DataFrame, jobs: int = 1, studies: list[str] | None = Non
 
 
 def draw_all(
-    analyses: list, df: pd.DataFrame, out: Path, jobs: int = 1, drawn: tuple = ()
+    analyses: list, df: pd.DataFrame, out: Path, jobs: int = 1, drawn: tuple = (), costs: dict | None = None
 ) -> tuple[list, dict[str, list[Path]]]:
     """Tables and figures of every study of `analyses`, and the claims bound to any study (those and the `drawn`
     ones, cached) that it has not decided yet: every part of every study and each study's claims are spread over
     `jobs` processes together. Returns the analyses (with any drawing notes and the outcomes added to their claims;
-    their rows, read by the figures only, let go) and the files written per study, in PARTS order."""
+    their rows, read by the figures only, let go) and the files written per study, in PARTS order. `costs`, when
+    given, receives "savefig_cpu_s": the CPU seconds matplotlib's `savefig` took in all processes together."""
     from loaderbench.analysis.claims import bind
     from loaderbench.analysis.figures.style import apply_theme
 
@@ -207,13 +210,17 @@ def draw_all(
     tasks += [("draw", a.study, i, out) for a in analyses for i in range(len(PARTS))]
     done = _map(_work, tasks, jobs, df=df, analyses=by_study)
     paths: dict[str, list[Path]] = {a.study: [] for a in analyses}
+    rendering = 0.0
     for task, result in zip(tasks, done):
         if task[0] == "claims":
             facts[task[1]].outcomes.update(result)
         else:
-            files, notes = result
+            files, notes, cpu = result
             paths[task[1]] += files
             by_study[task[1]].notes.extend(notes)
+            rendering += cpu
+    if costs is not None:
+        costs["savefig_cpu_s"] = rendering
     for a in analyses:  # drawn: nothing reads the rows again, and the report is built in less memory without them
         a.rows = a.rows.iloc[0:0]
     return analyses, paths

@@ -10,9 +10,12 @@ run again with no record changed (cached load, every study reused from its cache
 more with one record of one study changed (that study alone analysed and drawn again, and the report). The cold
 stages (first load to report) add up to what `make figures` costs from nothing; they and the unchanged re-run
 are printed against TARGETS. Each stage loads the table afresh without the previous one's beside it, as a run of
-`make figures` would. Peak memory is the high-water resident set (getrusage maxrss) of this process, after the
-cold stages and at the end, and of the largest worker process (a forked worker's counts the pages it shares with
-this process).
+`make figures` would. The floor under the cold stages is what the libraries alone cost, with no code of ours:
+`json.loads` of every record (its per-batch `raw` times cut out, as the load cuts them; after the first load, so
+from a warm page cache) and matplotlib's `savefig` of every figure drawn (PNG and PDF, timed inside the draw stage),
+in CPU seconds, spread over the worker processes. Peak memory is the high-water resident set (getrusage maxrss) of
+this process, after the cold stages and at the end, and of the largest worker process (a forked worker's counts the
+pages it shares with this process).
 
 The records are generated once into DIR (default: a folder under the system temp dir) and reused
 by later runs with the same --records and --seed; generating is not part of the timings.
@@ -23,6 +26,8 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import math
+import os
 import resource
 import shutil
 import sys
@@ -85,6 +90,28 @@ TARGETS = {"cold_s": 30.0, "unchanged_s": 3.0, "peak_gib": 1.06}
 COLD = ("first_load", "aggregate", "draw", "report")
 
 
+def _parse_only(paths: list[str]) -> int:
+    """`json.loads` of each file and nothing else (the `raw` times cut out, as the load does): parsing's floor."""
+    from loaderbench.analysis.table import _without_raw
+
+    for path in paths:
+        with open(path, "rb") as fh:
+            json.loads(_without_raw(fh.read().decode()))
+    return len(paths)
+
+
+def parse_floor(folder: Path, jobs: int) -> int:
+    """Every record under `folder` parsed by `_parse_only`, in `jobs` forked processes; returns how many."""
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    paths = sorted(os.path.join(d, f) for d, _, files in os.walk(folder) for f in files if f.endswith(".json"))
+    if jobs <= 1:
+        return _parse_only(paths)
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("fork")) as pool:
+        return sum(pool.map(_parse_only, [paths[i::jobs] for i in range(jobs)]))
+
+
 def _change_one_record(folder: Path, study: str) -> tuple[Path, bytes]:
     """One record of `study` with one throughput changed, as a re-measured cell would leave it; returns the file
     and its bytes before, to put back."""
@@ -124,6 +151,8 @@ def bench(n: int, folder: Path, seed: int = 0, jobs: int | None = None, figures:
     res["parsed"] = load.parsed
     del df, load  # each stage loads as `make figures` would, without the last one's table beside it
     _fresh()
+    with _Stage(res, "parse_floor"):
+        res["parsed_floor"] = parse_floor(folder, jobs)
     with _Stage(res, "cached_load"):
         df, load = load_records(folder, workers=jobs)
     res["parsed_when_cached"] = load.parsed
@@ -134,8 +163,10 @@ def bench(n: int, folder: Path, seed: int = 0, jobs: int | None = None, figures:
         analyses = analyze_all(df, jobs)
     res["curves"] = int(sum(len(a.curves) for a in analyses))
 
+    costs: dict = {}
     with _Stage(res, "draw"):
-        analyses, figs = draw_all(analyses, df, out, jobs)
+        analyses, figs = draw_all(analyses, df, out, jobs, costs=costs)
+    res["savefig_cpu_s"] = costs["savefig_cpu_s"]
     res["figures"] = int(sum(1 for paths in figs.values() for p in paths if p.suffix == ".png"))
 
     cold_keys = {a.study: study_key(df[df["study"] == a.study]) for a in analyses}
@@ -143,6 +174,8 @@ def bench(n: int, folder: Path, seed: int = 0, jobs: int | None = None, figures:
         page = report(analyses, figs, df, load, cold_keys, [])[0][0]
     res["cold_s"] = sum(res[f"{k}_s"] for k in COLD)
     res["cold_cpu_s"] = sum(res[f"{k}_cpu_s"] for k in COLD)
+    res["floor_cpu_s"] = res["parse_floor_cpu_s"] + res["savefig_cpu_s"]
+    res["floor_s"] = res["floor_cpu_s"] / max(1, jobs)
     res["peak_rss_cold_main_bytes"] = _maxrss_bytes(resource.RUSAGE_SELF)
 
     # `make figures` again with no record changed: every study comes from its cache, and the report is kept
@@ -195,6 +228,19 @@ def _gib(b: int) -> str:
     return f"{b / 2**30:.2f} GiB"
 
 
+def floor_text(r: dict) -> str:
+    """What the floor row says: its two parts and where it stands against the cold target."""
+    if "floor_s" not in r:
+        return "not measured"
+    t = r.get("targets", TARGETS)
+    under = "under" if r["floor_s"] <= t["cold_s"] else "ABOVE"
+    return (
+        f"the libraries alone: json.loads of every record {r['parse_floor_cpu_s']:.1f} CPU-s + matplotlib's savefig "
+        f"of every figure {r['savefig_cpu_s']:.1f} CPU-s, over {r['jobs']} processes; {under} the "
+        f"{t['cold_s']:g} s target"
+    )
+
+
 def stage_lines(r: dict) -> list[str]:
     """The stages of one bench result, each cold stage and the totals against TARGETS, as printed lines."""
     met = verdicts(r)
@@ -209,6 +255,7 @@ def stage_lines(r: dict) -> list[str]:
         ("draw", f"{r['figures']} figures, PNG + PDF, + CSV tables; the claims decided", "draw"),
         ("report", f"claims, HTML {r['report_html_bytes'] / 2**20:.1f} MiB with figures inlined, Markdown", "report"),
         ("cold total", f"the four above: target <= {t['cold_s']:g} s, {mark(met['cold_s'])}", "cold"),
+        ("floor", floor_text(r), "floor"),
         ("cached load", f"Parquet cache, stat every file; {r['parsed_when_cached']} re-parsed", "cached_load"),
         (
             "unchanged rerun",
@@ -223,6 +270,7 @@ def stage_lines(r: dict) -> list[str]:
             "one_study_changed",
         ),
     ]
+    r = {**r, "floor_s": r.get("floor_s", math.nan), "floor_cpu_s": r.get("floor_cpu_s", math.nan)}
     lines = [f"{'stage':18s} {'wall s':>8s} {'CPU s':>8s}  what"]
     lines += [f"{label:18s} {r[key + '_s']:8.2f} {r[key + '_cpu_s']:8.2f}  {what}" for label, what, key in rows]
     lines.append(

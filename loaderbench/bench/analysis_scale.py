@@ -4,9 +4,9 @@ and three tenths of N, each in a fresh process, for the scaling row (how the col
 
 Contract: `analysis_scale(records)` returns {"available": False, "records"} when the module is missing, else
 {"available": True, "records", "command", "wall_s", "returncode"} plus "result" (bench_scale's JSON: seconds
-and CPU seconds per stage, peak memory, the targets) and "scaling" (per size: records, cold_s, unchanged_rerun_s,
-peak memory), or "error". Figures are drawn into a temporary folder (drawing is one of the timed stages) and removed
-afterwards.
+and CPU seconds per stage, the floor under the cold stages, peak memory, the targets) and "scaling" (per size:
+records, cold_s, unchanged_rerun_s, peak memory), or "error". Figures are drawn into a temporary folder (drawing is
+one of the timed stages) and removed afterwards.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ STAGES = (
     ("draw", "draw", "figures, PNG + PDF, + CSV tables; the claims decided"),
     ("report", "report", "claims, HTML with figures inlined + Markdown"),
     ("cold total", "cold", "the four above: make figures from nothing"),
+    ("floor", "floor", "the libraries alone: json.loads of every record + matplotlib's savefig of every figure"),
     ("unchanged rerun", "unchanged_rerun", "make figures again, no record changed"),
     ("one study changed", "one_study_changed", "one record changed: its study alone drawn again"),
 )

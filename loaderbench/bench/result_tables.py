@@ -274,6 +274,12 @@ def scale(sc: dict, console) -> None:
         seconds = r.get(f"{key}_s")
         if goal.get(key) is not None and seconds is not None:
             what += f"; target <= {goal[key]:g} s: " + ("met" if seconds <= goal[key] else "[red]missed[/red]")
+        if key == "floor" and seconds is not None and goal["cold"] is not None:
+            what += (
+                f" ({fmt(r.get('parse_floor_cpu_s'))} + {fmt(r.get('savefig_cpu_s'))} CPU-s); "
+                + ("under" if seconds <= goal["cold"] else "[red]above[/red]")
+                + f" the {goal['cold']:g} s target"
+            )
         t.add_row(label, fmt(seconds), fmt(r.get(f"{key}_cpu_s")), what)
     console.print(t)
     peak = max(r.get("peak_rss_main_bytes") or 0, r.get("peak_rss_largest_child_bytes") or 0) / 2**30

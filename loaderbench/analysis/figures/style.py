@@ -17,6 +17,7 @@ point"), and where that differs `mark_n` prints the other counts at their points
 from __future__ import annotations
 
 import math
+import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -291,6 +292,16 @@ def fit_canvas(fig: plt.Figure, drawn: Bbox) -> None:
     fig.set_size_inches(w2, h2)
 
 
+#: CPU seconds this process has spent in matplotlib's own rendering and writing of figures (`savefig`, PNG and PDF):
+#: what no code of ours can make cheaper, read by the scale bench as part of the floor under `make figures`.
+_SAVEFIG_CPU_S = [0.0]
+
+
+def savefig_cpu_s() -> float:
+    """CPU seconds spent in `savefig` by this process so far (see _SAVEFIG_CPU_S)."""
+    return _SAVEFIG_CPU_S[0]
+
+
 def save(fig: plt.Figure, folder: Path, name: str, footer: str) -> list[Path]:
     """Write `folder/name.png` and `.pdf` with the provenance `footer` under everything else, the canvas grown to
     hold all that is drawn (`fit_canvas`)."""
@@ -305,8 +316,10 @@ def save(fig: plt.Figure, folder: Path, name: str, footer: str) -> list[Path]:
     dpi = png_dpi(fig.get_figwidth())
     fig.set_dpi(dpi)
     png, pdf = folder / f"{name}.png", folder / f"{name}.pdf"
+    cpu = time.process_time()
     fig.savefig(png, dpi=dpi)  # not dpi="figure": matplotlib reads that as the figure's original DPI
     fig.savefig(pdf, dpi=DPI)
+    _SAVEFIG_CPU_S[0] += time.process_time() - cpu
     plt.close(fig)
     return [png, pdf]
 

@@ -1,0 +1,78 @@
+"""The floor `make bench` part 6 prints under the cold stages: what the libraries alone cost (json.loads of every
+record, matplotlib's savefig of every figure), measured on the same records and figures as the stages."""
+
+from __future__ import annotations
+
+import time
+
+from loaderbench.analysis.draw_all import analyze_all, draw_all
+from loaderbench.analysis.scale_bench import TARGETS, floor_text, parse_floor, stage_lines
+from loaderbench.analysis.synthetic_records import study_cells, study_records, write_records, write_synthetic_records
+from loaderbench.analysis.table import load_records
+
+
+def test_the_parse_floor_reads_every_record_once(tmp_path):
+    paths = write_synthetic_records(tmp_path, 60, seed=3, repetitions=2)
+    (tmp_path / "notes.txt").write_text("not a record")
+    assert parse_floor(tmp_path, 1) == len(paths) == 60
+    assert parse_floor(tmp_path, 2) == 60
+
+
+def test_the_savefig_floor_is_part_of_what_drawing_cost(tmp_path):
+    """In one process the CPU seconds inside savefig are a part of the CPU seconds the whole drawing took; with
+    worker processes each reports its own, so the sum is still counted."""
+    cells = study_cells(workloads=(("cpu", None),), cores=(1,), n_sweep=(0, 1, 2), start_methods=("fork",))
+    write_records(tmp_path / "r", study_records("a", cells, repetitions=3, raw=False, random_failures=False))
+    df, _ = load_records(tmp_path / "r")
+    costs: dict = {}
+    before = time.process_time()
+    _, paths = draw_all(analyze_all(df), df, tmp_path / "f", jobs=1, costs=costs)
+    whole = time.process_time() - before
+    assert any(p.suffix == ".pdf" for p in paths["a"])
+    assert 0 < costs["savefig_cpu_s"] <= whole
+    forked: dict = {}
+    draw_all(analyze_all(df), df, tmp_path / "g", jobs=2, costs=forked)
+    assert forked["savefig_cpu_s"] > 0
+
+
+def _result(floor_s: float) -> dict:
+    stage = {
+        f"{k}_{u}": 1.0
+        for k in (
+            "first_load",
+            "cached_load",
+            "aggregate",
+            "draw",
+            "report",
+            "cold",
+            "unchanged_rerun",
+            "one_study_changed",
+        )
+        for u in ("s", "cpu_s")
+    }
+    return {
+        **stage,
+        "jobs": 2,
+        "figures": 4,
+        "studies": 1,
+        "parsed_when_cached": 0,
+        "report_html_bytes": 2**20,
+        "unchanged_rerun_reused_studies": 1,
+        "one_study_changed_redrawn": 1,
+        "peak_rss_main_bytes": 2**29,
+        "peak_rss_largest_child_bytes": 2**29,
+        "parse_floor_cpu_s": floor_s / 2,
+        "savefig_cpu_s": floor_s * 1.5,
+        "floor_cpu_s": floor_s * 2,
+        "floor_s": floor_s,
+        "targets": TARGETS,
+    }
+
+
+def test_the_floor_row_says_where_it_stands_against_the_cold_target():
+    assert "ABOVE the 30 s target" in floor_text(_result(TARGETS["cold_s"] + 1))
+    assert "under the 30 s target" in floor_text(_result(TARGETS["cold_s"] - 1))
+    floor = [line for line in stage_lines(_result(40.0)) if line.startswith("floor")]
+    assert len(floor) == 1 and "40.00" in floor[0] and "80.00" in floor[0]
+    old = {k: v for k, v in _result(40.0).items() if not k.startswith(("floor", "parse_floor", "savefig"))}
+    assert any(line.startswith("floor") and "not measured" in line for line in stage_lines(old))
