@@ -19,12 +19,13 @@ import pickle
 import sys
 import traceback
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 import pandas as pd
 
 from loaderbench.analysis.code_version import code_version
+from loaderbench.analysis.progress import Stages
 from loaderbench.analysis.table import col, load_records
 
 
@@ -150,10 +151,12 @@ def _work(task: tuple):
     return paths, notes, savefig_cpu_s() - rendering
 
 
-def _map(fn, tasks: list, jobs: int, **shared) -> list:
-    """`fn` over `tasks`, in `jobs` forked processes when there are several, with `shared` in _SHARED."""
+def _map(fn, tasks: list, jobs: int, tick: Callable[[int], None] | None = None, **shared) -> list:
+    """`fn` over `tasks`, in `jobs` forked processes when there are several, with `shared` in _SHARED; `tick`, when
+    given, is told how many tasks are done each time one finishes."""
     _SHARED.clear()
     _SHARED.update(shared)
+    tick = tick or (lambda n: None)
     try:
         if jobs > 1 and len(tasks) > 1:
             # the objects that exist now are left out of the workers' garbage collections, which would otherwise
@@ -161,10 +164,17 @@ def _map(fn, tasks: list, jobs: int, **shared) -> list:
             gc.freeze()
             try:
                 with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=_fork()) as pool:
-                    return list(pool.map(fn, tasks))
+                    futures = [pool.submit(fn, t) for t in tasks]
+                    for n, _ in enumerate(as_completed(futures), 1):
+                        tick(n)
+                    return [f.result() for f in futures]
             finally:
                 gc.unfreeze()
-        return [fn(t) for t in tasks]
+        out = []
+        for t in tasks:
+            out.append(fn(t))
+            tick(len(out))
+        return out
     finally:
         _SHARED.clear()
         _ROWS.clear()
@@ -181,20 +191,35 @@ def default_jobs() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def analyze_all(df: pd.DataFrame, jobs: int = 1, studies: list[str] | None = None) -> list:
-    """One StudyAnalysis per study (`studies`, default all), studies in parallel processes when `jobs` > 1."""
+def analyze_all(
+    df: pd.DataFrame, jobs: int = 1, studies: list[str] | None = None, progress: Stages | None = None
+) -> list:
+    """One StudyAnalysis per study (`studies`, default all), studies in parallel processes when `jobs` > 1;
+    reported to `progress` when given."""
     studies = sorted(df["study"].unique()) if studies is None else studies
-    return _map(_analyze, studies, jobs, df=df)
+    tick = progress.stage(f"analysing {_studies(len(studies))}", len(studies)) if progress and studies else None
+    return _map(_analyze, studies, jobs, tick, df=df)
+
+
+def _studies(n: int) -> str:
+    return f"{n} stud{'ies' if n != 1 else 'y'}"
 
 
 def draw_all(
-    analyses: list, df: pd.DataFrame, out: Path, jobs: int = 1, drawn: tuple = (), costs: dict | None = None
+    analyses: list,
+    df: pd.DataFrame,
+    out: Path,
+    jobs: int = 1,
+    drawn: tuple = (),
+    costs: dict | None = None,
+    progress: Stages | None = None,
 ) -> tuple[list, dict[str, list[Path]]]:
     """Tables and figures of every study of `analyses`, and the claims bound to any study (those and the `drawn`
     ones, cached) that it has not decided yet: every part of every study and each study's claims are spread over
     `jobs` processes together. Returns the analyses (with any drawing notes and the outcomes added to their claims;
     their rows, read by the figures only, let go) and the files written per study, in PARTS order. `costs`, when
-    given, receives "savefig_cpu_s": the CPU seconds matplotlib's `savefig` took in all processes together."""
+    given, receives "savefig_cpu_s": the CPU seconds matplotlib's `savefig` took in all processes together. The
+    tasks are reported to `progress` when given."""
     from loaderbench.analysis.claims import bind
     from loaderbench.analysis.figures.style import apply_theme
 
@@ -208,7 +233,9 @@ def draw_all(
     # the claims first: a study's claims take longer than one of its figures
     tasks = [("claims", s, keys) for s, keys in missing.items()]
     tasks += [("draw", a.study, i, out) for a in analyses for i in range(len(PARTS))]
-    done = _map(_work, tasks, jobs, df=df, analyses=by_study)
+    what = f"drawing {_studies(len(analyses))}" if analyses else f"deciding the claims of {_studies(len(missing))}"
+    tick = progress.stage(what, len(tasks), "parts") if progress and tasks else None
+    done = _map(_work, tasks, jobs, tick, df=df, analyses=by_study)
     paths: dict[str, list[Path]] = {a.study: [] for a in analyses}
     rendering = 0.0
     for task, result in zip(tasks, done):
@@ -289,9 +316,17 @@ def save_study_cache(folder: Path, key: str | None, a, paths: list[Path]) -> Non
     _save_pickle(folder / STUDY_CACHE, {"key": key, "analysis": kept, "files": files})
 
 
-def process_all(df: pd.DataFrame, out: Path, jobs: int = 1, use_cache: bool = True, keys: dict | None = None):
+def process_all(
+    df: pd.DataFrame,
+    out: Path,
+    jobs: int = 1,
+    use_cache: bool = True,
+    keys: dict | None = None,
+    progress: Stages | None = None,
+):
     """Analyse and draw every study, reusing the results of studies whose records did not change. `keys`, when
-    given, receives each study's cache key (study_key; none without the cache).
+    given, receives each study's cache key (study_key; none without the cache). The stages are reported to
+    `progress` when given.
 
     Returns (analyses, figure paths per study, names of the studies reused from the cache)."""
     studies = sorted(df["study"].unique())
@@ -308,7 +343,8 @@ def process_all(df: pd.DataFrame, out: Path, jobs: int = 1, use_cache: bool = Tr
     reused = sorted(done)
     cached = [done[s][0] for s in reused]
     decided = {a.study: len(a.claims.outcomes) for a in cached if a.claims is not None}
-    analyses, paths = draw_all(analyze_all(df, jobs, todo) if todo else [], df, out, jobs, drawn=tuple(cached))
+    analysed = analyze_all(df, jobs, todo, progress) if todo else []
+    analyses, paths = draw_all(analysed, df, out, jobs, drawn=tuple(cached), progress=progress)
     for a in analyses:
         save_study_cache(out / a.study, keys.get(a.study), a, paths[a.study])
         done[a.study] = (a, paths[a.study])
@@ -448,8 +484,10 @@ def report_all(
 
 
 def run(results: Path, out: Path, use_cache: bool = True, jobs: int | None = None, quiet: bool = False):
-    """Load, analyse, draw and report. Returns (exit code, analyses, report paths)."""
-    df, load = load_records(results, use_cache=use_cache)
+    """Load, analyse, draw and report; each long stage reported on stderr unless `quiet`. Returns (exit code,
+    analyses, report paths)."""
+    progress = None if quiet else Stages()
+    df, load = load_records(results, use_cache=use_cache, progress=progress)
     for path, why in load.skipped:
         print(f"skipped {path}: {why}", file=sys.stderr)
     if df.empty:
@@ -457,7 +495,7 @@ def run(results: Path, out: Path, use_cache: bool = True, jobs: int | None = Non
         return 1, [], []
     jobs = default_jobs() if jobs is None else max(1, jobs)
     keys: dict[str, str | None] = {}
-    analyses, figures, reused = process_all(df, out, jobs, use_cache, keys=keys)
+    analyses, figures, reused = process_all(df, out, jobs, use_cache, keys=keys, progress=progress)
     for a in analyses:
         if not quiet:
             shown = [p for p in figures[a.study] if p.suffix == ".png"]

@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from loaderbench.analysis.code_version import table_version
+from loaderbench.analysis.progress import Stages
 from loaderbench.processes import trim_memory
 from loaderbench.schema.axes import AXES
 from loaderbench.schema.record import OK, record_problem  # the record's one definition (pure Python, no torch)
@@ -224,12 +225,12 @@ def _write_cache(df: pd.DataFrame, cache_path: Path) -> None:
 
 
 def load_records(
-    results: str | os.PathLike, use_cache: bool = True, workers: int | None = None
+    results: str | os.PathLike, use_cache: bool = True, workers: int | None = None, progress: Stages | None = None
 ) -> tuple[pd.DataFrame, LoadReport]:
     """All usable records under `results` as a tidy table; the cache is keyed by each file's size and mtime.
 
     `workers`: processes that parse new records (default: the CPUs this process may use; a pool is
-    started only for 2000 records or more).
+    started only for 2000 records or more). `progress`: told of the parsing when it is that long.
     """
     results = Path(results)
     report = LoadReport()
@@ -254,7 +255,12 @@ def load_records(
 
     if workers is None:
         workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    parsing = None
+    if progress is not None and len(todo) >= _POOL_MIN:  # seconds of parsing, not a blink
+        parsing = progress.stage(f"parsing {len(todo):,} of {len(files):,} records", 1)
     new, skipped = _parse_pool(todo, workers)
+    if parsing:
+        parsing(1)
     report.skipped = skipped
     report.parsed = len(new)
 
