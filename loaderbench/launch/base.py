@@ -5,6 +5,7 @@ fills in only how tasks reach a machine (`Launcher.launch`): here, one after ano
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,15 +48,17 @@ def prepare_dataset(spec: dict | None):
 
 class TaskRunner:
     """The set-up of a process that runs tasks, done once: the dataset, the imports every cell inherits, the
-    host's fingerprint. Then `run` measures one task into one record."""
+    host's fingerprint, with the machine's 1-minute load average read before any of it (`load_1m_at_start`: the
+    load others left on the machine when the run began). Then `run` measures one task into one record."""
 
     def __init__(self, dataset: dict | None):
         from loaderbench.measure.fingerprint import host_fingerprint
         from loaderbench.measure.runner import warm_imports
 
+        load_at_start = os.getloadavg()[0]
         self.prepared = prepare_dataset(dataset)
         warm_imports()
-        self.host_env = host_fingerprint()
+        self.host_env = {**host_fingerprint(), "load_1m_at_start": load_at_start}
 
     def run(
         self,

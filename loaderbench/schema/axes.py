@@ -233,11 +233,12 @@ class AxisValues:
         applies_to=SUITE_DATASETS,
     )
     index_backing: str | None = axis(
-        _choice(("none", "list_str", "numpy_bytes", "numpy_object", "arrow", "decoded")),
+        _choice(("none", "list_str", "numpy_bytes", "numpy_object", "arrow", "decoded", "decoded_objects")),
         "none",
         "how the dataset holds its per-sample index (copy-on-write study): file names (list_str, NumPy, Arrow), or "
-        "decoded images held in memory (decoded: a list of 3 x 224 x 224 uint8 arrays, an eager dataset)",
-        "none, list_str, numpy_bytes, numpy_object, arrow or decoded",
+        "decoded images held in memory, an eager dataset (decoded: a list of 3 x 224 x 224 uint8 arrays; "
+        "decoded_objects: each image as a list of its 672 pixel rows, Python bytes objects)",
+        "none, list_str, numpy_bytes, numpy_object, arrow, decoded or decoded_objects",
         applies_to=SUITE_DATASETS,
     )
     index_items: int | None = axis(
@@ -280,8 +281,18 @@ class AxisValues:
     slow_worker_ms: float | None = axis(
         _float(0, 60_000),
         0.0,
-        "extra wait per sample in worker 0 only (a straggler), in ms",
+        "extra wait per sample in worker 0 only (a straggler), in ms; with slow_every, on every slow_every-th "
+        "sample in any worker instead",
         "a number of milliseconds from 0 to 60000",
+        applies_to=SUITE_DATASETS,
+        needs_workers=True,
+    )
+    slow_every: int | None = axis(
+        _int(0, 1_000_000),
+        0,
+        "0: the straggler is worker 0, slow on every sample; N > 0: occasional stragglers, every N-th sample (by "
+        "index) waits slow_worker_ms more, whichever worker loads it",
+        "an integer from 0 to 1000000",
         applies_to=SUITE_DATASETS,
         needs_workers=True,
     )
