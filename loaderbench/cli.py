@@ -19,6 +19,7 @@ from loaderbench.commands import (
     cmd_plan,
     cmd_reference,
     cmd_run,
+    cmd_settle,
     cmd_status,
     cmd_studies,
     cmd_submit,
@@ -102,9 +103,39 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("study", help=STUDY_HELP)
     _run_args(s)
     s.add_argument(
+        "--repetitions",
+        type=int,
+        metavar="N",
+        default=None,
+        help="measure N repetitions per cell instead of the study file's (more of them join those measured)",
+    )
+    s.add_argument(
+        "--cells",
+        metavar="ID,ID",
+        default=None,
+        help="only these cells, by id (comma-separated; `loaderbench plan` lists them)",
+    )
+    s.add_argument(
         "--no-retry-failed",
         action="store_true",
         help="leave cells whose last attempt failed or timed out alone (default: measure them again)",
+    )
+
+    s = command(
+        "settle",
+        cmd_settle,
+        "measure more repetitions of only the cells the study's undecided claims read, until they are decided",
+    )
+    s.add_argument("study", help=STUDY_HELP)
+    s.add_argument(
+        "--results", default="results", help="folder of records, one subfolder per study (default: %(default)s)"
+    )
+    s.add_argument(
+        "--budget-min",
+        type=float,
+        default=30.0,
+        metavar="MIN",
+        help="minutes of measuring at most (default: %(default)s); a round that would not fit is not started",
     )
 
     s = command("cell", cmd_cell, "measure one cell here, in seconds, and write its record")

@@ -47,6 +47,13 @@ def cmd_run(args) -> int:
     from loaderbench.schema.store import Store
 
     study = _load(args.study)
+    if getattr(args, "repetitions", None) is not None or getattr(args, "cells", None):
+        from loaderbench.study.subset import only_cells, with_repetitions
+
+        if args.repetitions is not None:
+            study = with_repetitions(study, args.repetitions)
+        if args.cells:
+            study = only_cells(study, [c.strip() for c in args.cells.split(",") if c.strip()])
     err.print(
         f"study {study.name!r}: {len(study.cells)} cells x {study.settings.repetitions} repetitions -> "
         f"{Path(args.results) / study.name}"
@@ -70,6 +77,26 @@ def cmd_run(args) -> int:
     for rec in summary.failed:
         err.print(f"  [red]{rec.status}[/red] {rec.cell_id} rep {rec.repetition}: {rec.error_line(200)}")
     return 1 if summary.failed else 0
+
+
+def cmd_settle(args) -> int:
+    from loaderbench.settle.rounds import settle, write
+
+    study = _load(args.study)
+    try:
+        done = settle(study, args.results, args.budget_min, say=err.print)
+    except KeyboardInterrupt:
+        err.print("[yellow]interrupted[/yellow]: the records measured so far are kept; run it again to go on")
+        return 130
+    for name, before in done.before.items():
+        reps = done.repetitions.get(name)
+        shown = f" ({reps} repetitions per cell)" if reps else ""
+        why = f": {done.left[name]}" if done.left.get(name) else ""
+        print(f"{name}: {before} -> {done.after.get(name, '?')}{shown}{why}")
+    err.print(
+        f"{done.rounds} rounds in {done.seconds / 60:.1f} min; stopped: {done.stopped}; {write(done, args.results)}"
+    )
+    return 0
 
 
 def cmd_cell(args) -> int:

@@ -351,8 +351,9 @@ def rng_table(numpy_within=0.0, python_within=0.0, torch_within=0.0, across=0.0,
     return table(out)
 
 
-def in_order_table(p99, thr, reps=3, spread=SPREAD, order=None):
-    """`order`, when given: (in_order, straggler) -> per repetition (batches out of order, fingerprint)."""
+def in_order_table(p99, thr, reps=3, spread=SPREAD, order=None, occasional=None):
+    """`order`, when given: (in_order, straggler) -> per repetition (batches out of order, fingerprint).
+    `occasional`, when given: in_order -> throughput of cells with occasional stragglers (1 sample in 40)."""
     out = []
     for io, slow, r in itertools.product((True, False), (0.0, 10.0), range(reps)):
         k = (io, slow > 0)
@@ -364,6 +365,10 @@ def in_order_table(p99, thr, reps=3, spread=SPREAD, order=None):
             moved, fingerprint = order[k][r]
             metrics["order"] = {"batches": 120, "out_of_order": moved, "fingerprint": fingerprint}
         out.append(rec("in-order", {"in_order": io, "slow_worker_ms": slow, "num_workers": 4}, metrics, r))
+    for io, r in itertools.product(occasional or {}, range(reps)):
+        metrics = {"batch_wait_s": {"p99": 0.02, "p50": 0.001}, "samples_per_s": occasional[io] * jitter(r, spread)}
+        cfg = {"in_order": io, "slow_worker_ms": 10.0, "slow_every": 40, "num_workers": 4}
+        out.append(rec("in-order", cfg, metrics, r))
     return table(out)
 
 
@@ -610,11 +615,12 @@ def sharing_switch_table(persistent_seen: list[str], fresh_seen: list[str], reps
 
 
 def lazy_table(eager_mib: dict, lazy_mib: float = 20.0, reps=3, spread=SPREAD) -> pd.DataFrame:
-    """cow-memory-lazy cells at 2 workers: peak USS per worker of the eager (decoded) dataset per start method, and
-    of the lazy (list_str) one."""
+    """cow-memory-lazy cells at 2 workers: peak USS per worker of the eager datasets, eager_mib[(backing, start
+    method)] for the backings decoded and decoded_objects, and of the lazy (list_str) one."""
     out = []
-    for sm, b, r in itertools.product(("fork", "spawn"), ("decoded", "list_str"), range(reps)):
-        peak = eager_mib[sm] if b == "decoded" else lazy_mib
+    backings = sorted({b for b, _ in eager_mib}) + ["list_str"]
+    for sm, b, r in itertools.product(("fork", "spawn"), backings, range(reps)):
+        peak = eager_mib[(b, sm)] if b != "list_str" else lazy_mib
         cfg = {"index_backing": b, "index_items": 2000, "num_workers": 2, "start_method": sm, "gc_freeze": True}
         metrics = {"samples_per_s": 1e4, "memory_timeline": timeline(2, peak * jitter(r, spread), 0.0)}
         out.append(rec("cow-memory-lazy", cfg, metrics, r))

@@ -418,20 +418,37 @@ P99 = {(True, False): 0.01, (False, False): 0.01, (True, True): 0.08, (False, Tr
 THR = {(True, False): 1000.0, (False, False): 1000.0, (True, True): 400.0, (False, True): 420.0}
 
 
+PERMANENT = C.out_of_order_keeps_throughput("permanent")
+SEED_SETTINGS = C.out_of_order_keeps_throughput("none", "occasional")
+
+
 def test_in_order_rules():
     assert decide(C.out_of_order_cuts_tail, in_order_table(P99, THR)) == H
-    assert decide(C.out_of_order_keeps_throughput, in_order_table(P99, THR)) == H
+    assert decide(PERMANENT, in_order_table(P99, THR)) == H
     same = {k: 0.08 for k in P99}
     assert decide(C.out_of_order_cuts_tail, in_order_table(same, THR)) == F
     faster = {**THR, (False, True): 800.0}
-    assert decide(C.out_of_order_keeps_throughput, in_order_table(P99, faster)) == F
+    assert decide(PERMANENT, in_order_table(P99, faster)) == F
     assert decide(C.out_of_order_cuts_tail, in_order_table(P99, THR, reps=2)) == N
-    assert decide(C.out_of_order_keeps_throughput, in_order_table(P99, THR, reps=2)) == N
+    assert decide(PERMANENT, in_order_table(P99, THR, reps=2)) == N
+
+
+def test_throughput_is_judged_apart_per_straggler_setting():
+    # a permanent straggler doubles throughput out of order; without one and with occasional ones it stays the same
+    faster = {**THR, (False, True): 800.0}
+    table = in_order_table(P99, faster, occasional={True: 900.0, False: 910.0})
+    assert decide(PERMANENT, table) == F
+    out = SEED_SETTINGS(table)
+    assert out.verdict == H and "no straggler" in out.evidence and "occasional stragglers" in out.evidence
+    # the occasional setting alone can refute it
+    assert decide(SEED_SETTINGS, in_order_table(P99, THR, occasional={True: 900.0, False: 1500.0})) == F
+    # the tail and order rules read the permanent straggler only
+    assert "occasional" not in C.out_of_order_cuts_tail(table).evidence
 
 
 def test_equivalence_needs_the_whole_interval_inside_the_margin():
     # the point ratio is 1.05 (inside +-10%) but repetitions scatter +-30%: not shown equivalent, not shown apart
-    out = C.out_of_order_keeps_throughput(in_order_table(P99, THR, spread=WIDE))
+    out = PERMANENT(in_order_table(P99, THR, spread=WIDE))
     assert out.verdict == I and "within 0.9x..1.1x" in out.evidence
 
 

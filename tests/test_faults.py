@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from loaderbench.analysis.claims.worker_costs import DATASET_FRAME
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow
@@ -289,6 +290,10 @@ def test_worker_faults_are_recorded_and_the_run_goes_on(tmp_path):
             assert w in rec["error"]["message"], (fault, rec["error"]["message"])
 
     check("raise", "failed", "worker_error", "DataLoader worker", "RuntimeError: fault injected: sample 5 raised")
+    # a worker's exception reaches the loop as text: its dataset frame is quoted in the message, not held
+    frames = got["raise"]["error"]["frames"]
+    assert not any(DATASET_FRAME.match(f) for f in frames["held"]), frames
+    assert any(DATASET_FRAME.match(f) for f in frames["quoted"]), frames
     check("segfault", "failed", "worker_crashed", "DataLoader worker", "SIGSEGV", "num_workers = 0")
     check("wait_kill", "failed", "worker_killed", f"(pid {victim})", "signal 9 (SIGKILL")
     check("oom", "failed", "out_of_memory", "memory_limit_mb")
@@ -368,6 +373,8 @@ def test_cell_faults_fd_exhaustion_and_rlimit_memory(tmp_path):
     # without workers nothing is shared: no sharing strategy (None)
     check(("fault", "segfault", 0, None), "cell_crashed", "SIGSEGV", "num_workers = 0")
     check(("fault", "raise", 0, None), "dataset_error", "fault injected: sample 5 raised")
+    # without workers the loop's own traceback holds the dataset's frame
+    assert any(DATASET_FRAME.match(f) for f in got[("fault", "raise", 0, None)]["error"]["frames"]["held"])
     check(("fault", "oom", 0, None), "out_of_memory", "out of memory")
     check(("fault", "oom", 2, "file_descriptor"), "out_of_memory", "DataLoader worker")
     check(

@@ -201,3 +201,32 @@ def test_the_claims_block_lists_every_numbered_claim_with_its_verdict():
     assert text.startswith("57 claims: ") and "Sources and where: R: " in text
     assert "| **holds** |" in next(ln for ln in rows if ln.startswith("| #2 |"))
     assert "| **not measured yet** |" in next(ln for ln in rows if ln.startswith("| #18 |"))
+
+
+#: what a measured number looks like in prose: a throughput, a decimal speed-up, "N times", "about N%"
+MEASURED = re.compile(
+    r"\d[\d,]*(\.\d+)? ?(samples/s|images/s|img/s|GB/s|MB/s)|\b\d+\.\d+x\b|\b\d+(\.\d+)? times\b|about \d+(\.\d+)?%"
+)
+
+
+def prose(text: str) -> list[tuple[int, str]]:
+    """The page's lines outside the generated blocks, numbered."""
+    out, generated = [], False
+    for i, line in enumerate(text.splitlines(), 1):
+        if line.startswith("<!-- begin findings"):
+            generated = True
+        elif line.startswith("<!-- end findings"):
+            generated = False
+        elif not generated:
+            out.append((i, line))
+    return out
+
+
+def test_the_prose_states_no_measured_number_the_records_do_not_render():
+    """Numbers measured go in the generated tables, which a test renders from the records; the prose says what
+    they show. A measured number typed into the prose would go stale unseen."""
+    page = (REPO / "docs" / "findings.md").read_text(encoding="utf-8")
+    found = [f"line {i}: {m.group(0)!r}" for i, line in prose(page) for m in MEASURED.finditer(line)]
+    assert not found, "measured numbers in the prose of docs/findings.md: " + "; ".join(found)
+    planted = page.replace("## Start methods", "Fork ran at 1,234 samples/s, 2.5x spawn.\n\n## Start methods", 1)
+    assert len([m for _, line in prose(planted) for m in MEASURED.finditer(line)]) == 2

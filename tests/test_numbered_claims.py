@@ -79,6 +79,33 @@ def test_a_numbered_claim_holds_only_when_all_its_rows_do():
     assert index.loc["#2", "verdict"] == N and index.loc["#7", "rows"].startswith("2 (")
 
 
+def test_rows_of_a_setting_the_suite_added_are_reported_beside_the_verdict_and_never_decide_it():
+    rows = pd.DataFrame(
+        {
+            "number": ["#26", "#26", "#26"],
+            "question": ["persistence", "persistence", "ladder"],
+            "verdict": [H, F, H],
+            "role": ["seed", "extension: under fork on this machine", "seed"],
+        }
+    )
+    row = C.numbered(rows).set_index("number").loc["#26"]
+    assert row["verdict"] == H and row["rows"].startswith("2 (")
+    assert row["elsewhere"] == "does not hold under fork on this machine"
+    seed_fails = rows.assign(verdict=[F, H, H])
+    assert C.numbered(seed_fails).set_index("number").loc["#26", "verdict"] == F
+
+
+def test_every_extension_names_its_setting_and_every_numbered_claim_has_a_row_in_its_own_setting():
+    from loaderbench.analysis.claims.claim import EXTENSION, SEED
+
+    assert all(c.setting for c in C.CLAIMS if c.role == EXTENSION)
+    numbered_rules = {c.number for c in C.CLAIMS if c.number is not None}
+    seeded = {c.number for c in C.CLAIMS if c.number is not None and c.role == SEED}
+    assert numbered_rules == seeded
+    with pytest.raises(ValueError, match="an extension names"):
+        C.Claim("q", "c", "r", lambda rows: None, number=1, role=EXTENSION)
+
+
 # --------------------------------------------------------------------------------------------------------
 # #2: where num_workers = 0 wins
 
@@ -227,17 +254,41 @@ def test_pin_thread_bottleneck_needs_its_growth_and_its_level():
     assert out.verdict == I and "5 give" in out.evidence  # a median's level needs 5 repetitions
 
 
-def _ladder_gpu(speed=TUTORIAL, overlap=0.0, reps=5, consumer="gpu"):
-    df = ladder_table(speed, consumer=consumer, reps=reps, pin_effective=True).assign(non_blocking=True)
-    prefetch = df["prefetcher"].map(bool)
-    return df.assign(h2d_overlap_fraction=[0.2 if p else overlap for p in prefetch])
+def _ladder_gpu(speed=TUTORIAL, reps=5, consumer="gpu"):
+    return ladder_table(speed, consumer=consumer, reps=reps, pin_effective=True).assign(non_blocking=True)
 
 
-def test_non_blocking_copies_overlap_only_on_a_side_stream():
-    out = C.non_blocking_overlaps(_ladder_gpu())
-    assert out.verdict == F and "with the prefetcher's copy stream" in out.evidence
-    assert decide(C.non_blocking_overlaps, _ladder_gpu(overlap=0.3)) == H
-    assert decide(C.non_blocking_overlaps, _ladder_gpu(consumer="cpu")) == X
+def host_blocked_table(blocked: dict, consumer="gpu", reps=3) -> pd.DataFrame:
+    """Pinned gpu-feed cells at 4 and 16 workers with non_blocking and blocking copies: the host's time in the copy
+    calls over the copies' time, blocked[non_blocking]. Throughput is flat in num_workers with non_blocking copies
+    and grows with it with blocking ones, so a rule that mixed the blocking control into the feeding curves would
+    show it."""
+    out = []
+    for nw, nb, r in itertools.product((4, 16), (True, False), range(reps)):
+        cfg = {"workload": "jpeg", "model": "resnet50", "device": "auto", "num_workers": nw, "cores": 16}
+        cfg |= {"pin_memory": True, "non_blocking": nb}
+        metrics = {
+            "samples_per_s": 100.0 if nb else 1000.0 * nw,
+            "consumer": consumer,
+            "accelerator_busy_fraction": 0.5,
+            "h2d_host_blocked_fraction": blocked[nb] * jitter(r),
+            "total_s": 10.0,
+        }
+        out.append(rec("gpu-feed", cfg, metrics, r))
+    return table(out)
+
+
+def test_non_blocking_copies_free_the_host_against_blocking_ones():
+    assert decide(C.non_blocking_frees_host, host_blocked_table({True: 0.02, False: 1.0})) == H
+    out = C.non_blocking_frees_host(host_blocked_table({True: 0.95, False: 1.0}))
+    assert out.verdict == F and "w=16" in out.evidence
+    assert decide(C.non_blocking_frees_host, host_blocked_table({True: 0.02, False: 1.0}, consumer="cpu")) == X
+    assert decide(C.non_blocking_frees_host, host_blocked_table({True: 0.02, False: 1.0}, reps=2)) == N
+
+
+def test_the_feeding_rules_leave_the_blocking_control_out():
+    # were the blocking cells read, 4 workers would fall far short of the best (16 blocking workers)
+    assert decide(C.few_workers_suffice, host_blocked_table({True: 0.02, False: 1.0})) == H
 
 
 @pytest.mark.parametrize("rung,prev", [("+pin_memory", "+workers"), ("+prefetcher", "+persistent")])
@@ -254,3 +305,46 @@ def test_new_thresholds_are_printed_from_their_constants():
     assert f"{C.WIN:g}x" in rules[2] and f"{C.CTX_RISE:g}x" in rules[15] and f"{C.IO_ENOUGH:g}x" in rules[17]
     assert f"{C.PINNED_H2D_MIN:g}x" in rules[33] and f"{1 - C.ABOUT_ONE:g}..{1 + C.ABOUT_ONE:g}x" in rules[40]
     assert f"{C.REMOTE_SHARE:g}x" in rules[56] and f"{C.FIRST_BATCH_MIN:g}x" in rules[57]
+
+
+# --------------------------------------------------------------------------------------------------------
+# #57: readable tracebacks with num_workers = 0
+
+
+def traceback_table(held: dict[int, bool], reps=3) -> pd.DataFrame:
+    """Failed tracebacks-study records: at each num_workers, whether the loop's traceback held the dataset's
+    frame (held[nw]); a worker's frame is always quoted in the message."""
+    out = []
+    for nw, r in itertools.product(held, range(reps)):
+        inner = "fault.py:88:__getitem__"
+        frames = {"held": ["cell_process.py:60:cell_main"] + ([inner] if held[nw] else []), "quoted": [inner]}
+        error = {"kind": "dataset_error", "message": "RuntimeError: fault injected", "frames": frames}
+        cfg = {"workload": "fault", "fault": "raise", "num_workers": nw}
+        out.append(rec("tracebacks", cfg, {}, r, status="failed", error=error))
+    return table(out)
+
+
+def test_readable_tracebacks_are_counted_from_the_frames_the_loop_holds():
+    assert decide(C.readable_tracebacks, traceback_table({0: True, 2: False})) == H
+    assert decide(C.readable_tracebacks, traceback_table({0: True, 2: True})) == F
+    assert decide(C.readable_tracebacks, traceback_table({0: False, 2: False})) == F
+    assert decide(C.readable_tracebacks, traceback_table({0: True, 2: False}, reps=2)) == N
+    out = C.readable_tracebacks(traceback_table({0: True, 2: False}))
+    assert (
+        "w=2: the dataset's frame in the traceback in 0 of 3 repetitions, quoted in the message only in 3"
+        in out.evidence
+    )
+
+
+def test_frames_of_a_real_exception_and_of_a_quoted_one():
+    from loaderbench.measure.traceback_frames import frames_of
+
+    def __getitem__():
+        raise RuntimeError('worker said:\n  File "/x/fault.py", line 9, in __getitem__\n    boom')
+
+    try:
+        __getitem__()
+    except RuntimeError as exc:
+        frames = frames_of(exc)
+    assert frames["held"][-1].endswith(":__getitem__") and frames["held"][-1].startswith("test_numbered_claims.py:")
+    assert frames["quoted"] == ["fault.py:9:__getitem__"]

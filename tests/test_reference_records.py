@@ -1,7 +1,10 @@
 """The reference records shipped from a GPU node stay readable by the analysis and keep deciding the claims
 they were kept for (a change to the record schema or a claim's rule that orphaned them would show here)."""
 
+import subprocess
 from pathlib import Path
+
+import pytest
 
 from loaderbench.analysis.claims import FAILS, HOLDS, NOT_MEASURED, claims_table
 from loaderbench.analysis.table import load_records
@@ -70,6 +73,8 @@ def test_claims_this_machine_cannot_measure_point_to_the_reference():
 
 # --- copying a results folder into results/reference/<machine>/ ---------------------------------------------
 
+HEAD = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+
 
 def _results(tmp_path):
     """A small results folder: one study with an ok record carrying raw per-batch times, a failed record, a
@@ -80,12 +85,23 @@ def _results(tmp_path):
 
     root = tmp_path / "results"
     (root / "in-order").mkdir(parents=True)
+    env = {"git_commit": HEAD, "load_1m_at_start": 0.2, "logical_cpus": 2}
     ok = rec(
-        "in-order", {"in_order": True, "num_workers": 2}, {"samples_per_s": 100.0, "memory_timeline": [[0, 1, 2]]}, 0
+        "in-order",
+        {"in_order": True, "num_workers": 2},
+        {"samples_per_s": 100.0, "memory_timeline": [[0, 1, 2]], "machine": {"others_share": 0.01}},
+        0,
+        env=env,
     )
     ok["raw"] = {"t_iter": [0.0], "got": [[0.1, 0.2] * 500], "done": [[0.15, 0.25] * 500]}
     bad = rec(
-        "in-order", {"in_order": False, "num_workers": 2}, {}, 0, "failed", {"kind": "worker_crashed", "message": "m"}
+        "in-order",
+        {"in_order": False, "num_workers": 2},
+        {},
+        0,
+        "failed",
+        {"kind": "worker_crashed", "message": "m"},
+        env=env,
     )
     for r in (ok, bad):
         (root / "in-order" / f"{r['cell_id']}-r0.json").write_text(json.dumps(r, indent=1))
@@ -122,6 +138,8 @@ def test_a_copy_keeps_every_record_whole_but_its_raw_times(tmp_path):
     readme = (folder / "README.md").read_text()
     assert "# Reference records: box-2cpu" in readme and "`raw` block" in readme
     assert "| `in-order` | 2 (1 failed) | 2 | 1 |" in readme and "alone, load average 0.2" in readme
+    # how quiet it was and where the code is come from the records, not from the note
+    assert "alone: load 0.20 at the start (quiet below 1 on 2 CPUs)" in readme and "| committed |" in readme
     assert not (folder / ".records-cache.parquet").exists()
 
 
@@ -143,6 +161,46 @@ def test_a_later_copy_replaces_its_study_and_keeps_the_notes_of_the_others(tmp_p
     assert notes(folder) == {"in-order": "first"}
     readme = (folder / "README.md").read_text()
     assert "| `in-order` |" in readme and "| `rng` |" in readme
+
+
+@pytest.mark.parametrize(
+    "commit, why",
+    [
+        (HEAD + "-dirty", "uncommitted changes on top of"),
+        ("0" * 40, "is not in this repository"),
+        (None, "no commit recorded"),
+    ],
+)
+def test_records_whose_code_cannot_be_recovered_are_refused_by_name(tmp_path, commit, why):
+    import json
+
+    from loaderbench.analysis.reference_records import copy_reference
+    from loaderbench.errors import LoaderbenchError
+
+    root, ok, _ = _results(tmp_path)
+    path = root / "in-order" / f"{ok['cell_id']}-r0.json"
+    record = json.loads(path.read_text())
+    record["env"]["git_commit"] = commit
+    path.write_text(json.dumps(record))
+    with pytest.raises(LoaderbenchError, match="1 records cannot be published") as err:
+        copy_reference(root, tmp_path / "ref", "m")
+    assert str(path) in str(err.value) and why in str(err.value)
+    assert not (tmp_path / "ref" / "m").exists()  # nothing copied
+
+
+@pytest.mark.parametrize(
+    "load, others, words",
+    [(0.2, 0.01, "alone: "), (1.5, 0.01, "not alone: load 1.50"), (0.2, 0.3, "not alone: "), (None, 0.01, "not known")],
+)
+def test_alone_is_computed_from_the_load_and_the_others_share(load, others, words):
+    from loaderbench.analysis.provenance import conditions
+    from tests.question_records import rec, table
+
+    env = {"logical_cpus": 2} | ({"load_1m_at_start": load} if load is not None else {})
+    rows = table(
+        [rec("s", {}, {"samples_per_s": 1.0, "machine": {"others_share": others}}, r, env=env) for r in range(3)]
+    )
+    assert conditions(rows).startswith(words)
 
 
 def test_bad_copies_are_one_clear_error(tmp_path):

@@ -39,6 +39,12 @@ def ranks(rows: pd.DataFrame) -> pd.Series:
     return pd.to_numeric(col(rows, "ranks", 1), errors="coerce").fillna(1)
 
 
+def copies_non_blocking(rows: pd.DataFrame) -> pd.Series:
+    """Whether each row's host-to-device copies were issued with non_blocking=True (the default; the cells with
+    blocking copies are the non_blocking question's control, not part of the feeding curves)."""
+    return col(rows, "non_blocking", True).map(lambda v: True if v is None or v != v else is_true(v)).astype(bool)
+
+
 def straggler_ms(rows: pd.DataFrame) -> pd.Series:
     """The extra wait per sample of the straggling worker (slow_worker_ms), 0 where there is none."""
     return pd.to_numeric(col(rows, "slow_worker_ms", 0.0), errors="coerce").fillna(0.0)

@@ -123,9 +123,12 @@ def render_block(name: str, machines: tuple[str, ...], records: Records) -> tupl
 
 
 def _notes(folder: Path) -> dict[str, str]:
-    from loaderbench.analysis.reference_records import notes
+    """The notes given when the machine's studies were copied, and its unstable claims (keys UNSTABLE + claim
+    name)."""
+    from loaderbench.analysis.reference_records import notes, unstable
+    from loaderbench.analysis.verdict_history import UNSTABLE
 
-    return notes(folder)
+    return notes(folder) | {UNSTABLE + name: how for name, how in unstable(folder).items()}
 
 
 def render(text: str, reference: str | Path) -> tuple[str, list[Rendered]]:

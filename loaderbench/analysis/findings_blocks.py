@@ -22,10 +22,18 @@ from loaderbench.analysis.claims.cheap_work import crossovers, inmem_rows, size_
 from loaderbench.analysis.claims.ladder import PUBLISHED
 from loaderbench.analysis.derive import MIB, RUNGS, ladder_rung, start_method_label, with_growth
 from loaderbench.analysis.environment import env_one
-from loaderbench.analysis.reference_records import machine_line, software_line, wall_minutes
+from loaderbench.analysis.provenance import conditions
+from loaderbench.analysis.reference_records import (
+    code_line,
+    machine_line,
+    repetitions_line,
+    software_line,
+    wall_minutes,
+)
 from loaderbench.analysis.report_layout import md_table
 from loaderbench.analysis.report_text import fmt_num
 from loaderbench.analysis.table import AXIS_COLUMNS, col, is_true, ok_rows
+from loaderbench.analysis.verdict_history import flips_by_number
 from loaderbench.stats.comparison import compare
 from loaderbench.stats.verdicts import VERDICTS
 
@@ -156,25 +164,16 @@ def counts_text(table: pd.DataFrame) -> str:
 # the machines
 
 
-def _repetitions(df: pd.DataFrame) -> str:
-    by: dict[str, list[str]] = {}
-    for study, rows in df.groupby("study", sort=True):
-        reps = rows.groupby("cell_id")["repetition"].nunique().max()
-        by.setdefault(str(reps), []).append(f"`{study}`")
-    return "; ".join(f"{n} per cell: {', '.join(s)}" for n, s in sorted(by.items(), key=lambda kv: -int(kv[0])))
-
-
 def where(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
     cpu, *gpus = frames
     every = numbered(decided(pd.concat(frames, ignore_index=True)))
-    noted = "; ".join(f"`{s}`: {n}" for s, n in sorted(notes[0].items())) or "–"
     rows = [
         ("machine", machine_line(cpu)),
         ("software", software_line(cpu)),
-        ("repetitions", _repetitions(cpu)),
-        ("conditions", noted),
+        ("repetitions", repetitions_line(cpu)),
+        ("code", code_line(cpu)),
         ("claims", f"{len(every)} numbered claims, decided from the records of every machine: {counts_text(every)}"),
-        *[("GPU node", f"{machine_line(gpu)}; {software_line(gpu)}") for gpu in gpus],
+        *[("GPU node", f"{machine_line(gpu)}; {software_line(gpu)}; code: {code_line(gpu)}") for gpu in gpus],
     ]
     return md_table(pd.DataFrame(rows, columns=["", " "]))
 
@@ -191,6 +190,8 @@ def study_times(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
                 + (f"{reps.max()}" if reps.min() == reps.max() else f"{reps.min()}-{reps.max()}"),
                 "records": len(rows),
                 "wall time": f"{wall_minutes(rows):.1f} min",
+                "conditions": conditions(rows),
+                "code": code_line(rows),
             }
         )
     gpu = env_one(df, "cuda_device")
@@ -486,17 +487,19 @@ def h100_gpu_feed(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> st
 
 
 def all_claims(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
-    """The numbered claims, each with the verdict of its rows together, decided from the records of every
-    machine (their studies have different names, so no rule mixes them)."""
+    """The numbered claims: the verdict of their rows in the source's setting, what the suite's added settings
+    found, from the records of every machine (their studies have different names, so no rule mixes them)."""
     index = numbered(decided(pd.concat(frames, ignore_index=True)))
+    flipped = flips_by_number(notes)
     shown = pd.DataFrame(
         {
             "#": index["number"],
             "claim": index["claim"],
             "source": index["source"],
             "where": index["where"],
-            "verdict": [f"**{v}**" for v in index["verdict"]],
+            "verdict": [f"**{v}**{flipped.get(n, '')}" for n, v in zip(index["number"], index["verdict"])],
             "rules": index["rows"],
+            "in the settings the suite added": index["elsewhere"],
         }
     )
     legend = "; ".join(f"{k}: {v}" for k, v in {**SOURCES, **WHERE}.items())

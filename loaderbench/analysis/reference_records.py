@@ -5,9 +5,13 @@ A copy keeps every record of the chosen studies, failed and timed-out ones inclu
 and every key the analysis reads. It leaves out each record's `raw` block (the per-batch clock reads, the
 bulk of a record, which no table, figure or claim reads) and writes the JSON without indentation. The
 folder's README.md is written from the records: the machine and software their fingerprints name, and per
-study the records, cells, repetitions, wall time and the conditions given with `--note` (how quiet the
-machine was: nothing in a record can say that). The notes are kept in `reference.json` beside it, so a
-study copied later keeps the notes of the studies copied before.
+study the records, cells, repetitions, wall time, how quiet the machine was and whether the code that made them
+can be recovered (both computed from the records: loaderbench.analysis.provenance), and the notes given with
+`--note`. The notes are kept in `reference.json` beside it, so a study copied later keeps the notes of the studies
+copied before.
+
+A copy refuses records whose code cannot be recovered (made from a tree with uncommitted changes, or by a commit
+this repository does not hold), naming them: published evidence comes from committed code.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ from pathlib import Path
 import pandas as pd
 
 from loaderbench.analysis.environment import env_one, fmt_bytes
+from loaderbench.analysis.provenance import commit_problem, conditions, unrecoverable
 from loaderbench.analysis.report_layout import md_table
+from loaderbench.analysis.verdict_history import HISTORY, flips, remember
 from loaderbench.errors import LoaderbenchError
 from loaderbench.schema.record import SCHEMA
 
@@ -87,8 +93,10 @@ def copy_reference(
     out = Copied(folder)
     chosen = _studies(results, studies)
     meta = _read_meta(folder)
+    readable: dict[str, list[tuple[Path, dict]]] = {}
+    refused: list[str] = []
     for study in chosen:
-        kept = []
+        readable[study] = []
         for path in sorted((results / study).glob("*.json")):
             if path.name.startswith("."):
                 continue
@@ -100,11 +108,28 @@ def copy_reference(
             if not _is_record(rec) or rec.get("study") != study:
                 out.left_out.append((str(path), "not a record of this study"))
                 continue
+            readable[study].append((path, rec))
+            env = rec.get("env") if isinstance(rec.get("env"), dict) else {}
+            why = commit_problem(env.get("git_commit"))
+            if why:
+                refused.append(f"{path} ({why})")
+    if refused:
+        shown = "; ".join(refused[:3]) + (f"; and {len(refused) - 3} more" if len(refused) > 3 else "")
+        raise LoaderbenchError(
+            f"{len(refused)} records cannot be published: the code that made them cannot be recovered: {shown}. "
+            "Measure them again from a clean checkout of a commit in this repository (git status shows nothing "
+            "to commit)"
+        )
+    for study in chosen:
+        kept = []
+        for path, rec in readable[study]:
             out.bytes_before += path.stat().st_size
             kept.append((path.name, trim(rec)))
         if not kept:
             raise LoaderbenchError(f"{results / study}: no records to copy")
         target = folder / study
+        if target.exists() and study not in meta.get(HISTORY, {}):
+            remember(meta, study, _rows(target))  # what the records being replaced decided
         if target.exists():
             shutil.rmtree(target)
         target.mkdir(parents=True)
@@ -113,6 +138,7 @@ def copy_reference(
             (target / name).write_text(text)
             out.bytes_after += len(text.encode())
         out.records[study] = len(kept)
+        remember(meta, study, _rows(target))
         notes = meta.setdefault("notes", {})
         if note:
             notes[study] = note
@@ -129,6 +155,19 @@ def _read_meta(folder: Path) -> dict:
     except (OSError, ValueError):
         return {}
     return meta if isinstance(meta, dict) else {}
+
+
+def _rows(study_folder: Path) -> pd.DataFrame:
+    from loaderbench.analysis.table import load_records
+
+    df, _ = load_records(study_folder.parent, use_cache=False)
+    return df[df["study"] == study_folder.name] if not df.empty and "study" in df else df
+
+
+def unstable(folder: str | os.PathLike) -> dict[str, str]:
+    """Claim name -> how its verdict flipped between the last two copies of its study (loaderbench.analysis.
+    verdict_history), {} when none did."""
+    return flips(_read_meta(Path(folder)))
 
 
 def notes(folder: str | os.PathLike) -> dict[str, str]:
@@ -165,6 +204,15 @@ def software_line(df: pd.DataFrame) -> str:
     )
 
 
+def repetitions_line(df: pd.DataFrame) -> str:
+    """The repetitions per cell, and the studies measured with each count."""
+    by: dict[str, list[str]] = {}
+    for study, rows in df.groupby("study", sort=True):
+        reps = rows.groupby("cell_id")["repetition"].nunique().max()
+        by.setdefault(str(reps), []).append(f"`{study}`")
+    return "; ".join(f"{n} per cell: {', '.join(s)}" for n, s in sorted(by.items(), key=lambda kv: -int(kv[0])))
+
+
 def wall_minutes(rows: pd.DataFrame) -> float:
     """From the first record's start to the last one's end, in minutes (NaN without times)."""
     start = pd.to_datetime(rows.get("started_at"), errors="coerce", utc=True)
@@ -175,7 +223,8 @@ def wall_minutes(rows: pd.DataFrame) -> float:
 
 
 def study_rows(df: pd.DataFrame, noted: dict[str, str] | None = None) -> pd.DataFrame:
-    """One row per study: records (ok / failed / timeout), cells, repetitions, wall time, conditions."""
+    """One row per study: records (ok / failed / timeout), cells, repetitions, wall time, conditions (computed
+    from the records), whether their code can be recovered, and the notes given when it was copied."""
     out = []
     for study, rows in df.groupby("study", sort=True):
         counts = rows["status"].value_counts()
@@ -188,10 +237,20 @@ def study_rows(df: pd.DataFrame, noted: dict[str, str] | None = None) -> pd.Data
                 "cells": rows["cell_id"].nunique(),
                 "repetitions": f"{reps.min()}" if reps.min() == reps.max() else f"{reps.min()}-{reps.max()}",
                 "wall time": f"{wall_minutes(rows):.1f} min",
-                "conditions": (noted or {}).get(str(study), "–"),
+                "conditions": conditions(rows),
+                "code": code_line(rows),
+                "notes": (noted or {}).get(str(study), "–"),
             }
         )
     return pd.DataFrame(out)
+
+
+def code_line(rows: pd.DataFrame) -> str:
+    """Whether the code that made the rows can be recovered: "committed", or how many records cannot and why."""
+    problems = unrecoverable(rows)
+    if not problems:
+        return "committed"
+    return "; ".join(f"{n} records: {why}, to be measured again" for why, n in sorted(problems.items()))
 
 
 def write_readme(folder: Path) -> Path:

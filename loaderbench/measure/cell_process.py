@@ -57,10 +57,11 @@ def cell_main(cell: CellConfig, repetition: int, prepared, result_path: str, in_
         result = {"status": "ok", **measure_cell(cell, repetition, prepared, in_cgroup=in_cgroup)}
     except BaseException as exc:  # noqa: BLE001 - every failure becomes a record
         from loaderbench.measure.failures import classify_exception
+        from loaderbench.measure.traceback_frames import frames_of
 
         result = {
             "status": "failed",
-            "error": classify_exception(exc, cell.sharing_strategy),
+            "error": {**classify_exception(exc, cell.sharing_strategy), "frames": frames_of(exc)},
             "traceback": traceback.format_exc()[-4000:],
             SHM_BATCH: getattr(exc, SHM_BATCH, None),
         }

@@ -2,7 +2,9 @@
 training step of a model (forward, backward, SGD) on the GPU when there is one, else on the CPU.
 
 On a GPU the timings come from CUDA events, never from wall-clock guesses: compute time per step (its
-kernels, start to end), host-to-device copy time and bandwidth, and whether copies overlapped compute.
+kernels, start to end), host-to-device copy time and bandwidth, whether copies overlapped compute, and how long
+the host stayed inside the copy calls against the copies' time on the device (a non_blocking copy from pinned
+memory returns at once, so the host goes on while the copy is in flight; a blocking one returns when it is done).
 Accelerator utilization AU = compute time / wall time of the measured window (MLPerf Storage's definition;
 a configuration "keeps up" at AU >= 0.9).
 """
@@ -113,6 +115,7 @@ class ModelConsumer:
         self.ref = None
         self.compute_events: list = []  # (start, end) per step
         self.copy_events: list = []  # (start, end, bytes) per step
+        self.copy_host_s: list[float] = []  # per step: the host's time inside the copy calls
         self.step_s: list[float] = []
         if self.cuda:
             self.ref = torch.cuda.Event(enable_timing=True)
@@ -128,10 +131,13 @@ class ModelConsumer:
         nbytes = copied_bytes((data, labels), self.device)
         if self.cuda:
             start = self._event()
+        t0 = time.perf_counter()
         data = data.to(self.device, non_blocking=self.non_blocking)
         labels = labels.to(self.device, non_blocking=self.non_blocking)
+        host = time.perf_counter() - t0
         if self.cuda:
             self.copy_events.append((start, self._event(), nbytes))
+            self.copy_host_s.append(host)
         return data, labels
 
     def wrap(self, iterable: Iterable) -> Iterable:
@@ -170,6 +176,8 @@ class ModelConsumer:
         copies = [copies[i] for i in steps] if len(copies) == len(self.compute_events) else copies
         busy = sum(b - a for a, b in compute)
         copy_s = sum(b - a for a, b, _ in copies)
+        host = self.copy_host_s
+        host_s = sum(host[i] for i in steps) if len(host) == len(self.compute_events) else sum(host)
         copy_bytes = sum(n for _, _, n in copies)
         overlap = 0.0
         for a, b, _ in copies:  # copy time that ran while some step's kernels ran
@@ -182,6 +190,7 @@ class ModelConsumer:
             h2d_bytes=copy_bytes,
             h2d_gbps=(copy_bytes / copy_s / 1e9) if copy_s > 0 else None,
             h2d_overlap_fraction=(overlap / copy_s) if copy_s > 0 else None,
+            h2d_host_blocked_fraction=(host_s / copy_s) if copy_s > 0 and host else None,
             gpu_name=torch.cuda.get_device_name(self.device),
         )
         return out

@@ -36,6 +36,7 @@ FAULTS = (
     "abort",
     "exit",
     "kill_self",
+    "kill_main",
     "hang",
     "wait_kill",
     "oom",

@@ -294,6 +294,9 @@ class Metrics(TypedDict, total=False):
     h2d_bytes: int
     h2d_gbps: Annotated[float | None, COLUMN]  # their bandwidth
     h2d_overlap_fraction: Annotated[float | None, COLUMN]  # and the share of copy time that overlapped compute
+    # the host's time inside the copy calls over the copies' time on the device: about 1 for a blocking copy,
+    # near 0 when the host goes on while the copy is in flight
+    h2d_host_blocked_fraction: Annotated[float | None, COLUMN]
     gpu_name: str
     # the cell process (loaderbench.measure.cell_process)
     cpu_s: CpuSeconds

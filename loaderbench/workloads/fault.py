@@ -12,6 +12,8 @@ process loads it: a DataLoader worker, or the cell process itself when num_worke
     abort      the loading process calls abort() (SIGABRT)
     exit       the loading process exits with status 3, no signal
     kill_self  the loading process sends SIGKILL to itself
+    kill_main  a worker sends SIGKILL to the main process (the cell process): the training job crashes while its
+               workers hold batches; refuses to run without workers
     hang       the loading process blocks forever; only the study's timeout_s ends the cell
     wait_kill  the loading process names itself `lb-wait-kill` (its /proc comm) and blocks until something
                outside kills it: tests find it by that name and SIGKILL it, a genuinely external kill that
@@ -66,8 +68,16 @@ def _hog_memory(limit_mb: int | None) -> None:
     )
 
 
-def inject(fault: str, index: int, memory_limit_mb: int | None = None) -> None:
-    """Make `fault` happen in this process, now."""
+def _kill_main(main_pid: int | None) -> None:
+    from torch.utils.data import get_worker_info
+
+    if get_worker_info() is None or not main_pid or main_pid == os.getpid():
+        raise RuntimeError('fault = "kill_main" needs workers: the main process is killed from one of them')
+    os.kill(main_pid, signal.SIGKILL)
+
+
+def inject(fault: str, index: int, memory_limit_mb: int | None = None, main_pid: int | None = None) -> None:
+    """Make `fault` happen in this process, now (`main_pid`: the process that made the dataset, for kill_main)."""
     if fault == "none":
         return
     if fault == "raise":
@@ -80,6 +90,8 @@ def inject(fault: str, index: int, memory_limit_mb: int | None = None) -> None:
         os._exit(3)
     elif fault == "kill_self":
         os.kill(os.getpid(), signal.SIGKILL)
+    elif fault == "kill_main":
+        _kill_main(main_pid)
     elif fault == "hang":
         _block_forever()
     elif fault == "wait_kill":
@@ -97,13 +109,14 @@ class FaultDataset(Dataset):
     def __init__(self, length: int, fault: str, fault_at: int, memory_limit_mb: int | None = None):
         self.length, self.fault, self.fault_at = length, fault, fault_at
         self.memory_limit_mb = memory_limit_mb
+        self.main_pid = os.getpid()  # made in the main process; a worker's copy keeps it
 
     def __len__(self) -> int:
         return self.length
 
     def _sample(self, index: int):
         if index == self.fault_at:
-            inject(self.fault, index, self.memory_limit_mb)
+            inject(self.fault, index, self.memory_limit_mb, self.main_pid)
         return torch.full((4,), float(index % 251)), index % 1000
 
     def __getitem__(self, index: int):

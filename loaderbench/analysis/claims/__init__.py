@@ -72,10 +72,12 @@ from loaderbench.analysis.claims.cow_memory import (  # noqa: F401 - re-exported
 from loaderbench.analysis.claims.gpu_feed import (  # noqa: F401 - re-exported: the claims package is used by these names
     ENOUGH,
     FEW_WORKERS,
+    HOST_FREE,
     PIN_BUSY,
     PIN_GAIN,
     PINNED_H2D_MIN,
     few_workers_suffice,
+    non_blocking_frees_host,
     pin_memory_speeds_up,
     pin_thread_bottleneck,
     pinned_copies_faster,
@@ -96,7 +98,6 @@ from loaderbench.analysis.claims.ladder import (  # noqa: F401 - re-exported: th
     ladder_matches,
     ladder_step_about_one,
     ladder_step_helps,
-    non_blocking_overlaps,
 )
 from loaderbench.analysis.claims.oversubscription import (  # noqa: F401 - re-exported: the claims package is used by these names
     CPU_BOUND,
@@ -192,6 +193,7 @@ from loaderbench.analysis.claims.worker_costs import (  # noqa: F401 - re-export
     SLEEP_PAST,
     first_batch_without_workers,
     io_rule_of_thumb,
+    readable_tracebacks,
     sleep_scales_past_cores,
     switches_rise_past_cores,
 )

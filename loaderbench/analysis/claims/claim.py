@@ -15,6 +15,14 @@ from loaderbench.analysis.table import col, is_true, ok_rows
 from loaderbench.stats.intervals import MIN_N
 from loaderbench.stats.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED, Outcome, g
 
+#: a rule's role in its numbered claim: it tests the source's statement in the source's own setting, and decides
+#: the claim with the other such rules ...
+SEED = "seed"
+#: ... or it tests a setting the suite added (another start method, a harsher straggler, another machine), reported
+#: beside the claim's verdict, never deciding it
+EXTENSION = "extension"
+ROLES = (SEED, EXTENSION)
+
 
 @dataclass(frozen=True)
 class Claim:
@@ -22,7 +30,9 @@ class Claim:
     function that applies the rule to one study's rows. `needs`, when given, says whether rows carry
     what this claim reads (else the question's `needs` does). `number`: the claim of the numbered catalogue
     (loaderbench.analysis.claims.catalogue) the rule decides, or None for one of the suite's own. `study`: the
-    shipped study that measures it, where that is not the question's own."""
+    shipped study that measures it, where that is not the question's own. `role`: SEED when the rule tests the
+    numbered claim in the setting its source describes (the claim's verdict combines these rules), EXTENSION when
+    it tests a setting the suite added (reported beside the verdict as `setting`, a few words)."""
 
     question: str
     claim: str
@@ -31,6 +41,14 @@ class Claim:
     needs: Callable[[pd.DataFrame], bool] | None = None
     number: int | None = None
     study: str | None = None
+    role: str = SEED
+    setting: str = ""
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"{self.claim!r}: role {self.role!r}; allowed: {', '.join(ROLES)}")
+        if self.role == EXTENSION and not (self.number and self.setting):
+            raise ValueError(f"{self.claim!r}: an extension names its numbered claim and its setting")
 
 
 #: shipped records from a GPU node (an H100), for the questions this machine may not be able to answer

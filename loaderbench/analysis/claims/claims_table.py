@@ -19,7 +19,7 @@ from loaderbench.analysis.claims.batch_size import QUESTION as BATCH_SIZE
 from loaderbench.analysis.claims.catalogue import BY_NUMBER, CATALOGUE, SOURCES, WHERE
 from loaderbench.analysis.claims.cheap_work import QUESTION as CHEAP_WORK
 from loaderbench.analysis.claims.checkpointing import QUESTION as CHECKPOINTING
-from loaderbench.analysis.claims.claim import Claim, Question, narrow, varies, with_workers
+from loaderbench.analysis.claims.claim import EXTENSION, SEED, Claim, Question, narrow, varies, with_workers
 from loaderbench.analysis.claims.cow_memory import QUESTION as COW
 from loaderbench.analysis.claims.gpu_batch_size import QUESTION as GPU_BATCH_SIZE
 from loaderbench.analysis.claims.gpu_decode import QUESTION as GPU_DECODE
@@ -40,9 +40,10 @@ from loaderbench.analysis.report_layout import md_table
 from loaderbench.analysis.table import AXIS_COLUMNS, ok_rows
 from loaderbench.stats.verdicts import MEANING, NOT_MEASURED, VERDICTS, Outcome, all_of, decision_rule_text
 
-COLUMNS = ["number", "source", "question", "study", "claim", "rule", "evidence", "verdict"]
-#: the numbered claims, one row each (`numbered`): the verdict of all its rows together
-NUMBERED_COLUMNS = ["number", "claim", "source", "where", "verdict", "rows"]
+COLUMNS = ["number", "source", "question", "study", "claim", "rule", "evidence", "verdict", "role"]
+#: the numbered claims, one row each (`numbered`): the verdict of its rows in the source's own setting together,
+#: and what the rows of settings the suite added found (`elsewhere`)
+NUMBERED_COLUMNS = ["number", "claim", "source", "where", "verdict", "rows", "elsewhere"]
 #: the question of the rows of claims no rule decides yet
 LATER = "later studies"
 QUESTION_LIST: list[Question] = [
@@ -179,10 +180,12 @@ def _decide(claim: Claim, rows: pd.DataFrame) -> Outcome:
 
 
 def _tags(c: Claim) -> dict[str, str]:
-    """The row's number (#N, "–" for a claim of the suite's own) and the source of the numbered claim."""
+    """The row's number (#N, "–" for a claim of the suite's own), the source of the numbered claim, and the row's
+    role in it ("seed", or "extension: " and the setting it adds)."""
+    role = SEED if c.role == SEED else f"{EXTENSION}: {c.setting}"
     if c.number is None:
-        return {"number": "–", "source": "–"}
-    return {"number": BY_NUMBER[c.number].tag, "source": BY_NUMBER[c.number].source}
+        return {"number": "–", "source": "–", "role": role}
+    return {"number": BY_NUMBER[c.number].tag, "source": BY_NUMBER[c.number].source, "role": role}
 
 
 def claims_for(df: pd.DataFrame, study: str, question: str | None = None) -> pd.DataFrame:
@@ -245,6 +248,7 @@ def _pending_rows() -> list[dict]:
             "rule": f"no rule reads today's records for this: it needs {s.pending}",
             "evidence": f"not measured yet: {s.pending} ({WHERE[s.where]})",
             "verdict": NOT_MEASURED,
+            "role": SEED,
         }
         for s in CATALOGUE
         if s.pending
@@ -344,13 +348,21 @@ def claims_table(df: pd.DataFrame, known: dict[str, StudyClaims] | None = None) 
 
 
 def numbered(table: pd.DataFrame) -> pd.DataFrame:
-    """One row per numbered claim of the catalogue: the verdict of its rows together (holds when every row
-    holds, does not hold when one does not, else the open rows' verdict) and how many rows decided it."""
+    """One row per numbered claim of the catalogue. Its verdict is that of its rows in the source's own setting
+    together (role "seed": holds when every one holds, does not hold when one does not, else the open rows'
+    verdict); the rows of settings the suite added (role "extension: ...") never decide it and are reported in
+    `elsewhere`, so that a context-dependent answer reads as one ("holds; does not hold under fork")."""
     out = []
     for s in CATALOGUE:
         rows = table[table["number"] == s.tag]
-        o = all_of([Outcome(v, "") for v in rows["verdict"]], "")
-        shown = ", ".join(f"{q}: {v}" for q, v in zip(rows["question"], rows["verdict"]))
+        role = rows["role"].astype(str) if "role" in rows else pd.Series(SEED, index=rows.index)
+        seed = rows[role == SEED]
+        o = all_of([Outcome(v, "") for v in seed["verdict"]], "")
+        shown = ", ".join(f"{q}: {v}" for q, v in zip(seed["question"], seed["verdict"]))
+        added = rows[role != SEED]
+        elsewhere = "; ".join(
+            f"{v} {r.removeprefix(EXTENSION + ': ')}" for r, v in zip(added["role"], added["verdict"])
+        )
         out.append(
             {
                 "number": s.tag,
@@ -358,7 +370,8 @@ def numbered(table: pd.DataFrame) -> pd.DataFrame:
                 "source": s.source,
                 "where": s.where,
                 "verdict": o.verdict,
-                "rows": f"{len(rows)} ({shown})" if len(rows) else "0",
+                "rows": f"{len(seed)} ({shown})" if len(seed) else "0",
+                "elsewhere": elsewhere or "–",
             }
         )
     return pd.DataFrame(out, columns=NUMBERED_COLUMNS)
@@ -402,8 +415,9 @@ def write_claims(df: pd.DataFrame, out_dir: str | Path, table: pd.DataFrame | No
         "",
         f"## The {len(index)} numbered claims",
         "",
-        "Each numbered claim's verdict is that of its rows below together: it holds when every row holds and "
-        "does not hold when one does not.",
+        "Each numbered claim's verdict is that of its rows below that test it in its source's own setting: it holds "
+        "when every such row holds and does not hold when one does not. Rows that test a setting the suite added "
+        "(another start method, a harsher straggler) are listed under 'elsewhere' and never decide it.",
         "",
         counts_line(index["verdict"]),
         "",
@@ -421,6 +435,7 @@ def write_claims(df: pd.DataFrame, out_dir: str | Path, table: pd.DataFrame | No
                 "claim": part["claim"],
                 "verdict": [f"**{v}**" for v in part["verdict"]],
                 "study": [s or "–" for s in part["study"]],
+                "setting": [r.removeprefix(EXTENSION + ": ") if r != SEED else "the source's" for r in part["role"]],
                 "evidence": part["evidence"],
                 "rule": part["rule"],
                 "source": part["source"],

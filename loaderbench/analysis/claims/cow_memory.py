@@ -18,13 +18,10 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from loaderbench.analysis.claims.claim import Claim, Question, finite, g, missing, pick
+from loaderbench.analysis.claims.claim import EXTENSION, Claim, Question, finite, g, missing, pick
 from loaderbench.analysis.derive import with_growth
 from loaderbench.analysis.table import col, is_true
 from loaderbench.stats.verdicts import (
-    FAILS,
-    HOLDS,
-    INCONCLUSIVE,
     Outcome,
     all_of,
     at_least,
@@ -170,39 +167,56 @@ def cow_grows_with_workers(rows: pd.DataFrame) -> Outcome:
     )
 
 
-def _eager_lazy(ok: pd.DataFrame, sm: str, nw: int):
-    """Peak USS per worker of the eager (decoded) and lazy (list_str) cells at one start method and num_workers."""
+#: the eager backings: decoded images as NumPy arrays, or as Python objects (each image a list of its pixel rows)
+EAGER = ("decoded", "decoded_objects")
+
+
+def _eager_lazy(ok: pd.DataFrame, eager: str, sm: str, nw: int):
+    """Peak USS per worker of the eager (`eager` backing) and lazy (list_str) cells at one start method and
+    num_workers."""
     at = ok[(col(ok, "start_method") == sm) & (ok["num_workers"] == nw)]
-    return tuple(finite(at[col(at, "index_backing") == b][PEAK]) for b in ("decoded", "list_str"))
+    return tuple(finite(at[col(at, "index_backing") == b][PEAK]) for b in (eager, "list_str"))
 
 
-def lazy_avoids_duplication(rows: pd.DataFrame) -> Outcome:
-    """#24: per start method and num_workers, the eager dataset's workers' peak USS per worker minus the lazy one's,
-    against DUPLICATE_SHARE of the decoded images' size: a worker that holds its own copy of them duplicates."""
-    ok = with_growth(rows)
-    eager = ok[col(ok, "index_backing") == "decoded"]
-    if eager.empty:
-        return missing("needs cells of the decoded (eager) and list_str (lazy) backings")
-    data_mib = float(pd.to_numeric(eager["index_items"]).max()) * DECODED_BYTES / 2**20
-    parts, verdicts = [], []
-    for sm in sorted(set(col(eager, "start_method").dropna())):
-        for nw in sorted(set(eager["num_workers"])):
-            a, b = _eager_lazy(ok, sm, nw)
+def lazy_avoids_duplication(eager: str, start_method: str) -> Callable[[pd.DataFrame], Outcome]:
+    """#24 under one start method: at every num_workers, the eager dataset's (`eager` backing) workers' peak USS per
+    worker minus the lazy one's, against DUPLICATE_SHARE of the decoded images' size: a worker that holds its own
+    copy of them duplicates, a lazy one reads only file names."""
+
+    def rule(rows: pd.DataFrame) -> Outcome:
+        ok = with_growth(rows)
+        held = ok[col(ok, "index_backing") == eager]
+        if held.empty:
+            return missing(f"needs cells of the {eager} (eager) and list_str (lazy) backings")
+        data_mib = float(pd.to_numeric(held["index_items"]).max()) * DECODED_BYTES / 2**20
+        checks = []
+        for nw in sorted(set(held["num_workers"])):
+            a, b = _eager_lazy(ok, eager, start_method, nw)
             if len(a) < 3 or len(b) < 3:
                 continue
-            o = _diff(b, a, at_least(DUPLICATE_SHARE * data_mib), f"{sm}, w={nw}: peak USS per worker eager - lazy")
-            parts.append(o.evidence)
-            verdicts.append(o.verdict)
-    if not verdicts:
-        return missing("needs decoded and list_str cells at the same start method and num_workers, 3 ok repetitions")
-    text = f"decoded images held: {g(data_mib)} MiB; " + "; ".join(parts)
-    if HOLDS in verdicts:  # where an eager dataset's workers copy it, a lazy one's hold no copy
-        return Outcome(HOLDS, text)
-    return Outcome(FAILS if all(v == FAILS for v in verdicts) else INCONCLUSIVE, text)
+            checks.append(
+                _diff(
+                    b,
+                    a,
+                    at_least(DUPLICATE_SHARE * data_mib),
+                    f"{start_method}, w={nw}: peak USS per worker {eager} - list_str",
+                )
+            )
+        o = all_of(
+            checks,
+            f"needs {eager} and list_str cells under {start_method} at the same num_workers, 3 ok repetitions",
+        )
+        return Outcome(o.verdict, f"decoded images held: {g(data_mib)} MiB of pixels; {o.evidence}")
+
+    rule.__name__ = f"lazy_avoids_duplication_{eager}_{start_method}"
+    return rule
 
 
-def _needs_eager(rows: pd.DataFrame) -> bool:
-    return bool((col(rows, "index_backing") == "decoded").any())
+def _needs_eager(eager: str) -> Callable[[pd.DataFrame], bool]:
+    def needs(rows: pd.DataFrame) -> bool:
+        return bool((col(rows, "index_backing") == eager).any())
+
+    return needs
 
 
 def _needs(rows: pd.DataFrame) -> bool:
@@ -259,15 +273,45 @@ QUESTION.claims.extend(
         ),
         Claim(
             "cow-memory",
-            "lazy loading (paths, not decoded data, in the dataset) avoids duplication",
-            "an eager dataset holding decoded images (the decoded backing) against a lazy one holding file names "
-            "(list_str), per start method and num_workers: the eager workers' peak USS per worker minus the lazy "
-            f"ones'; holds where it is at least {DUPLICATE_SHARE:g}x the decoded images' size (every worker holds "
-            "its own copy) somewhere, and names where it is not (fork shares the pages it only reads)",
-            lazy_avoids_duplication,
-            needs=_needs_eager,
+            "lazy loading (paths, not decoded data, in the dataset) avoids the duplication forked workers make of "
+            "an eager dataset of Python objects",
+            "fork, an eager dataset holding decoded images as Python objects (decoded_objects: each image a list of "
+            "its pixel rows, bytes objects whose refcounts every read writes) against a lazy one holding file names "
+            "(list_str): holds if at every num_workers the eager workers' peak USS per worker minus the lazy ones' "
+            f"is at least {DUPLICATE_SHARE:g}x the decoded images' pixels (every worker holds its own copy of what "
+            "it read), does not hold if it is shown below",
+            lazy_avoids_duplication("decoded_objects", "fork"),
+            needs=_needs_eager("decoded_objects"),
             number=24,
             study="cow-memory-lazy",
         ),
+        Claim(
+            "cow-memory",
+            "lazy loading avoids duplication: an eager dataset of NumPy arrays under fork",
+            f"as above with the images held as NumPy arrays (decoded): reading an array writes only its header, so "
+            f"forked workers share its pixels; holds if the difference is at least {DUPLICATE_SHARE:g}x the pixels",
+            lazy_avoids_duplication("decoded", "fork"),
+            needs=_needs_eager("decoded"),
+            number=24,
+            study="cow-memory-lazy",
+            role=EXTENSION,
+            setting="under fork with images held as NumPy arrays",
+        ),
+        *[
+            Claim(
+                "cow-memory",
+                f"lazy loading avoids duplication: an eager dataset ({eager}) under spawn",
+                f"as above under spawn, where every worker unpickles its own copy of whatever the dataset holds (the "
+                f"cost of pickling, not of copy-on-write); holds if the difference is at least {DUPLICATE_SHARE:g}x "
+                "the pixels",
+                lazy_avoids_duplication(eager, "spawn"),
+                needs=_needs_eager(eager),
+                number=24,
+                study="cow-memory-lazy",
+                role=EXTENSION,
+                setting=f"under spawn ({'NumPy arrays' if eager == 'decoded' else 'Python objects'})",
+            )
+            for eager in EAGER
+        ],
     ]
 )

@@ -1,5 +1,7 @@
 """Does the accelerator starve? Two rules of thumb put to a real GPU step: a few workers per GPU are enough, and
-pin_memory always helps. Both read only cells whose step ran on a GPU (a simulated step proves neither)."""
+pin_memory always helps; and what pinned and non_blocking copies do. Every rule reads only cells whose step ran on
+a GPU (a simulated step proves none of them). The cells with blocking copies (non_blocking = false) are the
+control of the non_blocking rule alone; the other rules read the cells with non_blocking copies."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import pandas as pd
 
 from loaderbench.analysis.claims.claim import GPU_REFERENCE, Claim, Question, finite, g, missing
 from loaderbench.analysis.claims.step_overlap import CLAIMS as STEP_OVERLAP
-from loaderbench.analysis.derive import on_gpu
+from loaderbench.analysis.derive import copies_non_blocking, on_gpu
 from loaderbench.analysis.table import col, is_true, ok_rows
 from loaderbench.stats.verdicts import (
     MIN_EFFECT,
@@ -15,6 +17,7 @@ from loaderbench.stats.verdicts import (
     Outcome,
     all_of,
     at_least,
+    at_most,
     both,
     decide_median,
     decide_shift,
@@ -31,13 +34,19 @@ PINNED_H2D_MIN = 2.0
 #: "the pin-memory thread becomes a bottleneck": at the most workers it is busy at least this share of one core
 #: (its CPU seconds over the run's), having grown from the fewest workers by at least 1 + MIN_EFFECT
 PIN_BUSY = 0.8
+#: "non_blocking lets the host go on while the copy is in flight": the host's time inside the copy calls, over the
+#: copies' time on the device, non_blocking at most this share of that with blocking copies
+HOST_FREE = 0.5
 AU = "accelerator_busy_fraction"
+HOST_BLOCKED = "h2d_host_blocked_fraction"
 _NEEDS_PIN = "needs pinned and unpinned cells (3 ok repetitions each) of the same model, cores and num_workers"
 
 
-def _gpu(rows: pd.DataFrame) -> tuple[pd.DataFrame | None, Outcome | None]:
-    """The ok rows whose step ran on a GPU, or the outcome that says why there are none."""
+def _gpu(rows: pd.DataFrame, blocking_too: bool = False) -> tuple[pd.DataFrame | None, Outcome | None]:
+    """The ok rows whose step ran on a GPU (those with non_blocking copies unless `blocking_too`), or the outcome
+    that says why there are none."""
     ok = ok_rows(rows)
+    ok = ok if blocking_too else ok[copies_non_blocking(ok)]
     if ok.empty:
         return None, missing("no ok records")
     gpu = ok[col(ok, "consumer").astype(str) == "gpu"]
@@ -110,6 +119,22 @@ def pinned_copies_faster(rows: pd.DataFrame) -> Outcome:
             Outcome(o.verdict, f"{o.evidence} ({g(pd.Series(plain).median())} -> {g(pd.Series(pinned).median())} GB/s)")
         )
     return all_of(checks, f"host-to-device GB/s: {_NEEDS_PIN}")
+
+
+def non_blocking_frees_host(rows: pd.DataFrame) -> Outcome:
+    gpu, why = _gpu(rows, blocking_too=True)
+    if why:
+        return why
+    pinned = gpu[gpu["pin_memory"].map(is_true)] if "pin_memory" in gpu else gpu.iloc[0:0]
+    checks = []
+    for (model, cores, nw), grp in pinned.groupby([col(pinned, "model", "none").astype(str), "cores", "num_workers"]):
+        nb = copies_non_blocking(grp)
+        free, blocked = finite(grp.loc[nb, HOST_BLOCKED]), finite(grp.loc[~nb, HOST_BLOCKED])
+        if len(free) < 3 or len(blocked) < 3:
+            continue
+        label = f"{model}, {int(cores)} cores, w={int(nw)}: host in copy calls / copy time, non_blocking / blocking"
+        checks.append(decide_shift(blocked, free, at_most(HOST_FREE), label=label))
+    return all_of(checks, "needs pinned cells with non_blocking and blocking copies on a GPU, 3 ok repetitions each")
 
 
 def pin_thread_share(rows: pd.DataFrame) -> pd.Series:
@@ -197,5 +222,18 @@ QUESTION.claims.extend(
             number=35,
         ),
     ]
+)
+QUESTION.claims.append(
+    Claim(
+        "gpu-feed",
+        "non_blocking host-to-device copies from pinned memory let the host go on while the copy is in flight",
+        f"pinned cells of the same model, cores and num_workers with non_blocking and blocking copies: the host's "
+        f"time inside the copy calls over the copies' time on the device (CUDA events); holds if non_blocking's is "
+        f"at most {HOST_FREE:g}x the blocking one's, does not hold if its interval lies above; not measurable without "
+        "a GPU",
+        non_blocking_frees_host,
+        needs=lambda rows: _needs(rows) and HOST_BLOCKED in rows,
+        number=34,
+    )
 )
 QUESTION.claims.extend(STEP_OVERLAP)

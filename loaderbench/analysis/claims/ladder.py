@@ -8,16 +8,13 @@ import pandas as pd
 
 from loaderbench.analysis.claims.claim import GPU_REFERENCE, NOISY, Claim, Question, finite, missing, quiet
 from loaderbench.analysis.derive import RUNGS, ladder_rung, on_gpu
-from loaderbench.analysis.table import col, is_true, ok_rows
+from loaderbench.analysis.table import col, ok_rows
 from loaderbench.stats.verdicts import (
     NOT_MEASURABLE,
     NOT_MEASURED,
     Outcome,
-    all_of,
     at_least,
-    decide_median,
     decide_shift,
-    g,
     within,
 )
 
@@ -120,30 +117,6 @@ def ladder_step_about_one(rung: str, previous: str) -> Callable[[pd.DataFrame], 
     return rule
 
 
-def non_blocking_overlaps(rows: pd.DataFrame) -> Outcome:
-    """Pinned, non_blocking copies issued by the training loop itself (no prefetcher): their share of copy time
-    that overlapped compute, per rung; the prefetcher's rungs (copies on a side stream) are shown beside."""
-    ok = _ladder(rows)
-    if ok.empty:
-        return missing("no ok records")
-    if not on_gpu(ok):
-        return Outcome(NOT_MEASURABLE, "no step ran on a GPU: host-to-device copies need one")
-    pinned = ok[col(ok, "pin_memory").map(is_true) & col(ok, "non_blocking").map(is_true)]
-    side = col(pinned, "prefetcher").map(is_true)
-    checks = [
-        decide_median(finite(cell[OVERLAP]), at_least(OVERLAP_MIN), label=f"{rung}: overlap fraction")
-        for rung, cell in pinned[~side].groupby("rung", sort=False)
-    ]
-    shown = "; ".join(
-        f"{rung}: {g(float(finite(c[OVERLAP]).mean()) if len(finite(c[OVERLAP])) else float('nan'))}"
-        for rung, c in pinned[side].groupby("rung", sort=False)
-    )
-    o = all_of(checks, "needs pinned non_blocking cells without the prefetcher")
-    return Outcome(
-        o.verdict, o.evidence + (f" (with the prefetcher's copy stream, mean overlap {shown})" if shown else "")
-    )
-
-
 def _needs(rows: pd.DataFrame) -> bool:
     return (
         "model" in rows
@@ -186,6 +159,7 @@ QUESTION.claims.extend(
             )
             for rung, prev, number in (
                 ("+workers", "baseline", 1),
+                ("+persistent", "+pin_memory", 26),  # restarting workers every epoch costs the loop time
                 ("+persistent", "+pin_memory", 27),
                 ("+batched", "+prefetcher", 42),
             )
@@ -202,16 +176,5 @@ QUESTION.claims.extend(
             )
             for rung, prev in FLAT_STEPS
         ],
-        Claim(
-            "ladder",
-            "non_blocking host-to-device copies overlap compute",
-            f"pinned, non_blocking copies made by the training loop itself (rungs without the prefetcher): holds if "
-            f"in every such rung the median share of copy time that overlapped compute (CUDA events) is at least "
-            f"{OVERLAP_MIN:g}, does not hold if its interval lies below; the prefetcher's rungs, which copy on a "
-            "side stream, are shown beside",
-            non_blocking_overlaps,
-            needs=lambda rows: _needs(rows) and OVERLAP in rows,
-            number=34,
-        ),
     ]
 )

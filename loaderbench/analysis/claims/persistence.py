@@ -8,7 +8,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from loaderbench.analysis.claims.claim import Claim, Question, finite, g, missing, pick, values_of, varies
+from loaderbench.analysis.claims.claim import EXTENSION, Claim, Question, finite, g, missing, pick, values_of, varies
 from loaderbench.analysis.table import col, is_true, ok_rows
 from loaderbench.stats.verdicts import FAILS, HOLDS, INCONCLUSIVE, Outcome, at_least, decide_shift
 
@@ -181,6 +181,7 @@ QUESTION.claims.extend(
                 f"{PERSIST_GAP_RATIO:g}x the persistent one (what is left is the refill: one batch made after iter())",
                 persistent_removes_gap(sm),
                 number=26,
+                **({} if sm == "spawn" else {"role": EXTENSION, "setting": f"under {sm} on this machine"}),
             )
             for sm in ("fork", "forkserver", "spawn")
         ],
@@ -198,6 +199,8 @@ QUESTION.claims.extend(
             f"{RUN_SPEEDUP:g}x",
             persistent_speeds_up_run,
             number=27,
+            role=EXTENSION,
+            setting="with a simulated loop of short epochs, fork, on this machine",
         ),
         Claim(
             "persistence",

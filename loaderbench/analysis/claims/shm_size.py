@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from loaderbench.analysis.claims.claim import Claim, Question, finite, missing, narrow
+from loaderbench.analysis.claims.claim import EXTENSION, Claim, Question, finite, missing, narrow
 from loaderbench.analysis.table import col, ok_rows
 from loaderbench.stats.verdicts import FAILS, HOLDS, INCONCLUSIVE, Outcome, all_of, at_least, decide_shift, fact, g
 
@@ -76,6 +76,10 @@ def cell_states(rows: pd.DataFrame) -> pd.DataFrame:
     out = []
     for cid, c in r.groupby("cell_id", sort=False):
         first = c.iloc[0]
+        timeouts = int((c["status"] == "timeout").sum())
+        c = c[c["status"] != "timeout"]  # a timeout is neither a run nor a failure for want of /dev/shm
+        if c.empty:
+            continue
         n = len(c)
         ok = int((c["status"] == "ok").sum())
         short = int((col(c, "error_kind") == SHM_KIND).sum())
@@ -89,6 +93,7 @@ def cell_states(rows: pd.DataFrame) -> pd.DataFrame:
                 "ok": ok,
                 "short": short,
                 "other": n - ok - short,
+                "timeouts": timeouts,
                 "state": "ok" if ok == n else "short" if short == n else "mixed",
                 "needed_mb": float(needed.max()) / 2**20 if needed.size else float("nan"),
                 "peak_mb": float(finite(ok_rows(c)["shm_peak_bytes"]).max()) / 2**20 if ok else float("nan"),
@@ -104,9 +109,11 @@ def too_small_fails(rows: pd.DataFrame) -> Outcome:
     if s.empty or s["shm_size_mb"].nunique() < 2:
         return missing("needs cells with their own /dev/shm at two or more shm_size_mb")
     r = sized_rows(rows)
-    failed = r[r["status"] != "ok"]
+    failed = r[~r["status"].isin(("ok", "timeout"))]
     bus = int(col(failed, "error_message").fillna("").str.contains("bus error", case=False).sum())
     how = f"{int((col(failed, 'error_kind') == SHM_KIND).sum())} repetitions failed for /dev/shm ({bus} by a bus error)"
+    if int(s["timeouts"].sum()):
+        how += f"; {int(s['timeouts'].sum())} timed out, set aside (neither a run nor a failure for /dev/shm)"
     if (s["other"] > 0).any():
         kinds = sorted(set(col(failed, "error_kind").dropna()) - {SHM_KIND})
         return Outcome(INCONCLUSIVE, f"{how}; others failed otherwise ({', '.join(kinds)}): something else broke")
@@ -238,12 +245,14 @@ def prefetch_holds_batches(rows: pd.DataFrame) -> Outcome:
     return all_of(checks, "no prefetch_factor measured")
 
 
-def crashed_workers_leak(rows: pd.DataFrame) -> Outcome:
-    """#55: segments counted in the cell's /dev/shm after a worker was killed, once all its processes ended."""
+def crashed_workers_leak(rows: pd.DataFrame, fault: str = "kill_self") -> Outcome:
+    """#55: segments counted in the cell's /dev/shm after a worker (`fault` kill_self) or the main process
+    (kill_main) was killed, once all its processes ended."""
     r = leak_rows(rows)
-    crash = r[col(r, "fault").fillna("none") != "none"]
+    crash = r[col(r, "fault").fillna("none") == fault]
     if crash.empty:
-        return missing("needs fault-workload cells (a worker killed) with their own /dev/shm")
+        who = "the main process" if fault == "kill_main" else "a worker"
+        return missing(f"needs fault-workload cells ({who} killed, fault = {fault}) with their own /dev/shm")
     control = r[col(r, "fault").fillna("none") == "none"]
     parts, leaks, clean = [], [], []
     for strategy, c in crash.groupby("sharing_strategy"):
@@ -289,7 +298,7 @@ QUESTION.claims.extend(
             "every cell has its own /dev/shm; a cell is short when every repetition failed for want of /dev/shm "
             f"({SHM_KIND}), ok when every one ran; holds if at the smallest size some setting is short, at the largest "
             "every setting is ok, and at some size a setting with more workers is short where the same one with fewer "
-            "is ok; inconclusive if a repetition failed for another reason",
+            "is ok; a repetition that timed out is set aside; inconclusive if one failed for another reason",
             too_small_fails,
             needs=_needs_sized,
             number=53,
@@ -332,6 +341,19 @@ QUESTION.claims.extend(
             needs=_needs_leaks,
             number=55,
             study="shm-size-leaks",
+        ),
+        Claim(
+            "shm-size",
+            "a crashed main process leaks /dev/shm segments",
+            "as above with the main process killed by one of its workers mid-epoch (fault = kill_main): holds if "
+            "under some strategy every repetition (3 or more) left a segment and no healthy control did; does not "
+            "hold if under every strategy none did",
+            lambda rows: crashed_workers_leak(rows, "kill_main"),
+            needs=_needs_leaks,
+            number=55,
+            study="shm-size-leaks",
+            role=EXTENSION,
+            setting="when the main process crashes instead of a worker",
         ),
     ]
 )

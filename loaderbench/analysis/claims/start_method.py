@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from loaderbench.analysis.claims.claim import Claim, Question, finite, g, missing, varies, with_workers
+from loaderbench.analysis.claims.claim import EXTENSION, Claim, Question, finite, g, missing, varies, with_workers
 from loaderbench.analysis.derive import payload_mb, start_method_label
 from loaderbench.analysis.table import col, ok_rows
 from loaderbench.stats.verdicts import MIN_EFFECT, Outcome, all_of, at_least, at_most, both, decide_shift, fact
@@ -282,6 +282,8 @@ QUESTION.claims.extend(
             "forkserver+preload's",
             preload_restarts_fast,
             number=10,
+            role=EXTENSION,
+            setting="with forkserver_preload, restarting the next loader's workers",
         ),
         Claim(
             "start-method",

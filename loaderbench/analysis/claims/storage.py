@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from loaderbench.analysis.claims.claim import NOISY, Claim, Question, finite, narrow, pick, quiet
+from loaderbench.analysis.claims.claim import EXTENSION, NOISY, Claim, Question, finite, narrow, pick, quiet
+from loaderbench.analysis.claims.worker_costs import IO_ENOUGH
 from loaderbench.analysis.derive import ranks
 from loaderbench.analysis.table import col, ok_rows
 from loaderbench.stats.verdicts import (
@@ -207,6 +208,35 @@ def remote_is_io_bound(rows: pd.DataFrame) -> Outcome:
     )
 
 
+def io_rule_of_thumb_over_http(rows: pd.DataFrame) -> Outcome:
+    """#17 on a real I/O-bound pipeline: the full jpeg pipeline (read over HTTP, decode, transform) at every latency
+    of at least FAR_LATENCY_MS. Its curve has an optimum: workers hide the wait until the decoding fills the cores.
+    The best num_workers within 2-4 x cores against the best beyond 4 x cores (measured beyond, so that an optimum
+    further out would show): "enough" is the share IO_ENOUGH of it, as for the sleep curves."""
+    ok = _reads(rows)
+    ok = ok[(col(ok, "storage") == "http") & (col(ok, "jpeg_stage") == "full")] if not ok.empty else ok
+    ok = ok[pd.to_numeric(col(ok, "latency_ms", 0.0), errors="coerce") >= FAR_LATENCY_MS] if not ok.empty else ok
+    checks = []
+    for (cores, latency), grp in ok.groupby(["cores", "latency_ms"], sort=True):
+        by = {int(n): finite(c["samples_per_s"]) for n, c in grp.groupby("num_workers")}
+        medians = {n: float(pd.Series(v).median()) for n, v in by.items() if len(v)}
+        inside = [n for n in medians if 2 * cores <= n <= 4 * cores]
+        beyond = [n for n in medians if n > 4 * cores]
+        if not inside or not beyond:
+            continue
+        best_in = max(inside, key=lambda n: medians[n])
+        best_out = max(beyond, key=lambda n: medians[n])
+        curve = ", ".join(f"w={n}: {g(medians[n])}" for n in sorted(medians))
+        label = f"{g(latency)} ms, {int(cores)} core{'s' if cores != 1 else ''}: w={best_in} / w={best_out}"
+        o = decide_shift(by[best_out], by[best_in], at_least(IO_ENOUGH), label=label)
+        checks.append(Outcome(o.verdict, f"{o.evidence} (samples/s {curve})"))
+    return all_of(
+        checks,
+        f"needs full-pipeline jpeg cells over HTTP at {g(FAR_LATENCY_MS)} ms or more, within 2-4 x cores and "
+        "beyond 4 x cores",
+    )
+
+
 def _has_local_and_remote(rows: pd.DataFrame) -> bool:
     ok = _reads(rows)
     return bool((col(ok, "storage") == "local").any() and (col(ok, "storage") == "http").any())
@@ -271,6 +301,8 @@ QUESTION.claims.extend(
             quiet(scale_until_bandwidth, select=_http_read),
             needs=_has_http,
             number=56,
+            role=EXTENSION,
+            setting="scaling far past the cores until bandwidth binds",
         ),
         Claim(
             "storage",
@@ -282,6 +314,16 @@ QUESTION.claims.extend(
             quiet(remote_is_io_bound, select=_reads),
             needs=_has_local_and_remote,
             number=56,
+        ),
+        Claim(
+            "storage",
+            "I/O-bound loading needs 2-4 x the cores as workers (reading over a network path, then decoding)",
+            f"the full jpeg pipeline over HTTP (pooled, uncapped) at every latency of at least {g(FAR_LATENCY_MS)} ms, "
+            f"per cores: holds if the best num_workers from 2 to 4 x cores reaches at least {g(IO_ENOUGH)}x the "
+            f"throughput of the best one beyond 4 x cores, does not hold if it is shown below; {_NOISE}",
+            quiet(io_rule_of_thumb_over_http, select=_reads),
+            needs=_has_local_and_remote,
+            number=17,
         ),
         Claim(
             "storage",

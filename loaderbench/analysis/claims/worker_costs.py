@@ -10,16 +10,31 @@ that differs from it only in axes that mean nothing without workers.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
 
-from loaderbench.analysis.claims.claim import NOISY, Claim, finite, narrow, quiet
+from loaderbench.analysis.claims.claim import EXTENSION, NOISY, Claim, finite, missing, narrow, quiet
 from loaderbench.analysis.derive import ranks
 from loaderbench.analysis.table import AXIS_COLUMNS, col, ok_rows
 from loaderbench.schema.axes import WORKER_ONLY_AXES
-from loaderbench.stats.verdicts import MIN_EFFECT, Outcome, all_of, at_least, at_most, both, decide_shift, g
+from loaderbench.stats.intervals import MIN_N
+from loaderbench.stats.verdicts import (
+    FAILS,
+    HOLDS,
+    INCONCLUSIVE,
+    MIN_EFFECT,
+    Outcome,
+    all_of,
+    at_least,
+    at_most,
+    both,
+    decide_shift,
+    g,
+)
 
 #: "no start-up cost at num_workers = 0": the first batch with 1 worker takes at least this many times as long.
 FIRST_BATCH_MIN = 1 + MIN_EFFECT
@@ -106,6 +121,57 @@ def first_batch_without_workers(rows: pd.DataFrame) -> Outcome:
         o = decide_shift(a, b, at_least(FIRST_BATCH_MIN), label="first batch 1 worker / 0 workers")
         checks.append(Outcome(o.verdict, f"{label}: {o.evidence} ({g(_med(a))} s -> {g(_med(b))} s)"))
     return all_of(checks, "needs ok cells at num_workers = 0 and 1 of the same loading, 3 ok repetitions each")
+
+
+#: the frame of the dataset that raised, as the records name frames (file:line:function)
+DATASET_FRAME = re.compile(r"^fault\.py:\d+:__getitem__$")
+
+
+def _raised(rows: pd.DataFrame) -> pd.DataFrame:
+    """Failed records of the fault workload's `raise` that kept their frames."""
+    if "error_frames" not in rows or "fault" not in rows:
+        return rows.iloc[0:0]
+    failed = rows[(col(rows, "status") == "failed") & (col(rows, "fault") == "raise") & rows["error_frames"].notna()]
+    return failed
+
+
+def _frames(text) -> dict[str, list[str]]:
+    try:
+        found = json.loads(text) if isinstance(text, str) else text
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def readable_tracebacks(rows: pd.DataFrame) -> Outcome:
+    """#57's tracebacks: per num_workers, in how many repetitions the main process's traceback holds the dataset's
+    own frame, and in how many its message only quotes it (counted facts)."""
+    raised = _raised(rows)
+    if raised.empty:
+        return missing("needs failed records of the fault workload's raise that keep their frames")
+    held, parts = {}, []
+    for nw, grp in raised.groupby(pd.to_numeric(raised["num_workers"], errors="coerce").fillna(0).astype(int)):
+        frames = [_frames(t) for t in grp["error_frames"]]
+        has = [any(DATASET_FRAME.match(f) for f in fr.get("held", [])) for fr in frames]
+        quoted = [any(DATASET_FRAME.match(f) for f in fr.get("quoted", [])) for fr in frames]
+        held[int(nw)] = has
+        parts.append(
+            f"w={int(nw)}: the dataset's frame in the traceback in {sum(has)} of {len(has)} repetitions, quoted in "
+            f"the message only in {sum(q and not h for q, h in zip(quoted, has))}"
+        )
+    text = "; ".join(parts)
+    zero, workers = held.get(0, []), [h for nw, hs in held.items() if nw > 0 for h in hs]
+    if len(zero) < MIN_N or len(workers) < MIN_N:
+        return missing(f"needs {MIN_N} failed repetitions at 0 workers and with workers; {text}")
+    if all(zero) and not any(workers):
+        return Outcome(HOLDS, text)
+    if not all(zero) or all(workers):
+        return Outcome(FAILS, text)
+    return Outcome(INCONCLUSIVE, text)
+
+
+def _has_raised(rows: pd.DataFrame) -> bool:
+    return not _raised(rows).empty
 
 
 def _switches_per_sample(rows: pd.DataFrame) -> np.ndarray:
@@ -213,11 +279,24 @@ CLAIMS = [
         _Q,
         "num_workers = 0 pays no worker start-up: its first batch comes sooner than with 1 worker",
         f"per curve of plain loading: holds if the time to the first batch with 1 worker is at least "
-        f"{FIRST_BATCH_MIN:g}x that with 0 workers (the claim's readable tracebacks are not measured)",
+        f"{FIRST_BATCH_MIN:g}x that with 0 workers (the claim's readable tracebacks: the rule below)",
         first_batch_without_workers,
         needs=_has_first_batch,
         number=57,
         study="quick",
+    ),
+    Claim(
+        _Q,
+        "num_workers = 0 gives readable tracebacks: an exception in __getitem__ reaches the loop with the dataset's "
+        "own frame",
+        "the fault workload raises in __getitem__ (the tracebacks study): holds if at num_workers = 0 every "
+        "repetition's traceback holds the dataset's frame (file, line, __getitem__) and with workers none does (a "
+        "worker's frames are only quoted as text in the message); does not hold if 0 workers lacks it or workers "
+        "hold it too (counted facts)",
+        readable_tracebacks,
+        needs=_has_raised,
+        number=57,
+        study="tracebacks",
     ),
     Claim(
         _Q,
@@ -242,12 +321,14 @@ CLAIMS = [
     ),
     Claim(
         _Q,
-        "I/O-bound loading needs 2-4 x the cores as workers (4 x cores is enough)",
+        "a pure-sleep loader needs no more than 4 x the cores as workers",
         f"per I/O-bound (sleep) curve: holds if throughput at num_workers = 4 x cores is at least {IO_ENOUGH:g}x "
         f"that of the best num_workers measured; what 2 x cores reaches is printed beside it; {_NOISE}",
         quiet(io_rule_of_thumb, select=plain_rows),
         needs=_has(IO_BOUND),
         number=17,
         study="quick",
+        role=EXTENSION,
+        setting="on a pure sleep, which has no optimum: the best is the largest num_workers tried",
     ),
 ]

@@ -12,7 +12,7 @@ import seaborn as sns
 
 from loaderbench.analysis.derive import straggler_ms
 from loaderbench.analysis.figures.questions.shared import bars, claims_header, drawable, legend_top, save_with_note
-from loaderbench.analysis.table import is_true
+from loaderbench.analysis.table import col, is_true
 
 HUE_ORDER = ["in_order=True", "in_order=False"]
 #: (metric, y label, panel title)
@@ -27,8 +27,12 @@ def tail_latency_in_order(df: pd.DataFrame, study: str, out: Path) -> list[Path]
     """Batch wait percentiles and throughput, in_order true/false, with and without a straggling worker."""
     ok = drawable(df)
     slow = straggler_ms(ok)
-    ok["straggler"] = [f"{int(n)} w\n" + ("none" if s == 0 else f"+{s:g} ms") for n, s in zip(ok["num_workers"], slow)]
-    keys = dict(zip(ok["straggler"], zip(ok["num_workers"], slow)))
+    every = pd.to_numeric(col(ok, "slow_every", 0), errors="coerce").fillna(0).astype(int)
+    ok["straggler"] = [
+        f"{int(n)} w\n" + ("none" if s == 0 else f"+{s:g} ms" + (f"\n1 in {e}" if e else "\nworker 0"))
+        for n, s, e in zip(ok["num_workers"], slow, every)
+    ]
+    keys = dict(zip(ok["straggler"], zip(ok["num_workers"], slow, -every)))
     order = sorted(keys, key=keys.get)
     ok["delivery"] = np.where(ok["in_order"].map(is_true), "in_order=True", "in_order=False")
     pal = sns.color_palette("colorblind", 2)

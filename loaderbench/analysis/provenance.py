@@ -1,0 +1,77 @@
+"""Where published records come from, and how quiet the machine was: what a reference copy refuses and what its
+README says of every study, computed from the records themselves.
+
+A published verdict must come from code that can be recovered: records made by a commit in this repository, from
+a tree without uncommitted changes. And "alone" is never written by hand: a study ran alone when the machine's
+1-minute load average, read by the run before it started anything, was below half its logical CPUs, and other
+processes took at most a small share of the cells' cores while they were measured.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from functools import cache
+from pathlib import Path
+
+import pandas as pd
+
+from loaderbench.locations import checkout_root
+
+#: "alone": the 1-minute load average at the run's start below this share of the machine's logical CPUs ...
+QUIET_LOAD_PER_CPU = 0.5
+#: ... and others' CPU time on the cells' cores at most this share of it, at the median over repetitions
+QUIET_OTHERS_SHARE = 0.05
+
+
+@cache
+def _known(commit: str, repo: str) -> bool:
+    out = subprocess.run(
+        ["git", "-C", repo, "cat-file", "-e", f"{commit}^{{commit}}"], capture_output=True, timeout=30, check=False
+    )
+    return out.returncode == 0
+
+
+def commit_problem(commit: object, repo: Path | None = None) -> str | None:
+    """Why the code a record's `env.git_commit` names cannot be recovered, or None when it can: no commit recorded,
+    uncommitted changes (`-dirty`), or a commit this repository does not hold (checked where `repo`, default the
+    checkout loaderbench runs from, is a git checkout)."""
+    if not isinstance(commit, str) or not commit:
+        return "no commit recorded (not run from a checkout)"
+    if commit.endswith("-dirty"):
+        return f"uncommitted changes on top of {commit.removesuffix('-dirty')[:12]}"
+    repo = repo or checkout_root()
+    if repo is not None and (Path(repo) / ".git").exists() and not _known(commit, str(repo)):
+        return f"commit {commit[:12]} is not in this repository"
+    return None
+
+
+def conditions(rows: pd.DataFrame) -> str:
+    """How quiet the machine was while a study's records were measured, in words, from the records: the load
+    average its runs began at (the highest, where the study ran in several runs) against the machine's logical
+    CPUs, and the median share of the cells' cores other processes took."""
+    load = pd.to_numeric(rows.get("env_load_1m_at_start", pd.Series(dtype=float)), errors="coerce").dropna()
+    cpus = pd.to_numeric(rows.get("env_logical_cpus", pd.Series(dtype=float)), errors="coerce").dropna()
+    others = pd.to_numeric(rows.get("others_share", pd.Series(dtype=float)), errors="coerce").dropna()
+    if load.empty or cpus.empty:
+        return "not known: the records carry no load average at the start of their run"
+    peak, n = float(load.max()), int(cpus.max())
+    share = float(others.median()) if not others.empty else float("nan")
+    quiet = peak < QUIET_LOAD_PER_CPU * n and (others.empty or share <= QUIET_OTHERS_SHARE)
+    words = "alone" if quiet else "not alone"
+    text = f"{words}: load {peak:.2f} at the start (quiet below {QUIET_LOAD_PER_CPU * n:g} on {n} CPUs)"
+    if not others.empty:
+        limit = 100 * QUIET_OTHERS_SHARE
+        text += f"; others took {100 * share:.1f}% of the cells' cores (median; quiet at most {limit:g}%)"
+    return text
+
+
+def unrecoverable(rows: pd.DataFrame, repo: Path | None = None) -> dict[str, int]:
+    """Why records' code cannot be recovered -> how many records say so ({} when every record's can)."""
+    if "env_git_commit" not in rows:
+        return {commit_problem(None, repo) or "": len(rows)} if len(rows) else {}
+    out: dict[str, int] = {}
+    for commit, n in rows["env_git_commit"].value_counts(dropna=False).items():
+        why = commit_problem(None if pd.isna(commit) else commit, repo)
+        if why:
+            out[why] = out.get(why, 0) + int(n)
+    return out

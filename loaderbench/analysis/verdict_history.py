@@ -1,0 +1,74 @@
+"""The verdicts each shipped copy of a study decided, kept with the reference records, so that a verdict that flips
+between two measurements of the same study is reported as unstable instead of published as settled.
+
+`loaderbench reference` records, per study, the verdict of every claim its records decide and the commits that
+made them, each time it copies the study (the records it replaces first, when no history exists yet). A claim is
+unstable when the last two copies decided it differently; it stays so until a later copy (after `loaderbench
+settle`, say) decides it as the one before did.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from loaderbench.analysis.claims import BY_NAME, Claim, bind, decide_claims, study_claims
+from loaderbench.stats.verdicts import NOT_MEASURED, Outcome
+
+#: copies of a study kept in its history
+KEEP = 5
+HISTORY = "history"
+#: the key prefix under which a machine's unstable claims reach the findings blocks beside its notes
+UNSTABLE = "unstable: "
+
+
+def name_of(claim: Claim) -> str:
+    tag = f"#{claim.number} " if claim.number else ""
+    return f"{tag}{claim.claim}"
+
+
+def decided(rows: pd.DataFrame) -> dict[tuple[str, int], Outcome]:
+    """The outcomes of every claim one study's rows carry, decided on them."""
+    facts = study_claims(rows)
+    keys = [k for k, study in bind({"study": facts}).items() if study == "study"]
+    return decide_claims(rows, keys)
+
+
+def verdicts(rows: pd.DataFrame) -> dict[str, str]:
+    """Every claim one study's rows carry, by name, with its verdict on them."""
+    return {name_of(BY_NAME[q].claims[j]): o.verdict for (q, j), o in decided(rows).items()}
+
+
+def remember(meta: dict, study: str, rows: pd.DataFrame) -> None:
+    """Add what `rows` (one copy of `study`) decide to the study's history in `meta` (reference.json)."""
+    commits = sorted({str(c)[:12] for c in rows.get("env_git_commit", pd.Series(dtype=object)).dropna()})
+    entries = meta.setdefault(HISTORY, {}).setdefault(study, [])
+    entries.append({"commits": commits, "verdicts": verdicts(rows)})
+    del entries[:-KEEP]
+
+
+def flips(meta: dict) -> dict[str, str]:
+    """Claim name -> how it flipped, for every claim the last two copies of its study decided differently (a
+    claim neither measured is no flip)."""
+    out = {}
+    for study, entries in (meta.get(HISTORY) or {}).items():
+        if len(entries) < 2:
+            continue
+        before, after = entries[-2], entries[-1]
+        for name, now in after["verdicts"].items():
+            was = before["verdicts"].get(name)
+            if was and was != now and NOT_MEASURED not in (was, now):
+                out[name] = (
+                    f"unstable: {was} at {', '.join(before['commits']) or '?'}, then {now} at "
+                    f"{', '.join(after['commits']) or '?'} (study {study})"
+                )
+    return out
+
+
+def flips_by_number(notes: list[dict[str, str]]) -> dict[str, str]:
+    """Numbered claim (#N) -> " (how its rows flipped)", from the machines' notes (their UNSTABLE keys)."""
+    found: dict[str, list[str]] = {}
+    for machine in notes:
+        for key, how in machine.items():
+            if key.startswith(UNSTABLE + "#"):
+                found.setdefault(key.removeprefix(UNSTABLE).split(" ", 1)[0], []).append(how)
+    return {number: f" ({'; '.join(hows)})" for number, hows in found.items()}

@@ -1,0 +1,29 @@
+"""A verdict that flips between two shipped copies of a study is reported as unstable."""
+
+from __future__ import annotations
+
+from loaderbench.analysis.verdict_history import UNSTABLE, flips, flips_by_number, remember
+from tests.question_records import in_order_table
+
+P99 = {(True, False): 0.01, (False, False): 0.01, (True, True): 0.08, (False, True): 0.02}
+SAME = {(True, False): 1000.0, (False, False): 1000.0, (True, True): 400.0, (False, True): 420.0}
+FASTER = {**SAME, (False, True): 800.0}
+PERMANENT = "#47 in_order=False leaves mean throughput about the same when one worker is slow on every sample"
+
+
+def test_a_claim_decided_differently_by_the_last_two_copies_is_unstable():
+    meta: dict = {}
+    remember(meta, "in-order", in_order_table(P99, SAME))
+    assert flips(meta) == {}  # one copy: nothing to compare
+    remember(meta, "in-order", in_order_table(P99, SAME))
+    assert flips(meta) == {}  # the same verdicts again: stable
+    remember(meta, "in-order", in_order_table(P99, FASTER))
+    found = flips(meta)
+    assert list(found) == [PERMANENT], found
+    assert found[PERMANENT].startswith("unstable: holds at ") and "then does not hold at" in found[PERMANENT]
+    assert flips_by_number([{UNSTABLE + PERMANENT: found[PERMANENT]}]) == {"#47": f" ({found[PERMANENT]})"}
+    remember(meta, "in-order", in_order_table(P99, FASTER))
+    assert flips(meta) == {}  # decided alike twice: settled
+    for _ in range(10):
+        remember(meta, "in-order", in_order_table(P99, FASTER))
+    assert len(meta["history"]["in-order"]) == 5  # a bounded history
