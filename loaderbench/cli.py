@@ -267,7 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("results", help="records folder, one subfolder per study")
     s.add_argument("--machine", required=True, help="the folder's name under --to, e.g. epyc-2vcpu")
     s.add_argument("--study", action="append", help="only this study (repeat for more; default: every study)")
-    s.add_argument("--note", default=None, help="how the studies were measured (alone? the load average?)")
+    s.add_argument("--note", default=None, help="a note kept beside the study (how quiet the machine was is computed)")
     s.add_argument("--to", default="results/reference", help="the reference root (default: %(default)s)")
 
     s = command(

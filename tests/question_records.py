@@ -373,6 +373,7 @@ def in_order_table(p99, thr, reps=3, spread=SPREAD, order=None, occasional=None)
 
 
 SERVICE_S = 0.001  # the synthetic path's service time per request
+DECODE_S = 0.003  # a full-pipeline sample's decoding and transforms on one core
 
 
 def storage_rate(
@@ -399,11 +400,21 @@ def storage_table(
     none_dups=192,
     latencies=(0.0, 10.0, 50.0),
     nws=(1, 2, 4, 8, 16),
+    full=(),
 ):
     """HTTP read-stage jpeg cells on one core at each latency (`storage_rate`), a `cap_mbit` cap at 10 ms, the
     `per_request` client (its name, its ceiling) at 10 ms, local cells, and shards cells (split: `split_dups`
-    duplicates; none: `none_dups`)."""
+    duplicates; none: `none_dups`). `full`: latencies of full-pipeline HTTP cells too, each sample decoded in
+    DECODE_S after its wait (Little's law up to one core's decoding rate)."""
     out = []
+    for lat, nw, r in itertools.product(full, nws, range(reps)):
+        x = min(nw / (lat / 1000 + DECODE_S), 1 / DECODE_S) * jitter(r, spread)
+        cfg = {"workload": "jpeg", "storage": "http", "jpeg_stage": "full", "latency_ms": lat, "num_workers": nw}
+        cfg |= {"bandwidth_mbit": 0.0, "http_client": "pooled", "cores": 1}
+        out.append(rec("storage", cfg, {"samples_per_s": x}, r))
+    for r in range(reps) if full else ():  # the local twin at num_workers = cores only: no curve of its own
+        cfg = {"workload": "jpeg", "storage": "local", "jpeg_stage": "full", "num_workers": 1, "cores": 1}
+        out.append(rec("storage", cfg, {"samples_per_s": jitter(r, spread) / DECODE_S}, r))
     client, pr_ceiling = per_request
     cells = [(lat, 0.0, "pooled", 1500.0) for lat in latencies] + [
         (10.0, cap_mbit, "pooled", 1500.0),

@@ -56,8 +56,18 @@ def test_without_http_cells_nothing_is_measured():
 
 
 def test_the_storage_study_carries_its_claims_and_not_the_cpu_ones():
-    table = C.claims_table(storage_table())
+    table = C.claims_table(storage_table(full=(10.0,)))
     mine = table[table["question"] == "storage"]
-    assert set(mine["verdict"]) == {H} and set(mine["study"]) == {"storage"}
+    assert set(mine["verdict"]) == {H} and set(mine["study"]) == {"storage"}, mine[mine["verdict"] != H]["evidence"]
     over = table[table["question"] == "oversubscription"]
     assert (over["verdict"] == N).all()  # reading over HTTP is not CPU-bound loading
+
+
+def test_two_to_four_workers_per_core_suffice_where_the_wait_is_one_to_three_decodes():
+    """Full pipeline over HTTP on one core: at 10 ms the decoding (3 ms a sample) fills the core from about 4
+    workers, so 4 x cores reaches the optimum; at 50 ms it takes about 17 workers, so 4 x cores falls far short."""
+    assert decide(C.io_rule_of_thumb_over_http, storage_table(full=(10.0,))) == H
+    out = C.io_rule_of_thumb_over_http(storage_table(full=(10.0, 50.0)))
+    assert out.verdict == F and "50 ms, 1 core: w=4 / w=16" in out.evidence
+    assert decide(C.io_rule_of_thumb_over_http, storage_table(full=(10.0,), nws=(1, 2, 4))) == N  # nothing beyond
+    assert decide(C.io_rule_of_thumb_over_http, storage_table()) == N  # reading only: no optimum to find

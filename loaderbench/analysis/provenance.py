@@ -16,11 +16,13 @@ from pathlib import Path
 import pandas as pd
 
 from loaderbench.locations import checkout_root
+from loaderbench.schema.disturbance import OTHERS_MARGIN
 
 #: "alone": the 1-minute load average at the run's start below this share of the machine's logical CPUs ...
 QUIET_LOAD_PER_CPU = 0.5
-#: ... and others' CPU time on the cells' cores at most this share of it, at the median over repetitions
-QUIET_OTHERS_SHARE = 0.05
+#: ... and others' CPU time on the cells' cores at most the share a repetition is judged disturbed beyond, at the
+#: median over repetitions
+QUIET_OTHERS_SHARE = OTHERS_MARGIN
 
 
 @cache
@@ -47,18 +49,20 @@ def commit_problem(commit: object, repo: Path | None = None) -> str | None:
 
 def conditions(rows: pd.DataFrame) -> str:
     """How quiet the machine was while a study's records were measured, in words, from the records: the load
-    average its runs began at (the highest, where the study ran in several runs) against the machine's logical
-    CPUs, and the median share of the cells' cores other processes took."""
-    load = pd.to_numeric(rows.get("env_load_1m_at_start", pd.Series(dtype=float)), errors="coerce").dropna()
+    average its first run began at (later runs, e.g. more repetitions, begin beside the study's own processes)
+    against the machine's logical CPUs, and the median share of the cells' cores other processes took."""
+    load = pd.to_numeric(rows.get("env_load_1m_at_start", pd.Series(dtype=float)), errors="coerce")
     cpus = pd.to_numeric(rows.get("env_logical_cpus", pd.Series(dtype=float)), errors="coerce").dropna()
     others = pd.to_numeric(rows.get("others_share", pd.Series(dtype=float)), errors="coerce").dropna()
-    if load.empty or cpus.empty:
+    if load.dropna().empty or cpus.empty:
         return "not known: the records carry no load average at the start of their run"
-    peak, n = float(load.max()), int(cpus.max())
+    started = pd.to_datetime(rows.get("started_at"), errors="coerce", utc=True)
+    first = started[load.notna()].idxmin() if started is not None and started[load.notna()].notna().any() else None
+    peak, n = float(load[first] if first is not None else load.dropna().iloc[0]), int(cpus.max())
     share = float(others.median()) if not others.empty else float("nan")
     quiet = peak < QUIET_LOAD_PER_CPU * n and (others.empty or share <= QUIET_OTHERS_SHARE)
     words = "alone" if quiet else "not alone"
-    text = f"{words}: load {peak:.2f} at the start (quiet below {QUIET_LOAD_PER_CPU * n:g} on {n} CPUs)"
+    text = f"{words}: load {peak:.3g} at the start (quiet below {QUIET_LOAD_PER_CPU * n:g} on {n} CPUs)"
     if not others.empty:
         limit = 100 * QUIET_OTHERS_SHARE
         text += f"; others took {100 * share:.1f}% of the cells' cores (median; quiet at most {limit:g}%)"

@@ -213,13 +213,26 @@ def repetitions_line(df: pd.DataFrame) -> str:
     return "; ".join(f"{n} per cell: {', '.join(s)}" for n, s in sorted(by.items(), key=lambda kv: -int(kv[0])))
 
 
+#: a pause between a study's records longer than this is a break between runs, not part of its wall time
+RUN_BREAK_S = 300.0
+
+
 def wall_minutes(rows: pd.DataFrame) -> float:
-    """From the first record's start to the last one's end, in minutes (NaN without times)."""
+    """The wall time the records took, in minutes (NaN without times): from the first record's start to the last
+    one's end, less the breaks of over RUN_BREAK_S between runs (a study measured again days later)."""
     start = pd.to_datetime(rows.get("started_at"), errors="coerce", utc=True)
     end = pd.to_datetime(rows.get("finished_at"), errors="coerce", utc=True)
     if start is None or end is None or start.isna().all() or end.isna().all():
         return float("nan")
-    return (end.max() - start.min()).total_seconds() / 60
+    spans = pd.DataFrame({"start": start, "end": end}).dropna().sort_values("start")
+    total, reach = 0.0, None
+    for a, b in zip(spans["start"], spans["end"]):
+        if reach is None or (a - reach).total_seconds() > RUN_BREAK_S:
+            total += (b - a).total_seconds()
+        else:
+            total += max(0.0, (b - reach).total_seconds())
+        reach = b if reach is None else max(reach, b)
+    return total / 60
 
 
 def study_rows(df: pd.DataFrame, noted: dict[str, str] | None = None) -> pd.DataFrame:

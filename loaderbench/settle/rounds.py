@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from loaderbench.analysis.table import load_records, ok_rows
+from loaderbench.analysis.table import load_records
 from loaderbench.analysis.verdict_history import verdicts
 from loaderbench.errors import LoaderbenchError
 from loaderbench.settle.needs import Open, open_claims
@@ -46,8 +46,8 @@ def study_rows(results: Path, study: str) -> pd.DataFrame:
 
 
 def _reps(rows: pd.DataFrame, cells: list[str]) -> int:
-    ok = ok_rows(rows)
-    counts = ok[ok["cell_id"].isin(cells)].groupby("cell_id")["repetition"].nunique()
+    """The fewest repetitions measured of any of `cells` (ok or failed: a failure is a result some rules read)."""
+    counts = rows[rows["cell_id"].isin(cells)].groupby("cell_id")["repetition"].nunique()
     return int(counts.reindex(cells, fill_value=0).min()) if len(cells) else 0
 
 
@@ -61,7 +61,7 @@ def _seconds_per_repetition(rows: pd.DataFrame) -> float:
 def _measure(study: Study, results: Path, repetitions: int, cells: list[str]) -> int:
     """One round: `loaderbench run` in a fresh process, for `cells` up to `repetitions` each."""
     cmd = [sys.executable, "-m", "loaderbench", "run", str(study.path), "--results", str(results)]
-    cmd += ["--repetitions", str(repetitions), "--cells", ",".join(cells)]
+    cmd += ["--repetitions", str(repetitions), "--cells", ",".join(cells), "--no-retry-failed"]
     return subprocess.run(cmd, check=False).returncode
 
 
@@ -100,11 +100,15 @@ def settle(study: Study, results: str | Path, budget_min: float, say=print) -> S
             out.left |= {i.name: f"open at {_reps(rows, i.cells)} repetitions per cell" for i in todo}
             break
         say(f"round {out.rounds + 1}: {len(todo)} open claims read {len(cells)} cells: measuring repetition {target}")
-        if _measure(study, results, target, cells) == 130:
+        code = _measure(study, results, target, cells)
+        if code == 130:
             out.stopped = "interrupted"
             break
         out.rounds += 1
-        rows = study_rows(results, study.name)
+        before, rows = len(rows), study_rows(results, study.name)
+        if len(rows) <= before:
+            out.stopped = f"a round measured nothing (loaderbench run exited {code})"
+            break
     now = verdicts(rows)
     out.after = {name: now.get(name, "not carried") for name in out.before}
     out.repetitions = {name: _reps(rows, cells) for name, cells in cells_of.items()}

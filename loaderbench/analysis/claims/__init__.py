@@ -167,6 +167,7 @@ from loaderbench.analysis.claims.storage import (  # noqa: F401 - re-exported: t
     PER_REQUEST_MAX,
     REMOTE_SHARE,
     http_rows,
+    io_rule_of_thumb_over_http,
     per_request_costs_more,
     remote_is_io_bound,
     scale_until_bandwidth,

@@ -355,11 +355,11 @@ def numbered(table: pd.DataFrame) -> pd.DataFrame:
     out = []
     for s in CATALOGUE:
         rows = table[table["number"] == s.tag]
-        role = rows["role"].astype(str) if "role" in rows else pd.Series(SEED, index=rows.index)
-        seed = rows[role == SEED]
+        rows = rows if "role" in rows else rows.assign(role=SEED)
+        seed = rows[rows["role"].astype(str) == SEED]
         o = all_of([Outcome(v, "") for v in seed["verdict"]], "")
         shown = ", ".join(f"{q}: {v}" for q, v in zip(seed["question"], seed["verdict"]))
-        added = rows[role != SEED]
+        added = rows[rows["role"].astype(str) != SEED]
         elsewhere = "; ".join(
             f"{v} {r.removeprefix(EXTENSION + ': ')}" for r, v in zip(added["role"], added["verdict"])
         )
