@@ -104,7 +104,9 @@ def test_a_folder_of_results_folders_says_which_to_pass(tmp_path, capsys):
     (ref / "README.md").write_text("machines\n")
     (ref / "vm-2cpu" / "reference.json").write_text("{}")
     (ref / "empty").mkdir()
-    said = f"{ref} holds 2 results folders (h100, vm-2cpu), not records of studies: pass one of them, e.g. {ref}/vm-2cpu"
+    said = (
+        f"{ref} holds 2 results folders (h100, vm-2cpu), not records of studies: pass one of them, e.g. {ref}/vm-2cpu"
+    )
     assert not_a_results_folder(ref) == said
     assert cli(["figures", str(ref), "--figures", str(tmp_path / "f")]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == f"error: {said}"

@@ -81,7 +81,8 @@ def test_the_floor_row_says_where_it_stands_against_the_cold_target():
 def test_the_floor_and_draw_rows_name_the_formats_drawn():
     """The floor is that of the formats drawn: PNG alone by default, as make figures; PNG + PDF for a result from
     before the formats were a choice."""
-    for formats, said in ((["png"], "as PNG "), (["png", "pdf", "svg"], "as PNG + PDF + SVG "), (None, "as PNG + PDF ")):
+    cases = ((["png"], "as PNG "), (["png", "pdf", "svg"], "as PNG + PDF + SVG "), (None, "as PNG + PDF "))
+    for formats, said in cases:
         r = _result(10.0) | ({"formats": formats} if formats else {})
         assert said in floor_text(r)
         draw = [line for line in stage_lines(r) if line.startswith("draw")]

@@ -28,8 +28,8 @@ from loaderbench.analysis.code_version import code_version
 from loaderbench.analysis.figures.formats import DEFAULT, HELP, drawing_in, parse_formats
 from loaderbench.analysis.progress import Stages
 from loaderbench.analysis.results_folder import not_a_results_folder
-from loaderbench.errors import LoaderbenchError
 from loaderbench.analysis.table import col, load_records
+from loaderbench.errors import LoaderbenchError
 
 
 def _drawn(a, what: str, draw: Callable[[], list[Path]]) -> list[Path]:
@@ -320,7 +320,8 @@ def save_study_cache(folder: Path, key: str | None, a, paths: list[Path], format
         return
     # without its rows: only the figures read them, and those are drawn (a tenth of the bytes to read back)
     kept = dataclasses.replace(a, rows=a.rows.iloc[0:0])
-    _save_pickle(folder / STUDY_CACHE, {"key": key, "formats": parse_formats(list(formats)), "analysis": kept, "files": files})
+    drawn_in = parse_formats(list(formats))
+    _save_pickle(folder / STUDY_CACHE, {"key": key, "formats": drawn_in, "analysis": kept, "files": files})
 
 
 def remove_formats_not_drawn(folder: Path, drawn: list[Path]) -> list[Path]:
