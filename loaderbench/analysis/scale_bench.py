@@ -7,8 +7,9 @@ cached load (read the cache, check every file's size and mtime), aggregate (per-
 intervals, knees, rules of thumb, USL fits, comparisons), draw (tables + every figure of every study in the
 formats asked for, PNG alone by default as in `make figures`), report (HTML with inlined figures + Markdown), and
 the whole of `make figures` run again with no record changed (cached load, every study reused from its cache, the
-report kept), and once more with one record of one study changed (that study alone analysed and drawn again, and the report). The cold
-stages (first load to report) add up to what `make figures` costs from nothing; they and the unchanged re-run
+report kept), and once more with one record of one study changed (that study alone analysed and drawn again, and
+the report). The cold stages (first load to report) add up to what `make figures` costs from nothing; they and
+the unchanged re-run
 are printed against TARGETS. Each stage loads the table afresh without the previous one's beside it, as a run of
 `make figures` would. The floor under the cold stages is what the libraries alone cost, with no code of ours:
 `json.loads` of every record (its per-batch `raw` times cut out, as the load cuts them; after the first load, so

@@ -22,7 +22,6 @@ from loaderbench.schema.cell import CellConfig
 from loaderbench.workloads import DataSource
 
 
-
 def pin_cores(cores: int) -> list[int]:
     """Use the first `cores` CPUs of those this process may use; workers inherit the mask."""
     allowed = sorted(os.sched_getaffinity(0))

@@ -336,6 +336,7 @@ def common_window(per_rank_raw: list[dict], plan, batch_size: int) -> tuple[floa
         used += 1
     return seconds, samples, used
 
+
 def combine_ranks(cell: CellConfig, per_rank: list[dict], raws: list[dict]) -> dict:
     """One cell's metrics from its ranks' (rank 0 first), their clocks one: throughput of all ranks over the
     interval in which all were measuring; time to first batch and tail waits the worst rank's."""
