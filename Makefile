@@ -8,6 +8,7 @@ TORCHVISION_VERSION ?= 0.29.1
 STUDY ?= quick
 RESULTS ?= results
 FIGURES ?= figures
+FORMATS ?= png
 CLUSTER ?= slurm
 PYTEST_ARGS ?=
 RUN_ARGS ?=
@@ -28,7 +29,7 @@ setup: $(VENV)/.installed  ## create .venv and install torch, the project and it
 
 local: setup  ## run STUDY here, then draw the figures of everything under RESULTS (fails if a cell failed)
 	$(PY) -m loaderbench run "$(STUDY)" --results "$(RESULTS)" $(RUN_ARGS); rc=$$?; \
-	$(PY) -m loaderbench.analysis "$(RESULTS)" --figures "$(FIGURES)" && exit $$rc
+	$(PY) -m loaderbench.analysis "$(RESULTS)" --figures "$(FIGURES)" --formats "$(FORMATS)" && exit $$rc
 
 run: setup  ## run STUDY here without drawing (RUN_ARGS="-k PATTERN --no-retry-failed")
 	$(PY) -m loaderbench run "$(STUDY)" --results "$(RESULTS)" $(RUN_ARGS)
@@ -36,8 +37,8 @@ run: setup  ## run STUDY here without drawing (RUN_ARGS="-k PATTERN --no-retry-f
 tune: setup  ## the best DataLoader settings of STUDY's matrix without the full grid (TUNE_ARGS="--max-memory-mb 4096")
 	$(PY) -m loaderbench tune "$(STUDY)" --results "$(RESULTS)" $(TUNE_ARGS)
 
-figures: setup  ## figures, tables and the report from every record under RESULTS (CLUSTER=x: that profile's)
-	$(PY) -m loaderbench figures $(if $(filter command line environment,$(origin RESULTS)),"$(RESULTS)",$(if $(filter command line,$(origin CLUSTER)),--cluster "slurm/$(CLUSTER).toml","$(RESULTS)")) --figures "$(FIGURES)"
+figures: setup  ## figures, tables and the report from every record under RESULTS (CLUSTER=x: that profile's; FORMATS=png,pdf,svg)
+	$(PY) -m loaderbench figures $(if $(filter command line environment,$(origin RESULTS)),"$(RESULTS)",$(if $(filter command line,$(origin CLUSTER)),--cluster "slurm/$(CLUSTER).toml","$(RESULTS)")) --figures "$(FIGURES)" --formats "$(FORMATS)"
 
 check: setup  ## static checks: the import layers (import-linter), lint and format (ruff), types (mypy)
 	$(VENV)/bin/lint-imports --no-cache

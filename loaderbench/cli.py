@@ -257,6 +257,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("results", nargs="?", default=None, help="records folder (default: the profile's, else results)")
     s.add_argument("--figures", default="figures", help="output folder (default: %(default)s)")
     s.add_argument("--cluster", metavar="PROFILE", default=None, help="read the results folder of this profile")
+    s.add_argument(  # the analysis' own --formats (loaderbench.analysis.figures.formats), not imported here
+        "--formats",
+        default="png",
+        help="file formats of every figure, comma-separated, of png, pdf, svg (default: png). PNG is always drawn "
+        "too, since the report shows it; each other format costs another rendering of every figure",
+    )
 
     s = command(
         "reference",

@@ -382,7 +382,7 @@ def cmd_figures(args) -> int:
 
     profile = _profile(args.cluster)
     results = args.results or (profile.settings.slurm.results if profile else None) or "results"
-    return analysis_main([results, "--figures", args.figures])
+    return analysis_main([results, "--figures", args.figures, "--formats", args.formats])
 
 
 def cmd_findings(args) -> int:

@@ -18,7 +18,7 @@ from loaderbench.study.study_file import load_study, normalize
 from tests.conftest import REPO
 
 PINNED = json.loads((Path(__file__).parent / "shipped_cell_ids.json").read_text())["studies"]
-CONTEXT = ("factory_root", "factory_file")  # travels with a cell, no part of its id
+CONTEXT = ("factory_root", "factory_file", "question")  # travels with a cell, no part of its id
 
 
 def _bound_without_importing(spec_text, args, study_dir, timeout_s, pickled_by):

@@ -1,12 +1,16 @@
 """Real DDP ranks (`rank_mode = "ddp"`, loaderbench.measure.ddp) on one node: two ranks in a gloo process group
-read disjoint shares that cover each epoch, all-reduce their gradients, and a failing rank leaves none behind."""
+receive disjoint shares that cover each epoch (counted from the samples their loops received; an overlapping share
+is reported as overlap), all-reduce their gradients every step, and a failing rank leaves none behind."""
 
 from __future__ import annotations
+
+import os
+from collections import Counter
 
 import psutil
 import pytest
 
-from loaderbench.measure.ddp import count_shares
+from loaderbench.measure.ddp import FEATURES, count_shares
 
 
 def test_shares_are_counted_not_assumed():
@@ -58,15 +62,36 @@ def _run(tmp_path, study):
     return rec
 
 
+@pytest.fixture
+def all_reduces(tmp_path, monkeypatch):
+    """Every torch.distributed.all_reduce call of the cells run in this test, one line "pid elements" each: the
+    cell and its ranks are forked from this process, so the counting wrapper goes with them."""
+    import torch.distributed as dist
+
+    log = tmp_path / "all_reduce.log"
+    real = dist.all_reduce
+
+    def counted(tensor, *args, **kwargs):
+        out = real(tensor, *args, **kwargs)
+        with open(log, "a") as fh:
+            fh.write(f"{os.getpid()} {tensor.numel()}\n")
+        return out
+
+    monkeypatch.setattr(dist, "all_reduce", counted)
+    return log
+
+
 @pytest.mark.slow
-def test_two_ddp_ranks_read_disjoint_shares_and_all_reduce_their_gradients(tmp_path):
+def test_two_ddp_ranks_read_disjoint_shares_and_all_reduce_their_gradients(tmp_path, all_reduces):
+    from loaderbench.study.window import plan_window
     from tests.test_record_typed import undeclared
 
-    rec = _run(tmp_path, _study(tmp_path, "ddp", {"workload": "cpu", "cpu_work": 1}))
+    study = _study(tmp_path, "ddp", {"workload": "cpu", "cpu_work": 1})
+    rec = _run(tmp_path, study)
     assert rec.ok, rec.error
     ddp = rec.metrics["ddp"]
     assert ddp["backend"] == "gloo" and ddp["world_size"] == 2 and ddp["nodes"] == 1
-    # each epoch: every index of the dataset given to exactly one rank
+    # each epoch: every index of the dataset received by exactly one rank's loop
     assert ddp["epochs_counted"] == 2 and ddp["epoch_samples"] > 0
     assert ddp["share_reads"] == 2 * ddp["epoch_samples"]
     assert ddp["share_overlap"] == 0 and ddp["share_missing"] == 0
@@ -75,12 +100,36 @@ def test_two_ddp_ranks_read_disjoint_shares_and_all_reduce_their_gradients(tmp_p
     assert a["grad_local"] != b["grad_local"]
     assert ddp["grads_equal"] and a["grad_reduced"] == pytest.approx(b["grad_reduced"], rel=1e-9)
     assert a["params"] == pytest.approx(b["params"], rel=1e-9)
-    assert 0 < ddp["allreduce_s"] < ddp["step_s"]
+    # the all-reduce happened: each rank reduced its whole gradient once per step
+    steps = 2 * plan_window(study.cells[0].typed).epoch_batches
+    calls = [tuple(map(int, line.split())) for line in all_reduces.read_text().splitlines()]
+    assert sorted(Counter(pid for pid, _ in calls).values()) == [steps, steps]
+    assert {n for _, n in calls} == {(FEATURES + 1) * FEATURES + (FEATURES + 1) * 10}  # the MLP's two layers
+    assert 0 < ddp["allreduce_s"] < ddp["step_s"]  # timed, as a part of the step
     # per-rank and total throughput over the window both ranks shared
     assert len(rec.metrics["ranks"]) == 2 and all(r["samples_per_s"] > 0 for r in rec.metrics["ranks"])
     assert rec.metrics["ranks_common_window"]["seconds"] > 0 and rec.metrics["samples_per_s"] > 0
     assert rec.metrics["processes_peak"] >= 4  # both ranks and each one's worker, seen by the probe
     assert undeclared(rec.metrics) == []
+
+
+@pytest.mark.slow
+def test_an_overlapping_share_is_reported_as_overlap(tmp_path, monkeypatch):
+    """Both ranks handed rank 0's share (as a sampler told the wrong rank would): the samples their loops received
+    overlap wholly and half of each epoch is never read, and the record says so."""
+    import torch.utils.data.distributed as distributed
+
+    class RankZero(distributed.DistributedSampler):
+        def __init__(self, dataset, num_replicas=None, rank=None, **kwargs):
+            super().__init__(dataset, num_replicas, 0, **kwargs)
+
+    monkeypatch.setattr(distributed, "DistributedSampler", RankZero)  # forked with the cell and its ranks
+    rec = _run(tmp_path, _study(tmp_path, "ddp-overlap", {"workload": "cpu", "cpu_work": 1}))
+    assert rec.ok, rec.error
+    ddp = rec.metrics["ddp"]
+    n = ddp["epoch_samples"]
+    assert ddp["epochs_counted"] == 2 and n > 0 and ddp["share_reads"] == 2 * n
+    assert ddp["share_overlap"] == 2 * n and ddp["share_missing"] == 2 * (n // 2)
 
 
 @pytest.mark.slow

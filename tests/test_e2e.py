@@ -67,7 +67,7 @@ def test_tiny_study_records_and_figures(tmp_path):
     assert again.returncode == 0 and "nothing to do" in again.stderr
     assert {f: f.stat().st_mtime_ns for f in files} == mtimes
 
-    drawn = cli(results, "--figures", figures, module="loaderbench.analysis")
+    drawn = cli(results, "--figures", figures, "--formats", "png,pdf", module="loaderbench.analysis")
     assert drawn.returncode == 0, drawn.stderr
     for name in (
         "throughput_vs_workers.png",

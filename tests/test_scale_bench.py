@@ -26,7 +26,7 @@ def test_the_savefig_floor_is_part_of_what_drawing_cost(tmp_path):
     df, _ = load_records(tmp_path / "r")
     costs: dict = {}
     before = time.process_time()
-    _, paths = draw_all(analyze_all(df), df, tmp_path / "f", jobs=1, costs=costs)
+    _, paths = draw_all(analyze_all(df), df, tmp_path / "f", jobs=1, costs=costs, formats=("png", "pdf"))
     whole = time.process_time() - before
     assert any(p.suffix == ".pdf" for p in paths["a"])
     assert 0 < costs["savefig_cpu_s"] <= whole
@@ -76,3 +76,14 @@ def test_the_floor_row_says_where_it_stands_against_the_cold_target():
     assert len(floor) == 1 and "40.00" in floor[0] and "80.00" in floor[0]
     old = {k: v for k, v in _result(40.0).items() if not k.startswith(("floor", "parse_floor", "savefig"))}
     assert any(line.startswith("floor") and "not measured" in line for line in stage_lines(old))
+
+
+def test_the_floor_and_draw_rows_name_the_formats_drawn():
+    """The floor is that of the formats drawn: PNG alone by default, as make figures; PNG + PDF for a result from
+    before the formats were a choice."""
+    cases = ((["png"], "as PNG "), (["png", "pdf", "svg"], "as PNG + PDF + SVG "), (None, "as PNG + PDF "))
+    for formats, said in cases:
+        r = _result(10.0) | ({"formats": formats} if formats else {})
+        assert said in floor_text(r)
+        draw = [line for line in stage_lines(r) if line.startswith("draw")]
+        assert said.removeprefix("as ").strip() + "," in draw[0]

@@ -104,7 +104,7 @@ def test_an_epoch_window_needs_no_warmup_and_measures_the_whole_epoch():
 def test_ranks_are_measured_over_the_interval_all_of_them_were_measuring():
     """Two ranks at 100 batches/s each, the second starting 1 s later: summing their own-window rates says
     200/s whatever the overlap; the common interval counts only batches done while both were measuring."""
-    from loaderbench.measure.cell_process import common_window
+    from loaderbench.measure.rank import common_window
 
     plan = WindowPlan("steady", 1, 200, 0, 200)
 

@@ -1,8 +1,8 @@
 """Draw everything from whatever records exist: per study its figures and tables, then one report.
 
-    python -m loaderbench.analysis RESULTS --figures DIR
+    python -m loaderbench.analysis RESULTS --figures DIR [--formats png,pdf,svg]
 
-writes DIR/<study>/{throughput_vs_workers,usl_fit,rules_of_thumb,oversubscription}.{png,pdf},
+writes DIR/<study>/{throughput_vs_workers,usl_fit,rules_of_thumb,oversubscription}.png (and .pdf, .svg when asked),
 DIR/<study>/{summary,curves,rules,problems}.csv (+ summary.md), and DIR/report.html (self-contained)
 with DIR/report.md.
 """
@@ -25,8 +25,11 @@ from pathlib import Path
 import pandas as pd
 
 from loaderbench.analysis.code_version import code_version
+from loaderbench.analysis.figures.formats import DEFAULT, HELP, drawing_in, parse_formats
 from loaderbench.analysis.progress import Stages
+from loaderbench.analysis.results_folder import not_a_results_folder
 from loaderbench.analysis.table import col, load_records
+from loaderbench.errors import LoaderbenchError
 
 
 def _drawn(a, what: str, draw: Callable[[], list[Path]]) -> list[Path]:
@@ -142,7 +145,8 @@ def _work(task: tuple):
     apply_theme()
     rendering = savefig_cpu_s()
     before = len(a.notes)
-    paths = PARTS[part][1](a, _rows(study), out / study)
+    with drawing_in(_SHARED["formats"]):
+        paths = PARTS[part][1](a, _rows(study), out / study)
     for p in paths:
         if p.suffix == ".png":
             write_embed_copy(p)  # here, in parallel, rather than in the report (when the page is too heavy)
@@ -213,11 +217,13 @@ def draw_all(
     drawn: tuple = (),
     costs: dict | None = None,
     progress: Stages | None = None,
+    formats: tuple[str, ...] = DEFAULT,
 ) -> tuple[list, dict[str, list[Path]]]:
     """Tables and figures of every study of `analyses`, and the claims bound to any study (those and the `drawn`
     ones, cached) that it has not decided yet: every part of every study and each study's claims are spread over
     `jobs` processes together. Returns the analyses (with any drawing notes and the outcomes added to their claims;
-    their rows, read by the figures only, let go) and the files written per study, in PARTS order. `costs`, when
+    their rows, read by the figures only, let go) and the files written per study, in PARTS order, each figure in
+    `formats` (figures.formats: PNG always, first). `costs`, when
     given, receives "savefig_cpu_s": the CPU seconds matplotlib's `savefig` took in all processes together. The
     tasks are reported to `progress` when given."""
     from loaderbench.analysis.claims import bind
@@ -235,7 +241,7 @@ def draw_all(
     tasks += [("draw", a.study, i, out) for a in analyses for i in range(len(PARTS))]
     what = f"drawing {_studies(len(analyses))}" if analyses else f"deciding the claims of {_studies(len(missing))}"
     tick = progress.stage(what, len(tasks), "parts") if progress and tasks else None
-    done = _map(_work, tasks, jobs, tick, df=df, analyses=by_study)
+    done = _map(_work, tasks, jobs, tick, df=df, analyses=by_study, formats=parse_formats(list(formats)))
     paths: dict[str, list[Path]] = {a.study: [] for a in analyses}
     rendering = 0.0
     for task, result in zip(tasks, done):
@@ -284,15 +290,16 @@ def _file_digest(path: Path) -> str:
     return hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest()
 
 
-def _cached(folder: Path, key: str | None):
-    """The saved (analysis, paths) of a study whose key matches and whose every file is as it was written; None
-    otherwise (missing, torn, from other records or code, or a file changed or gone since): never trusted blindly."""
+def _cached(folder: Path, key: str | None, formats: tuple[str, ...] = DEFAULT):
+    """The saved (analysis, paths) of a study whose key matches, drawn in the same `formats`, and whose every file is
+    as it was written; None otherwise (missing, torn, from other records, code or formats, or a file changed or gone
+    since): never trusted blindly."""
     if key is None:
         return None
     try:
         with open(folder / STUDY_CACHE, "rb") as fh:
             saved = pickle.load(fh)
-        if saved.get("key") != key:
+        if saved.get("key") != key or tuple(saved.get("formats", ())) != tuple(formats):
             return None
         files = saved["files"]
         if any(_file_digest(Path(p)) != digest for p, digest in files.items()):
@@ -302,9 +309,9 @@ def _cached(folder: Path, key: str | None):
         return None
 
 
-def save_study_cache(folder: Path, key: str | None, a, paths: list[Path]) -> None:
+def save_study_cache(folder: Path, key: str | None, a, paths: list[Path], formats: tuple[str, ...] = DEFAULT) -> None:
     """Remember one study's analysis (less its rows) and the digest of every file drawn for it, under `key`
-    (study_key)."""
+    (study_key) and the `formats` its figures were drawn in."""
     if key is None:
         return
     try:
@@ -313,7 +320,24 @@ def save_study_cache(folder: Path, key: str | None, a, paths: list[Path]) -> Non
         return
     # without its rows: only the figures read them, and those are drawn (a tenth of the bytes to read back)
     kept = dataclasses.replace(a, rows=a.rows.iloc[0:0])
-    _save_pickle(folder / STUDY_CACHE, {"key": key, "analysis": kept, "files": files})
+    drawn_in = parse_formats(list(formats))
+    _save_pickle(folder / STUDY_CACHE, {"key": key, "formats": drawn_in, "analysis": kept, "files": files})
+
+
+def remove_formats_not_drawn(folder: Path, drawn: list[Path]) -> list[Path]:
+    """Remove the PDF and SVG files of `folder` its study's last drawing wrote (its cache lists them) that this
+    drawing, `drawn`, did not: a format no longer asked for, which would otherwise show older records beside the new
+    PNGs. Returns the files removed."""
+    try:
+        with open(folder / STUDY_CACHE, "rb") as fh:
+            before = [Path(p) for p in pickle.load(fh)["files"]]
+    except Exception:  # noqa: BLE001 - no (readable) cache: nothing is known to be stale
+        return []
+    kept = {str(p) for p in drawn}
+    stale = [p for p in before if str(p) not in kept and p.suffix in (".pdf", ".svg") and p.parent == folder]
+    for p in stale:
+        p.unlink(missing_ok=True)
+    return stale
 
 
 def process_all(
@@ -323,20 +347,22 @@ def process_all(
     use_cache: bool = True,
     keys: dict | None = None,
     progress: Stages | None = None,
+    formats: tuple[str, ...] = DEFAULT,
 ):
-    """Analyse and draw every study, reusing the results of studies whose records did not change. `keys`, when
-    given, receives each study's cache key (study_key; none without the cache). The stages are reported to
-    `progress` when given.
+    """Analyse and draw every study, its figures in `formats` (figures.formats), reusing the results of studies
+    whose records did not change and that were drawn in the same formats. `keys`, when given, receives each study's
+    cache key (study_key; none without the cache). The stages are reported to `progress` when given.
 
     Returns (analyses, figure paths per study, names of the studies reused from the cache)."""
     studies = sorted(df["study"].unique())
+    formats = parse_formats(list(formats))
     done: dict[str, tuple] = {}
     keys = {} if keys is None else keys
     # the key reads the digest of each record (or every column where the table has none), never a study's full rows
     keyed = df[["study", "path", "record_digest"]] if "record_digest" in df else df
     for s, rows in keyed.groupby("study", sort=True) if use_cache else []:
         keys[s] = study_key(rows.drop(columns="study") if "record_digest" in df else rows)
-        hit = _cached(out / s, keys[s])
+        hit = _cached(out / s, keys[s], formats)
         if hit is not None:
             done[s] = hit
     todo = [s for s in studies if s not in done]
@@ -344,13 +370,14 @@ def process_all(
     cached = [done[s][0] for s in reused]
     decided = {a.study: len(a.claims.outcomes) for a in cached if a.claims is not None}
     analysed = analyze_all(df, jobs, todo, progress) if todo else []
-    analyses, paths = draw_all(analysed, df, out, jobs, drawn=tuple(cached), progress=progress)
+    analyses, paths = draw_all(analysed, df, out, jobs, drawn=tuple(cached), progress=progress, formats=formats)
     for a in analyses:
-        save_study_cache(out / a.study, keys.get(a.study), a, paths[a.study])
+        remove_formats_not_drawn(out / a.study, paths[a.study])
+        save_study_cache(out / a.study, keys.get(a.study), a, paths[a.study], formats)
         done[a.study] = (a, paths[a.study])
     for a in cached:  # a claim newly bound to an unchanged study (another study changed): remember its outcome
         if a.claims is not None and len(a.claims.outcomes) != decided[a.study]:
-            save_study_cache(out / a.study, keys.get(a.study), a, done[a.study][1])
+            save_study_cache(out / a.study, keys.get(a.study), a, done[a.study][1], formats)
     analyses = [done[s][0] for s in studies]
     return analyses, {s: done[s][1] for s in studies}, reused
 
@@ -483,19 +510,30 @@ def report_all(
     return files, False
 
 
-def run(results: Path, out: Path, use_cache: bool = True, jobs: int | None = None, quiet: bool = False):
-    """Load, analyse, draw and report; each long stage reported on stderr unless `quiet`. Returns (exit code,
-    analyses, report paths)."""
+def run(
+    results: Path,
+    out: Path,
+    use_cache: bool = True,
+    jobs: int | None = None,
+    quiet: bool = False,
+    formats: tuple[str, ...] = DEFAULT,
+):
+    """Load, analyse, draw (figures in `formats`, PNG always: the report shows it) and report; each long stage
+    reported on stderr unless `quiet`. Returns (exit code, analyses, report paths). A folder of results folders
+    (results/reference) is a LoaderbenchError saying which to pass."""
     progress = None if quiet else Stages()
     df, load = load_records(results, use_cache=use_cache, progress=progress)
     for path, why in load.skipped:
         print(f"skipped {path}: {why}", file=sys.stderr)
     if df.empty:
+        nested = not_a_results_folder(results)
+        if nested:
+            raise LoaderbenchError(nested)
         print(f"no usable records under {results}", file=sys.stderr)
         return 1, [], []
     jobs = default_jobs() if jobs is None else max(1, jobs)
     keys: dict[str, str | None] = {}
-    analyses, figures, reused = process_all(df, out, jobs, use_cache, keys=keys, progress=progress)
+    analyses, figures, reused = process_all(df, out, jobs, use_cache, keys=keys, progress=progress, formats=formats)
     for a in analyses:
         if not quiet:
             shown = [p for p in figures[a.study] if p.suffix == ".png"]
@@ -523,12 +561,18 @@ def main(argv: list[str] | None = None) -> int:
         help="re-read every record instead of the Parquet cache, and redraw studies whose records did not change",
     )
     p.add_argument("--jobs", type=int, default=None, help="studies processed in parallel (default: CPUs allowed)")
+    p.add_argument("--formats", default=",".join(DEFAULT), help=HELP)
     args = p.parse_args(argv)
     results = Path(args.results)
     if not results.is_dir():
         print(f"error: {results}: no such results folder (run a study first: make local)", file=sys.stderr)
         return 2
-    code, _, _ = run(results, Path(args.figures), use_cache=not args.no_cache, jobs=args.jobs)
+    try:
+        formats = parse_formats(args.formats)
+        code, _, _ = run(results, Path(args.figures), use_cache=not args.no_cache, jobs=args.jobs, formats=formats)
+    except LoaderbenchError as exc:  # bad input: one line, no traceback
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     return code
 
 

@@ -274,7 +274,7 @@ def _head(analyses: list[StudyAnalysis], df: pd.DataFrame, load: LoadReport, res
     head.blocks.append(
         Paragraph(
             "Every number below is computed from the records by loaderbench's analysis; the methods are at the end. "
-            "Figures are PNG here and PDF in the same folder."
+            "Figures are PNG here; they, and any PDF or SVG copies asked for (--formats), are in the same folder."
         )
     )
     return head

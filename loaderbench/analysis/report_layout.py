@@ -231,7 +231,7 @@ def render_html(sections: list[Section]) -> str:
         if i == 0 and reduce:
             out.append(
                 '<p class="note">Figures in this page are reduced to 256 colours to keep it small enough to '
-                "mail; the full PNG and PDF files are next to it.</p>"
+                "mail; the full figure files are next to it.</p>"
             )
         for b in s.blocks:
             if isinstance(b, Paragraph):

@@ -1,18 +1,20 @@
 """Does the analysis stay fast at scale? Times every stage of `python -m loaderbench.analysis` on N synthetic records.
 
-    python -m loaderbench.analysis.scale_bench --records 100000 [--folder DIR] [--jobs N] [--json FILE]
+    python -m loaderbench.analysis.scale_bench --records 100000 [--folder DIR] [--jobs N] [--formats png] [--json FILE]
 
 Stages, each timed on its own: first load (parse every JSON record, write the Parquet cache),
 cached load (read the cache, check every file's size and mtime), aggregate (per-cell medians and
-intervals, knees, rules of thumb, USL fits, comparisons), draw (tables + PNG + PDF of every figure
-of every study), report (HTML with inlined figures + Markdown), and the whole of `make figures`
-run again with no record changed (cached load, every study reused from its cache, the report kept), and once
-more with one record of one study changed (that study alone analysed and drawn again, and the report). The cold
-stages (first load to report) add up to what `make figures` costs from nothing; they and the unchanged re-run
+intervals, knees, rules of thumb, USL fits, comparisons), draw (tables + every figure of every study in the
+formats asked for, PNG alone by default as in `make figures`), report (HTML with inlined figures + Markdown), and
+the whole of `make figures` run again with no record changed (cached load, every study reused from its cache, the
+report kept), and once more with one record of one study changed (that study alone analysed and drawn again, and
+the report). The cold stages (first load to report) add up to what `make figures` costs from nothing; they and
+the unchanged re-run
 are printed against TARGETS. Each stage loads the table afresh without the previous one's beside it, as a run of
 `make figures` would. The floor under the cold stages is what the libraries alone cost, with no code of ours:
 `json.loads` of every record (its per-batch `raw` times cut out, as the load cuts them; after the first load, so
-from a warm page cache) and matplotlib's `savefig` of every figure drawn (PNG and PDF, timed inside the draw stage),
+from a warm page cache) and matplotlib's `savefig` of every figure drawn (in each format drawn, timed inside the draw
+stage),
 in CPU seconds, spread over the worker processes. Peak memory is the high-water resident set (getrusage maxrss) of
 this process, after the cold stages and at the end, and of the largest worker process (a forked worker's counts the
 pages it shares with this process).
@@ -34,6 +36,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from loaderbench.analysis.figures.formats import DEFAULT, parse_formats
+from loaderbench.errors import LoaderbenchError
 
 
 def _ensure_records(folder: Path, n: int, seed: int) -> tuple[int, float]:
@@ -121,7 +126,15 @@ def _change_one_record(folder: Path, study: str) -> tuple[Path, bytes]:
     return path, before
 
 
-def bench(n: int, folder: Path, seed: int = 0, jobs: int | None = None, figures: Path | None = None) -> dict:
+def bench(
+    n: int,
+    folder: Path,
+    seed: int = 0,
+    jobs: int | None = None,
+    figures: Path | None = None,
+    formats: tuple[str, ...] = DEFAULT,
+) -> dict:
+    """Every stage timed on `n` synthetic records under `folder`, the figures drawn in `formats` (figures.formats)."""
     from loaderbench.analysis.draw_all import (
         analyze_all,
         default_jobs,
@@ -145,7 +158,14 @@ def bench(n: int, folder: Path, seed: int = 0, jobs: int | None = None, figures:
     out = figures or Path(tempfile.mkdtemp(prefix="loaderbench-bench-figures-"))
     (folder / CACHE_NAME).unlink(missing_ok=True)
 
-    res: dict = {"records": written, "jobs": jobs, "generate_s": round(gen_s, 2), "targets": TARGETS}
+    formats = parse_formats(list(formats))
+    res: dict = {
+        "records": written,
+        "jobs": jobs,
+        "generate_s": round(gen_s, 2),
+        "targets": TARGETS,
+        "formats": list(formats),
+    }
     with _Stage(res, "first_load"):
         df, load = load_records(folder, workers=jobs)
     res["parsed"] = load.parsed
@@ -165,7 +185,7 @@ def bench(n: int, folder: Path, seed: int = 0, jobs: int | None = None, figures:
 
     costs: dict = {}
     with _Stage(res, "draw"):
-        analyses, figs = draw_all(analyses, df, out, jobs, costs=costs)
+        analyses, figs = draw_all(analyses, df, out, jobs, costs=costs, formats=formats)
     res["savefig_cpu_s"] = costs["savefig_cpu_s"]
     res["figures"] = int(sum(1 for paths in figs.values() for p in paths if p.suffix == ".png"))
 
@@ -180,13 +200,13 @@ def bench(n: int, folder: Path, seed: int = 0, jobs: int | None = None, figures:
 
     # `make figures` again with no record changed: every study comes from its cache, and the report is kept
     for a in analyses:
-        save_study_cache(out / a.study, cold_keys[a.study], a, figs[a.study])
+        save_study_cache(out / a.study, cold_keys[a.study], a, figs[a.study], formats)
     del df, load, analyses, figs
     _fresh()
     with _Stage(res, "unchanged_rerun"):
         df, load = load_records(folder, workers=jobs)
         keys: dict = {}
-        analyses, figs, reused = process_all(df, out, jobs, keys=keys)
+        analyses, figs, reused = process_all(df, out, jobs, keys=keys, formats=formats)
         kept = report(analyses, figs, df, load, keys, reused)[1]
     res["unchanged_rerun_reused_studies"] = len(reused)
     res["unchanged_rerun_report_kept"] = kept
@@ -201,7 +221,7 @@ def bench(n: int, folder: Path, seed: int = 0, jobs: int | None = None, figures:
         with _Stage(res, "one_study_changed"):
             df, load = load_records(folder, workers=jobs)
             keys = {}
-            analyses, figs, reused = process_all(df, out, jobs, keys=keys)
+            analyses, figs, reused = process_all(df, out, jobs, keys=keys, formats=formats)
             report(analyses, figs, df, load, keys, reused)
     finally:
         changed.write_bytes(before)  # the records stay the generated ones, for the next run
@@ -228,16 +248,23 @@ def _gib(b: int) -> str:
     return f"{b / 2**30:.2f} GiB"
 
 
+def formats_text(r: dict) -> str:
+    """The formats the figures of one bench result were drawn in, as the rows name them ("PNG", "PNG + PDF"); PNG
+    + PDF for a result from before the formats were a choice (every figure was drawn in both then)."""
+    return " + ".join(f.upper() for f in r.get("formats", ("png", "pdf")))
+
+
 def floor_text(r: dict) -> str:
-    """What the floor row says: its two parts and where it stands against the cold target."""
+    """What the floor row says: its two parts, the formats the figures were drawn in, and where it stands against
+    the cold target."""
     if "floor_s" not in r:
         return "not measured"
     t = r.get("targets", TARGETS)
     under = "under" if r["floor_s"] <= t["cold_s"] else "ABOVE"
     return (
         f"the libraries alone: json.loads of every record {r['parse_floor_cpu_s']:.1f} CPU-s + matplotlib's savefig "
-        f"of every figure {r['savefig_cpu_s']:.1f} CPU-s, over {r['jobs']} processes; {under} the "
-        f"{t['cold_s']:g} s target"
+        f"of every figure as {formats_text(r)} {r['savefig_cpu_s']:.1f} CPU-s, over {r['jobs']} processes; {under} "
+        f"the {t['cold_s']:g} s target"
     )
 
 
@@ -252,7 +279,7 @@ def stage_lines(r: dict) -> list[str]:
     rows = [
         ("first load", "parse JSON, write Parquet cache", "first_load"),
         ("aggregate", "medians, CIs, knees, rules, USL fits, tests", "aggregate"),
-        ("draw", f"{r['figures']} figures, PNG + PDF, + CSV tables; the claims decided", "draw"),
+        ("draw", f"{r['figures']} figures, {formats_text(r)}, + CSV tables; the claims decided", "draw"),
         ("report", f"claims, HTML {r['report_html_bytes'] / 2**20:.1f} MiB with figures inlined, Markdown", "report"),
         ("cold total", f"the four above: target <= {t['cold_s']:g} s, {mark(met['cold_s'])}", "cold"),
         ("floor", floor_text(r), "floor"),
@@ -299,10 +326,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--figures", type=Path, default=None, help="where figures and report go (default: a temp dir)")
     p.add_argument("--jobs", type=int, default=None, help="worker processes (default: the CPUs allowed)")
     p.add_argument("--json", type=Path, default=None, help="also write the numbers here as JSON")
+    p.add_argument("--formats", default=",".join(DEFAULT), help="the figures' formats, as make figures FORMATS=...")
     args = p.parse_args(argv)
+    try:
+        formats = parse_formats(args.formats)
+    except LoaderbenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     folder = args.folder or Path(tempfile.gettempdir()) / f"loaderbench-synthetic-{args.records}-{args.seed}"
     print(f"records: {args.records} synthetic under {folder} (generated once, reused)", flush=True)
-    r = bench(args.records, folder, args.seed, args.jobs, args.figures)
+    r = bench(args.records, folder, args.seed, args.jobs, args.figures, formats)
     if r["generate_s"]:
         print(f"  generated in {r['generate_s']:.1f} s (not part of the timings)")
     print(

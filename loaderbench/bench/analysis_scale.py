@@ -6,7 +6,8 @@ Contract: `analysis_scale(records)` returns {"available": False, "records"} when
 {"available": True, "records", "command", "wall_s", "returncode"} plus "result" (bench_scale's JSON: seconds
 and CPU seconds per stage, the floor under the cold stages, peak memory, the targets) and "scaling" (per size:
 records, cold_s, unchanged_rerun_s, peak memory), or "error". Figures are drawn into a temporary folder (drawing is
-one of the timed stages) and removed afterwards.
+one of the timed stages) and removed afterwards, in `formats` (comma-separated, as `make figures FORMATS=...`; PNG
+alone by default, as `make figures` draws them); the result's "formats" names those drawn, and the floor is theirs.
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ STAGES = (
     ("first load", "first_load", "parse JSON, write Parquet cache"),
     ("cached load", "cached_load", "Parquet cache, stat every file"),
     ("aggregate", "aggregate", "medians, intervals, knees, rules, USL fits"),
-    ("draw", "draw", "figures, PNG + PDF, + CSV tables; the claims decided"),
+    ("draw", "draw", "figures in the formats drawn, + CSV tables; the claims decided"),
     ("report", "report", "claims, HTML with figures inlined + Markdown"),
     ("cold total", "cold", "the four above: make figures from nothing"),
-    ("floor", "floor", "the libraries alone: json.loads of every record + matplotlib's savefig of every figure"),
+    ("floor", "floor", "the libraries alone: json.loads of every record + matplotlib's savefig of every figure drawn"),
     ("unchanged rerun", "unchanged_rerun", "make figures again, no record changed"),
     ("one study changed", "one_study_changed", "one record changed: its study alone drawn again"),
 )
@@ -39,13 +40,17 @@ SCALING = (0.1, 0.3)
 SCALING_KEYS = ("records", "cold_s", "unchanged_rerun_s", "peak_rss_main_bytes", "peak_rss_largest_child_bytes")
 
 
-def analysis_scale(records: int, timeout_s: float = 1800) -> dict:
-    out = _one_size(records, timeout_s)
+#: The figures' formats `make figures` draws by default (loaderbench.analysis.figures.formats.DEFAULT).
+FORMATS = "png"
+
+
+def analysis_scale(records: int, timeout_s: float = 1800, formats: str = FORMATS) -> dict:
+    out = _one_size(records, timeout_s, formats)
     if "result" not in out:
         return out
     out["scaling"] = []
     for share in SCALING:
-        smaller = _one_size(int(records * share), timeout_s)
+        smaller = _one_size(int(records * share), timeout_s, formats)
         if "result" not in smaller:
             return {**out, "error": f"scaling row, {int(records * share)} records: {smaller.get('error')}"}
         out["scaling"].append({k: smaller["result"][k] for k in SCALING_KEYS})
@@ -53,7 +58,7 @@ def analysis_scale(records: int, timeout_s: float = 1800) -> dict:
     return out
 
 
-def _one_size(records: int, timeout_s: float) -> dict:
+def _one_size(records: int, timeout_s: float, formats: str = FORMATS) -> dict:
     try:
         spec = importlib.util.find_spec(MODULE)
     except (ImportError, ValueError):
@@ -72,11 +77,13 @@ def _one_size(records: int, timeout_s: float) -> dict:
             str(json_path),
             "--figures",
             str(Path(tmp) / "figures"),
+            "--formats",
+            formats,
         ]
         out: dict[str, Any] = {
             "available": True,
             "records": records,
-            "command": f"python -m {MODULE} --records {records} --json FILE",
+            "command": f"python -m {MODULE} --records {records} --formats {formats} --json FILE",
         }
         t0 = time.perf_counter()
         try:

@@ -270,13 +270,16 @@ def scale(sc: dict, console) -> None:
     )
     targets = r.get("targets") or {}
     goal = {"cold": targets.get("cold_s"), "unchanged_rerun": targets.get("unchanged_s")}
+    drawn = " + ".join(f.upper() for f in r.get("formats", ("png", "pdf")))  # both before the formats were a choice
     for label, key, what in STAGES:
         seconds = r.get(f"{key}_s")
         if goal.get(key) is not None and seconds is not None:
             what += f"; target <= {goal[key]:g} s: " + ("met" if seconds <= goal[key] else "[red]missed[/red]")
+        if key == "draw":
+            what += f" ({drawn})"
         if key == "floor" and seconds is not None and goal["cold"] is not None:
             what += (
-                f" ({fmt(r.get('parse_floor_cpu_s'))} + {fmt(r.get('savefig_cpu_s'))} CPU-s); "
+                f" as {drawn} ({fmt(r.get('parse_floor_cpu_s'))} + {fmt(r.get('savefig_cpu_s'))} CPU-s); "
                 + ("under" if seconds <= goal["cold"] else "[red]above[/red]")
                 + f" the {goal['cold']:g} s target"
             )

@@ -28,7 +28,7 @@ def build_model(name: str):
         return resnet50(weights=None, num_classes=1000)
     if name == "tutorial":
 
-        class SmallTransformerModel(nn.Module):  # the tutorial's conv + transformer (seeds 001/002)
+        class SmallTransformerModel(nn.Module):  # the tutorial's conv + transformer
             def __init__(self):
                 super().__init__()
                 self.features = nn.Sequential(

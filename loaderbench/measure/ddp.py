@@ -4,8 +4,10 @@ iterable dataset: the workload's own shard split), runs a small model step on it
 gradients before the optimizer step, as DistributedDataParallel does.
 
 Why not loaders side by side: what DDP adds to the cores' load is the process group, the step and the
-all-reduce that waits for the slowest rank. Each rank counts the indices its sampler gave it, so the record
-says whether the shares were disjoint and covered the epoch, rather than assuming it.
+all-reduce that waits for the slowest rank. Each rank keeps the index of every sample its loop received from its
+DataLoader (each sample carries it), so the record says whether the shares delivered were disjoint and covered the
+epoch, rather than assuming it from what the sampler handed out (the index travels as a small tensor beside each
+batch: loaderbench.measure.resume.tag, a few microseconds per sample).
 
 Locally the cell forks ranks 1..R-1 (in its own process group, so the runner's probe sees every rank's tree,
 workers included, and its clean-up kills them all); a rank that fails closes its connections, the others'
@@ -40,14 +42,16 @@ GRAD_TOLERANCE = 1e-6
 
 
 class RankGroup:
-    """What makes one loader process a DDP rank: its sampler, its step, and the indices it was given."""
+    """What makes one loader process a DDP rank: its sampler, its step, and the indices of the samples its loop
+    received (`received`, per epoch: set by loaderbench.measure.rank.measure_rank, which tags every sample of a
+    map-style dataset with its index)."""
 
     def __init__(self, rank: int, world: int, device: str):
         self.rank, self.world, self.device = rank, world, device
         self.sampler_: Any = None
         self.step: DdpStep | None = None
         self.epoch_samples = 0  # the dataset all shares cut (0: an iterable dataset, no sampler)
-        self._given: list[list[int]] = []  # the indices the sampler gave, per epoch
+        self.received: list[list[int]] = []  # the indices of the samples the loop received, per epoch
 
     def sampler(self, parts, seed: int):
         """DistributedSampler over a map-style dataset (every rank the same seed, so the shares are one
@@ -56,17 +60,8 @@ class RankGroup:
             return None
         from torch.utils.data.distributed import DistributedSampler
 
-        class CountingSampler(DistributedSampler):
-            """Keeps the indices it gives, epoch by epoch."""
-
-            def __iter__(self):
-                idx = list(super().__iter__())
-                given.append(idx)
-                return iter(idx)
-
-        given = self._given
         self.epoch_samples = len(parts.dataset)
-        self.sampler_ = CountingSampler(parts.dataset, self.world, self.rank, shuffle=True, seed=seed)
+        self.sampler_ = DistributedSampler(parts.dataset, self.world, self.rank, shuffle=True, seed=seed)
         return self.sampler_
 
     def consumer(self, cell: CellConfig) -> DdpStep:
@@ -76,9 +71,6 @@ class RankGroup:
     def next_epoch(self) -> None:
         if self.sampler_ is not None:
             self.sampler_.set_epoch(self.sampler_.epoch + 1)
-
-    def given(self) -> list[list[int]]:
-        return self._given
 
 
 class DdpStep:
@@ -195,7 +187,7 @@ def run_rank(
     the cell's metrics and raw times; None on the others."""
     import torch.distributed as dist
 
-    from loaderbench.measure.cell_process import measure_rank
+    from loaderbench.measure.rank import measure_rank
 
     device = _device(cell, rank)
     backend = "nccl" if device.startswith("cuda") else "gloo"
@@ -215,7 +207,7 @@ def run_rank(
             "metrics": metrics,
             "raw": raw,
             "rank": group.step.summary(rank),
-            "given": group.given(),
+            "received": group.received,
             "epoch_samples": group.epoch_samples,
         }
         gathered: list[Any] | None = [None] * world if rank == 0 else None
@@ -229,9 +221,10 @@ def run_rank(
 
 
 def combine_ddp(cell: CellConfig, gathered: list[dict], backend: str) -> dict:
-    """Rank 0's view of the cell: the ranks' combined metrics (loaderbench.measure.cell_process.combine_ranks),
-    their CPU time summed, and the `ddp` block: step, all-reduce, gradient agreement and the counted shares."""
-    from loaderbench.measure.cell_process import combine_ranks
+    """Rank 0's view of the cell: the ranks' combined metrics (loaderbench.measure.rank.combine_ranks), their CPU
+    time summed, and the `ddp` block: step, all-reduce, gradient agreement and the shares counted from the samples
+    each rank received."""
+    from loaderbench.measure.rank import combine_ranks
 
     per_rank = [g["metrics"] for g in gathered]
     agg = combine_ranks(cell, per_rank, [g["raw"] for g in gathered])
@@ -246,21 +239,21 @@ def combine_ddp(cell: CellConfig, gathered: list[dict], backend: str) -> dict:
         "nodes": len({r["host"] for r in ranks}),
         "step_s": statistics.median(r["step_s"] for r in ranks),
         "allreduce_s": statistics.median(r["allreduce_s"] for r in ranks),
-        **count_shares([g["given"] for g in gathered], gathered[0]["epoch_samples"]),
+        **count_shares([g["received"] for g in gathered], gathered[0]["epoch_samples"]),
         "grads_equal": (max(reduced) - min(reduced)) <= GRAD_TOLERANCE * scale,
         "ranks": ranks,
     }
     return {"metrics": agg, "raw": gathered[0]["raw"]}
 
 
-def count_shares(given: list[list[list[int]]], size: int) -> dict:
-    """Count, over the epochs every rank's sampler gave indices for (`given[rank][epoch]`), the reads, the
-    reads of an index read more than once in its epoch (overlapping shares) and the indices of a `size`-sample
-    epoch that no rank read."""
-    epochs = min((len(g) for g in given), default=0) if size else 0
+def count_shares(received: list[list[list[int]]], size: int) -> dict:
+    """Count, over the epochs in which every rank's loop received samples (`received[rank][epoch]`: the indices the
+    samples it received carried), the reads, the reads of an index read more than once in its epoch (overlapping
+    shares) and the indices of a `size`-sample epoch that no rank read."""
+    epochs = min((len(r) for r in received), default=0) if size else 0
     reads = overlap = missing = 0
     for e in range(epochs):
-        counts = Counter(i for g in given for i in g[e])
+        counts = Counter(i for r in received for i in r[e])
         reads += sum(counts.values())
         overlap += sum(c for c in counts.values() if c > 1)
         missing += size - len(counts)

@@ -39,8 +39,8 @@ def open_in_runner(pid: int, shm_r: int):
 def into_record(record: Record, cell: CellConfig, left: dict, result: dict | None) -> None:
     """A cell with its own /dev/shm: its use into the metrics, and, when it was too small, the size that would
     have sufficed (from the batch the cell measured) into the failure's message."""
-    from loaderbench.measure.cell_process import SHM_BATCH
     from loaderbench.measure.private_shm import in_flight_batches, needed_bytes, too_small_message
+    from loaderbench.measure.rank import SHM_BATCH
 
     batch = (result or {}).get(SHM_BATCH)
     workers, prefetch = cell.num_workers, cell.prefetch_factor

@@ -64,6 +64,7 @@ class CellConfig(AxisValues):
     factory_sha256: str | None = None  # the hash of its module file (both part of the cell id),
     factory_root: str | None = None  # the folder the module was found in and its file (the cell's context)
     factory_file: str | None = None
+    question: str | None = None  # the study's `question` (loaderbench.schema.questions): context, no part of the id
 
     @classmethod
     def of(cls, config: Mapping[str, Any]) -> CellConfig:

@@ -260,8 +260,8 @@ class DdpSummary(TypedDict):
     step_s: Annotated[float, Column("ddp_step_s")]  # median over ranks of each rank's median step
     allreduce_s: Annotated[float, Column("ddp_allreduce_s")]
     epoch_samples: Annotated[int, Column("ddp_epoch_samples")]  # one epoch of the dataset, all shares together
-    epochs_counted: Annotated[int, Column("ddp_epochs_counted")]  # epochs every rank's sampler gave indices for
-    share_reads: Annotated[int, Column("ddp_share_reads")]  # indices the ranks' samplers gave, those epochs
+    epochs_counted: Annotated[int, Column("ddp_epochs_counted")]  # epochs in which every rank's loop received samples
+    share_reads: Annotated[int, Column("ddp_share_reads")]  # samples the ranks' loops received, those epochs
     share_overlap: Annotated[int, Column("ddp_share_overlap")]  # reads of an index another rank also read
     share_missing: Annotated[int, Column("ddp_share_missing")]  # indices of those epochs no rank read
     grads_equal: Annotated[bool, Column("ddp_grads_equal")]  # every rank held the same gradients after all-reduce

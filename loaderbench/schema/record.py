@@ -34,7 +34,8 @@ from loaderbench.schema.metrics import METRIC_NAMES, Metrics
 #             `shard_passes` (the shards workload), config axes `storage` ... `shard_samples` (loaderbench.schema.axes),
 #             metrics `machine` (the machine's speed beside the window) and, in `previous_attempts`, an ok attempt
 #             that was disturbed and measured again, with its `metrics` (throughput and machine speed).
-#             Config axes `snapshot_every_n_steps` and `resume_at` and metrics `resume` (resume_at > 0) too.
+#             Config axes `snapshot_every_n_steps` and `resume_at` and metrics `resume` (resume_at > 0) too, and
+#             config `question` (the study's `[study] question`, no part of the cell id).
 SCHEMA = "loaderbench.record/2"
 SCHEMA_FAMILY = "loaderbench.record/"
 STATUSES = ("ok", "failed", "timeout")

@@ -21,6 +21,7 @@ from loaderbench.errors import StudyError
 from loaderbench.schema.axes import AXES, HTTP_ONLY, START_METHODS, Axis, validation_message
 from loaderbench.schema.cell import Cell
 from loaderbench.schema.disturbance import OTHERS_MARGIN, REMEASURE_BUDGET, SPEED_MARGIN
+from loaderbench.schema.questions import STUDY_QUESTIONS
 from loaderbench.schema.workload_catalog import WORKLOADS
 from loaderbench.stats.stopping import MIN_WINDOWS
 from loaderbench.study.checkpoint_rules import checkpoint_problems
@@ -37,6 +38,8 @@ class StudySettings(BaseModel):
 
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
     description: str = ""
+    # the question the study is made for (loaderbench.schema.questions): carried into its records for the analysis
+    question: str | None = None
     repetitions: Annotated[int, Field(ge=1, le=1000)] = 3
     warmup_batches: Annotated[int, Field(ge=0, le=100_000)] = 5
     measure_batches: Annotated[int, Field(ge=1, le=1_000_000)] = 40
@@ -76,6 +79,7 @@ _ALLOWED_TEXT = {
     "name": "letters, digits, '.', '_' or '-', at most 64, starting with a letter or digit",
     "kind": "synthetic-jpeg or imagefolder",
     "recipe": "a shipped dataset recipe's name, or a .toml file in the current folder (letters, digits, '.', '_', '-')",
+    "question": f"one of {', '.join(STUDY_QUESTIONS)}",
     "speed_margin": "a fraction above 0 and at most 1 (0.25: the reference may move 25%)",
     "others_margin": "a fraction above 0 and at most 1 (0.1: others may take 10% of the cell's cores)",
     "remeasure_budget": "a fraction from 0 to 1 of the study's repetitions (0: never measure again)",
@@ -189,6 +193,10 @@ def parse_study(raw: dict[str, Any], where: str, path: Path | None = None, max_c
         problems.append(
             '[study] target_precision: adaptive measuring needs window = "steady"; allowed: '
             'no target_precision with window = "epoch"'
+        )
+    if settings is not None and settings.question is not None and settings.question not in STUDY_QUESTIONS:
+        problems.append(
+            f"[study] question = {settings.question!r}: unknown question; allowed: {_ALLOWED_TEXT['question']}"
         )
     if settings is not None and settings.min_windows > settings.max_windows:
         problems.append(f"[study] min_windows = {settings.min_windows}: more than max_windows = {settings.max_windows}")
@@ -373,9 +381,11 @@ def expand(
             else ()
         ),
     )
+    # the study's question travels with each cell into its records, no part of its id
+    context = (("question", settings.question),) if settings.question is not None else ()
     seen: dict[str, Cell] = {}
     for norm in kept.values():
         extra = (("dataset", dataset.model_dump()),) if WORKLOADS[norm["workload"]].reads_images else ()
-        cell = Cell(axes=tuple(norm.items()), measure=measure + extra)
+        cell = Cell(axes=tuple(norm.items()), measure=measure + extra, context=context)
         seen.setdefault(cell.cell_id, cell)
     return list(seen.values())

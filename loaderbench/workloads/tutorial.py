@@ -1,4 +1,4 @@
-"""The PyTorch data-loading tutorial's own synthetic dataset (seeds 001/002): a random 3x224x224 image
+"""The PyTorch data-loading tutorial's own synthetic dataset: a random 3x224x224 image
 and a label per sample after a blocking delay; batched, one vectorised draw and one delay per batch."""
 
 from __future__ import annotations

@@ -77,9 +77,16 @@ CLAIMS: list[Claim] = [c for q in QUESTION_LIST for c in q.claims]
 
 
 def question_of(study: str, rows: pd.DataFrame | None = None) -> str | None:
-    """The question a study was made for: by its name (the question's name, or it followed by '-' or '_' and a
-    suffix, e.g. 'start-method-64c'), else by the axes its records vary. None for other studies. (This picks a
-    study's question figure; the claims are bound to records by `carries`.)"""
+    """The question a study was made for: the one its study file declares (`[study] question`, carried in each
+    record's config as `question`; loaderbench.schema.questions), None when that is "scaling" (no claim question
+    of its own). Records made before study files declared their question carry none, nor do rows whose records
+    declare more than one: for those only, the question is guessed, by the study's name (the question's name, or
+    it followed by '-' or '_' and a suffix, e.g. 'start-method-64c'), else by the axes its records vary; None for
+    other studies. (This picks a study's question figure; the claims are bound to records by `carries`.)"""
+    if rows is not None and "question" in rows:
+        declared = rows["question"].dropna().unique()
+        if len(declared) == 1:
+            return str(declared[0]) if declared[0] in QUESTIONS else None
     for q in sorted(QUESTIONS, key=len, reverse=True):
         if study == q or study.startswith((q + "-", q + "_")):
             return q
@@ -126,7 +133,8 @@ def question_of(study: str, rows: pd.DataFrame | None = None) -> str | None:
 
 
 def studies_by_question(df: pd.DataFrame) -> dict[str, list[str]]:
-    """The studies made for each question (by name or axes, as `question_of`)."""
+    """The studies made for each question (as `question_of`: the question their records declare, else guessed by
+    name or axes for records made before the key existed)."""
     out: dict[str, list[str]] = {q: [] for q in QUESTIONS}
     if df.empty or "study" not in df:
         return out

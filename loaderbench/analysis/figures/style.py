@@ -1,4 +1,5 @@
-"""The look shared by every figure: seaborn's paper theme, a fixed layout, a provenance footer, PNG + PDF.
+"""The look shared by every figure: seaborn's paper theme, a fixed layout, a provenance footer, saved as PNG (and
+PDF or SVG when asked: loaderbench.analysis.figures.formats).
 
 Layout: figures made with `grid` are laid out in inches (title, note and legend block on top, panels,
 footer at the bottom), not by constrained layout: it is several times faster on figures with dozens of
@@ -32,6 +33,7 @@ from matplotlib.ticker import FuncFormatter, NullLocator
 from matplotlib.transforms import Bbox
 
 from loaderbench.analysis.environment import provenance  # noqa: F401  (re-exported: figures name their data)
+from loaderbench.analysis.figures import formats
 
 #: Marker conventions, the same in every figure (and explained in every legend that uses them).
 UNSTABLE_FACE = "white"  # hollow marker: the cell's IQR is over 10% of its median
@@ -292,7 +294,7 @@ def fit_canvas(fig: plt.Figure, drawn: Bbox) -> None:
     fig.set_size_inches(w2, h2)
 
 
-#: CPU seconds this process has spent in matplotlib's own rendering and writing of figures (`savefig`, PNG and PDF):
+#: CPU seconds this process has spent in matplotlib's own rendering and writing of figures (`savefig`, every format):
 #: what no code of ours can make cheaper, read by the scale bench as part of the floor under `make figures`.
 _SAVEFIG_CPU_S = [0.0]
 
@@ -303,8 +305,9 @@ def savefig_cpu_s() -> float:
 
 
 def save(fig: plt.Figure, folder: Path, name: str, footer: str) -> list[Path]:
-    """Write `folder/name.png` and `.pdf` with the provenance `footer` under everything else, the canvas grown to
-    hold all that is drawn (`fit_canvas`)."""
+    """Write `folder/name.png` (and `.pdf`, `.svg` where formats.current() asks for them) with the provenance
+    `footer` under everything else, the canvas grown to hold all that is drawn (`fit_canvas`); returns the files,
+    the PNG first."""
     renderer = fig.canvas.get_renderer()
     drawn = fig.get_tightbbox(renderer)  # places tick labels and axis labels as a draw would, without one
     w, h = fig.get_size_inches()
@@ -315,13 +318,15 @@ def save(fig: plt.Figure, folder: Path, name: str, footer: str) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     dpi = png_dpi(fig.get_figwidth())
     fig.set_dpi(dpi)
-    png, pdf = folder / f"{name}.png", folder / f"{name}.pdf"
+    paths = [folder / f"{name}.{ext}" for ext in formats.current()]
     cpu = time.process_time()
-    fig.savefig(png, dpi=dpi)  # not dpi="figure": matplotlib reads that as the figure's original DPI
-    fig.savefig(pdf, dpi=DPI)
+    for path in paths:
+        # the PNG at the DPI sized for the page, not dpi="figure" (matplotlib reads that as the figure's original
+        # DPI); the vector formats at DPI, for what they rasterise
+        fig.savefig(path, dpi=dpi if path.suffix == ".png" else DPI)
     _SAVEFIG_CPU_S[0] += time.process_time() - cpu
     plt.close(fig)
-    return [png, pdf]
+    return paths
 
 
 def png_dpi(width_in: float) -> float:

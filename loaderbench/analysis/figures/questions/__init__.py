@@ -66,7 +66,8 @@ FIGURES = {
 
 def draw_question_figures(df: pd.DataFrame, study: str, out: Path) -> list[Path]:
     """The figure(s) answering the question `study` was made for (by its name, else the axes it varies), as
-    PNG + PDF under `out`; [] for a study that answers none of the questions."""
+    PNG (+ the other formats asked for: figures.formats) under `out`; [] for a study that answers none of the
+    questions."""
     rows = df[df["study"] == study] if "study" in df else df.iloc[0:0]
     question = question_of(study, rows)
     if question is None or rows.empty:
