@@ -8,6 +8,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from tests.file_order import FileOrder  # noqa: E402 - importable once the checkout is on the path
+
 os.environ.setdefault("LOADERBENCH_CACHE", str(REPO / ".cache"))
 # Test modules ask torch.cuda.is_available() while they are collected, in every pytest worker; through the CUDA
 # runtime that marks the worker so that every process it forks (the cells of the in-process runs) fails at its
@@ -25,7 +26,8 @@ def pytest_configure(config):
     torch.set_num_threads(1)
     # the longest test files first, from the seconds each took in the last whole run that passed, which every
     # such run rewrites (tests/file_order.py)
-    config.pluginmanager.register(FileOrder(Path(__file__).parent / "durations.json", Path(__file__).parent), "file-order")
+    here = Path(__file__).parent
+    config.pluginmanager.register(FileOrder(here / "durations.json", here), "file-order")
 
 
 @pytest.fixture

@@ -70,7 +70,9 @@ def write_seconds(path: Path, seconds: Mapping[str, float]) -> None:
     os.replace(tmp, path)
 
 
-def partial_because(args: Iterable[str], invocation_dir: Path, tests_dir: Path, narrowing: Mapping[str, object]) -> str | None:
+def partial_because(
+    args: Iterable[str], invocation_dir: Path, tests_dir: Path, narrowing: Mapping[str, object]
+) -> str | None:
     """Why a run is not one of the whole suite, or None when it is. `args` are the paths or test ids the run was
     given (pytest's config.args, relative to `invocation_dir`); `narrowing` maps the options that select part of
     the suite to their values (an empty or false value narrows nothing)."""

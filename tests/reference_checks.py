@@ -12,7 +12,7 @@ REFERENCE = sorted((REPO / "results" / "reference").glob("*/*/*.json"))
 
 
 def failures(check: Callable[[Path], str | None], paths: list[Path]) -> list[str]:
-    """"<record>: <what is wrong>" for each record `check` finds wrong: what it returns (None when nothing is), or
+    """ "<record>: <what is wrong>" for each record `check` finds wrong: what it returns (None when nothing is), or
     the exception it raises."""
     out = []
     for path in paths:

@@ -148,7 +148,7 @@ def test_a_traceback_is_raised_again_as_it_was_caught():
         text = traceback.format_exc()
     again = raised_again(text)
     assert (type(again).__name__, str(again)) == ("RuntimeError", WORKER_TEXT)
-    head = "Traceback (most recent call last):\n"
+    head = "\nTraceback (most recent call last):\n"  # the last at the start of a line
     cut = text[text.rindex(head) + len(head) + 10 :]  # inside the last traceback's first frame
     assert not cut.startswith("  File ") and str(raised_again(cut)) == WORKER_TEXT
 

@@ -19,6 +19,7 @@ from loaderbench.schema.record import SCHEMA, Record, RecordError, RecordVersion
 from loaderbench.schema.store import Store
 from tests.reference_checks import assert_every_record, failures
 
+
 def a_record(**kw) -> Record:
     fields: dict[str, Any] = dict(
         study="s",
