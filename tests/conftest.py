@@ -6,6 +6,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from tests.file_order import FileOrder  # noqa: E402 - importable once the checkout is on the path
+
 os.environ.setdefault("LOADERBENCH_CACHE", str(REPO / ".cache"))
 # Test modules ask torch.cuda.is_available() while they are collected, in every pytest worker; through the CUDA
 # runtime that marks the worker so that every process it forks (the cells of the in-process runs) fails at its
@@ -21,6 +24,10 @@ def pytest_configure(config):
     import torch
 
     torch.set_num_threads(1)
+    # the longest test files first, from the seconds each took in the last whole run that passed, which every
+    # such run rewrites (tests/file_order.py)
+    here = Path(__file__).parent
+    config.pluginmanager.register(FileOrder(here / "durations.json", here), "file-order")
 
 
 @pytest.fixture
@@ -72,13 +79,3 @@ def _cpus_given_back():
     if after != before:
         os.sched_setaffinity(0, before)
         pytest.fail(f"the test left this process pinned to CPUs {sorted(after)} (it had {sorted(before)})")
-
-
-def pytest_collection_modifyitems(config, items):
-    """The longest test files first (tests/durations.json), each file's tests in their own order: `make test`
-    hands whole files to the workers as they free up (`--dist loadfile`), so the long ones start at once instead of
-    leaving one worker busy at the end."""
-    import json
-
-    seconds = json.loads((Path(__file__).parent / "durations.json").read_text())["seconds"]
-    items.sort(key=lambda item: -seconds.get(Path(str(item.fspath)).name, 0))

@@ -16,6 +16,7 @@ from loaderbench.schema.cell import cell_id_of
 from loaderbench.schema.record import Record
 from loaderbench.study.study_file import load_study, normalize
 from tests.conftest import REPO
+from tests.reference_checks import REFERENCE, assert_every_record, failures
 
 PINNED = json.loads((Path(__file__).parent / "shipped_cell_ids.json").read_text())["studies"]
 CONTEXT = ("factory_root", "factory_file", "question")  # travels with a cell, no part of its id
@@ -48,21 +49,34 @@ def test_a_shipped_study_expands_into_the_cells_it_always_did(study, monkeypatch
     assert ids == pinned, f"new: {sorted(ids - pinned)}; gone: {sorted(pinned - ids)}"
 
 
-def reference_records() -> list[Path]:
-    return sorted((REPO / "results" / "reference").glob("*/*/*.json"))
-
-
-@pytest.mark.parametrize("path", reference_records(), ids=lambda p: str(p.relative_to(REPO / "results")))
-def test_a_reference_records_id_is_its_configs_and_survives_normalizing(path):
+def _id_is_its_configs(path: Path) -> str | None:
     record = Record.load(path)
     axes = {k: v for k, v in record.config.items() if k in AXES}
     measure = {k: v for k, v in record.config.items() if k not in AXES and k not in CONTEXT}
-    assert cell_id_of(axes, measure) == record.cell_id
-    assert cell_id_of(normalize(axes), measure) == record.cell_id  # as a study expanded now would make it
+    made, normalized = cell_id_of(axes, measure), cell_id_of(normalize(axes), measure)
+    if made != record.cell_id:
+        return f"cell_id {record.cell_id}, its config's {made}"
+    if normalized != record.cell_id:  # as a study expanded now would make it
+        return f"cell_id {record.cell_id}, its config's once normalized {normalized}"
+    return None
+
+
+def test_every_reference_records_id_is_its_configs_and_survives_normalizing():
+    assert_every_record(_id_is_its_configs)
+
+
+def test_a_record_whose_id_is_not_its_configs_is_named(tmp_path):
+    (first, *_) = REFERENCE
+    moved = json.loads(first.read_text())
+    moved["config"]["num_workers"] = (moved["config"].get("num_workers") or 0) + 3
+    path = tmp_path / "moved.json"
+    path.write_text(json.dumps(moved))
+    (why,) = failures(_id_is_its_configs, [first, path])
+    assert why.startswith(f"{path}: cell_id {moved['cell_id']}, its config's "), why
 
 
 def test_the_reference_records_are_there():
-    assert len(reference_records()) >= 50
+    assert len(REFERENCE) >= 50
 
 
 def test_one_list_of_worker_only_axes_for_the_expansion_and_the_analysis():

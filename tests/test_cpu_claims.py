@@ -92,12 +92,30 @@ def test_the_default_start_method_is_decided_per_python():
     assert fork_is_the_default(pd.DataFrame({"env_python": ["3.11.7"]})).verdict == NOT_MEASURED
 
 
+def expected_default_start_method() -> str:
+    """multiprocessing's documented default: fork on Linux up to Python 3.13, forkserver from 3.14 (on POSIX but
+    macOS), spawn on macOS (since 3.8) and Windows."""
+    import sys
+
+    if sys.platform in ("darwin", "win32"):
+        return "spawn"
+    return "forkserver" if sys.version_info >= (3, 14) else "fork"
+
+
 def test_the_record_knows_its_default_start_method():
+    """The default this Python gives a DataLoader with no context, read afresh: not whatever this process set."""
     import multiprocessing
 
     from loaderbench.measure.fingerprint import default_start_method
 
-    assert default_start_method() in multiprocessing.get_all_start_methods()
+    expected = expected_default_start_method()
+    here = multiprocessing.get_start_method(allow_none=True)
+    other = next(m for m in multiprocessing.get_all_start_methods() if m != expected)
+    multiprocessing.set_start_method(other, force=True)
+    try:
+        assert default_start_method() == expected
+    finally:
+        multiprocessing.set_start_method(here, force=True)
 
 
 def test_sharing_cost_by_tensor_size():

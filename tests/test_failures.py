@@ -1,6 +1,12 @@
-"""Failures become classified errors with a message that says what to do."""
+"""Failures become classified errors with a message that says what to do, the shipped GPU records' own failures
+among them (rebuilt from the tracebacks they keep)."""
+
+import json
+import re
+from pathlib import Path
 
 from loaderbench.measure.failures import classify_exception, classify_exit
+from tests.conftest import REPO
 
 
 def test_worker_killed():
@@ -85,3 +91,90 @@ def test_a_death_nobody_can_read_says_so():
     """No worker list and no signal in the message: the one honest fallback."""
     c = classify_exception(RuntimeError("DataLoader worker (pid(s) 7) exited unexpectedly"))
     assert c["kind"] == "worker_crashed" and "cause not reported" in c["message"]
+
+
+# --- the failures the shipped GPU records keep ----------------------------------------------------------------
+
+SHIPPED_GPU = REPO / "results" / "reference" / "h200"
+# what CUDA says in a child forked after its parent initialized it: torch's own check, or the runtime's error code
+FORKED_CUDA = re.compile(r"Cannot re-initialize CUDA in forked subprocess|cudaErrorInitializationError")
+
+
+def raised_again(text: str) -> BaseException:
+    """The exception a formatted traceback ends with, rebuilt as the cell process caught it: its class's name and its
+    whole message (a DataLoader worker's original traceback included). The stored text may lack its first lines (a
+    record keeps the last 4000 characters): then the frames start at the first "  File" line."""
+    lines = text.rstrip("\n").split("\n")
+    heads = [i for i, line in enumerate(lines) if line == "Traceback (most recent call last):"]
+    i = heads[-1] + 1 if heads else next(i for i, line in enumerate(lines) if line.startswith("  File "))
+    while lines[i].startswith(" "):  # the frames, indented
+        i += 1
+    name, _, first = lines[i].partition(": ")
+    error = type(name.rpartition(".")[2], (RuntimeError,), {})
+    return error("\n".join([first, *lines[i + 1 :]]))
+
+
+def shipped_failures() -> list[tuple[Path, dict, str]]:
+    """(path, its error as stored, its traceback) of every failed shipped GPU record."""
+    out = []
+    for path in sorted(SHIPPED_GPU.rglob("*.json")):
+        record = json.loads(path.read_text())
+        if isinstance(record, dict) and record.get("status") == "failed" and record.get("traceback"):
+            out.append((path.relative_to(REPO), record["error"], record["traceback"]))
+    return out
+
+
+WORKER_TEXT = (
+    "Caught ValueError in DataLoader worker process 3.\nOriginal Traceback (most recent call last):\n"
+    '  File "x.py", line 1, in __getitem__\nValueError: 7'
+)
+
+
+def _reraise():
+    raise RuntimeError(WORKER_TEXT)
+
+
+def test_a_traceback_is_raised_again_as_it_was_caught():
+    """The last exception of a chain, its message's lines (a worker's frames among them) whole; also from a text
+    whose beginning was cut off."""
+    import traceback
+
+    try:
+        try:
+            raise ValueError("the first")
+        except ValueError:
+            _reraise()
+    except RuntimeError:
+        text = traceback.format_exc()
+    again = raised_again(text)
+    assert (type(again).__name__, str(again)) == ("RuntimeError", WORKER_TEXT)
+    head = "\nTraceback (most recent call last):\n"  # the last at the start of a line
+    cut = text[text.rindex(head) + len(head) + 10 :]  # inside the last traceback's first frame
+    assert not cut.startswith("  File ") and str(raised_again(cut)) == WORKER_TEXT
+
+
+def test_cuda_used_in_forked_workers_is_told_in_the_shipped_gpu_records():
+    """The shipped gpu-decode cells whose nvjpeg decoder ran in workers forked after the model was on the GPU: the
+    text they stored classifies as CUDA after fork, naming the worker, the CUDA error and the start methods to use."""
+    found = [(path, text) for path, _, text in shipped_failures() if FORKED_CUDA.search(text)]
+    assert found, f"no shipped record under {SHIPPED_GPU} shows CUDA used in a forked worker: nothing was tested"
+    wrong = []
+    for path, text in found:
+        worker = re.search(r"Caught \w+ in DataLoader worker process (\d+)", text)
+        got = classify_exception(raised_again(text))
+        named = (f"DataLoader worker {worker.group(1)}" if worker else "", '"spawn"', '"forkserver"')
+        cuda_error = FORKED_CUDA.search(got["message"]) or "CUDA error: initialization error" in got["message"]
+        if got["kind"] != "cuda_after_fork" or not all(w in got["message"] for w in named) or not cuda_error:
+            wrong.append(f"{path}: {got}")
+    assert not wrong, f"{len(wrong)} of {len(found)} records misread:\n" + "\n".join(wrong)
+
+
+def test_the_shipped_gpu_records_other_failures_keep_their_kind():
+    others = [(path, error, text) for path, error, text in shipped_failures() if not FORKED_CUDA.search(text)]
+    assert others, f"no other failed record under {SHIPPED_GPU}: nothing was tested"
+    wrong = [
+        f"{path}: stored {error['kind']}, now {got}"
+        for path, error, text in others
+        if (got := classify_exception(raised_again(text)))["kind"] != error["kind"]
+    ]
+    assert not wrong, f"{len(wrong)} of {len(others)} records classified otherwise:\n" + "\n".join(wrong)

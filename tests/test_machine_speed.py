@@ -58,11 +58,20 @@ def test_the_kernel_view_subtracts_the_cells_own_time():
 
 
 def test_the_trees_cpu_counts_a_reaped_child_once():
+    """What the tree's CPU grew by is the reaped child's CPU as the kernel reports it to its parent (times(2)),
+    plus what this process spent meanwhile: not twice the child's, and not none of it."""
+    tick = 1 / ms.CLK_TCK
+    t0 = os.times()
     before = ms.tree_cpu_s(os.getpid())
-    child = subprocess.Popen([sys.executable, "-c", "x = 0\nfor i in range(3_000_000): x += i"])
+    # the child works until it has used 0.3 s of CPU: far more than the ticks either count may round away
+    child = subprocess.Popen([sys.executable, "-c", "import time\nwhile time.process_time() < 0.3: pass"])
     child.wait()
     spent = ms.tree_cpu_s(os.getpid()) - before
-    assert 0.02 < spent < 30  # the child's CPU, now in this process's cutime; none of it counted twice
+    t1 = os.times()
+    child_s = (t1.children_user + t1.children_system) - (t0.children_user + t0.children_system)
+    own_s = (t1.user + t1.system) - (t0.user + t0.system)
+    assert child_s >= 0.3 - tick, (child_s, t0, t1)
+    assert child_s - 2 * tick <= spent <= child_s + own_s + 2 * tick, (spent, child_s, own_s)
 
 
 def _cell_study(name: str, **study) -> dict:

@@ -24,10 +24,29 @@ def test_agreement_counts_cells_within_each_tolerance():
     assert got["worst_deviation"] == pytest.approx(0.20)
 
 
-def test_the_references_own_noise_is_measured_in_pairs():
-    got = ra.reference_repeatability(cpu=0, pairs=3)
-    for kind in ("python", "jpeg"):
-        assert 0 <= got[kind]["median"] <= got[kind]["p90"] <= got[kind]["max"]
+def test_the_references_own_noise_is_measured_in_pairs(monkeypatch):
+    """Each pair is two readings back to back on the one CPU asked for; the noise is the relative change within a
+    pair (never across pairs), and the warm-up reading before the first pair counts in none."""
+    from loaderbench.measure import machine_speed
+
+    # pair i reads python 100 then 100 + i (a change of i%), jpeg 50 then 50 - i (2i%); the warm-up reads wildly
+    readings = [(1.0, 1.0)]
+    for i in (5, 0, 10, 3, 8, 1, 9, 2, 7, 4, 6):  # in no order
+        readings += [(100.0, 50.0), (100.0 + i, 50.0 - i)]
+    asked: list[list[int]] = []
+
+    def run_reference(cpus):
+        asked.append(list(cpus))
+        python, jpeg = readings[len(asked) - 1]
+        return {"python_per_s": python, "jpeg_per_s": jpeg}
+
+    monkeypatch.setattr(machine_speed, "run_reference", run_reference)
+    got = ra.reference_repeatability(cpu=3, pairs=11)
+    assert asked == [[3]] * len(readings)
+    assert (got["pairs"], got["cpu"]) == (11, 3)
+    # changes 0%..10% (python) and 0%..20% (jpeg): the median is the 6th, the 90th percentile the 10th of 11
+    assert got["python"] == pytest.approx({"median": 0.05, "p90": 0.09, "max": 0.10})
+    assert got["jpeg"] == pytest.approx({"median": 0.10, "p90": 0.18, "max": 0.20})
 
 
 def test_the_table_states_the_references_own_noise():
