@@ -20,7 +20,10 @@ def pytest_configure(config):
     its own thread count."""
     import torch
 
+    from tests import required
+
     torch.set_num_threads(1)
+    required.register(config)  # LOADERBENCH_REQUIRE: skips CI cannot accept fail (tests/required.py)
 
 
 @pytest.fixture
