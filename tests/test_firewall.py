@@ -112,7 +112,8 @@ def test_two_nodes_run_a_job_across_a_firewall_that_drops_forwarding(host: Host,
         # a node this host's firewall cuts off: named, with what blocks it, in one sentence
         host.iptables("-P", "INPUT", "DROP")
         try:
-            check = host.run(str(TESTCLUSTER / "check.sh"), str(state), env={**env, "SLURM_TESTCLUSTER_CHECK_WAIT": "1"})
+            quick = {**env, "SLURM_TESTCLUSTER_CHECK_WAIT": "1"}
+            check = host.run(str(TESTCLUSTER / "check.sh"), str(state), env=quick)
         finally:
             host.iptables("-P", "INPUT", "ACCEPT")
         assert check.returncode == 1

@@ -23,13 +23,16 @@ def pytest_configure(config):
     required.register(config)
 """
 
+SLURM_REASON = "Slurm is not installed (slurmctld missing) and not root and no password-less sudo: ..."
+STORAGE_REASON = "nginx is not installed and installing it needs root: run tools/install-storage-tools.sh"
+
 # the suite's own skip reasons, each in the way it is raised there
-TESTS = """
+TESTS = f"""
 import pytest
 
 @pytest.fixture
 def slurm_cluster():
-    pytest.skip("Slurm is not installed (slurmctld missing) and not root and no password-less sudo: ...")
+    pytest.skip("{SLURM_REASON}")
 
 def test_slurm(slurm_cluster):
     pass
@@ -42,7 +45,7 @@ def test_shm():
     pass
 
 def test_storage():
-    pytest.skip("nginx is not installed and installing it needs root: run tools/install-storage-tools.sh")
+    pytest.skip("{STORAGE_REASON}")
 
 @pytest.mark.skipif(True, reason="no CUDA device here")
 def test_gpu():
@@ -73,13 +76,18 @@ def test_a_required_capability_turns_its_skips_into_failures(suite: pytest.Pytes
     monkeypatch.setenv(required.ENV, "slurm,two-nodes,private-shm,storage")
     failed, skipped = outcomes(suite.inline_run())
     assert skipped == ["test_gpu"]  # not a required capability: still a skip
-    expect = {"test_slurm": "slurm", "test_two_nodes": "two-nodes", "test_shm": "private-shm", "test_storage": "storage"}
+    expect = {
+        "test_slurm": "slurm",
+        "test_two_nodes": "two-nodes",
+        "test_shm": "private-shm",
+        "test_storage": "storage",
+    }
     assert set(failed) == set(expect)
     for test, name in expect.items():
         assert failed[test].startswith(f"required capability {name!r} ({required.ENV}="), failed[test]
     # the skip's own reason is kept
-    assert failed["test_slurm"].endswith("Slurm is not installed (slurmctld missing) and not root and no password-less sudo: ...")
-    assert failed["test_storage"].endswith("nginx is not installed and installing it needs root: run tools/install-storage-tools.sh")
+    assert failed["test_slurm"].endswith(SLURM_REASON)
+    assert failed["test_storage"].endswith(STORAGE_REASON)
     result = suite.runpytest()  # and the run says so
     result.assert_outcomes(failed=4, skipped=1)
     result.stdout.fnmatch_lines(["*required capability 'two-nodes'*two test nodes need ip(8)*"])

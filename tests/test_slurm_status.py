@@ -36,6 +36,9 @@ cores = 1
 num_workers = 0
 """
 
+# squeue -t all: the failed job, a cancelled one, a running one
+SQUEUE = "7_0|FAILED|tc20001a|NonZeroExitCode\n7_1|CANCELLED||None\n7_2|RUNNING|tc20001b|None\n"
+
 LAUNCH_FAILED = """\
 srun: error: Task launch for StepId=7.0 failed on node tc20001b: Communication connection failure
 srun: error: Application launch failed: Communication connection failure
@@ -73,7 +76,7 @@ def submitted(tmp_path: Path):
 def test_a_job_that_failed_to_launch_is_failed_with_slurms_reason(submitted, tmp_path, monkeypatch, capsys) -> None:
     study, results, logs = submitted
     (logs / "7_0_0_log.err").write_text(LAUNCH_FAILED)
-    fake_slurm(tmp_path, monkeypatch, "7_0|FAILED|tc20001a|NonZeroExitCode\n7_1|CANCELLED||None\n7_2|RUNNING|tc20001b|None\n")
+    fake_slurm(tmp_path, monkeypatch, SQUEUE)
     [row] = slurm.status(results)
     assert (row["failed"], row["lost"], row["running"], row["ok"]) == (1, 1, 1, 0)
     failed, lost = row["problems"]
@@ -94,7 +97,7 @@ def test_a_job_that_failed_to_launch_is_failed_with_slurms_reason(submitted, tmp
 def test_the_next_submit_runs_the_failed_and_lost_jobs_again(submitted, tmp_path, monkeypatch) -> None:
     study, results, logs = submitted
     (logs / "7_0_0_log.err").write_text(LAUNCH_FAILED)
-    fake_slurm(tmp_path, monkeypatch, "7_0|FAILED|tc20001a|NonZeroExitCode\n7_1|CANCELLED||None\n7_2|RUNNING|tc20001b|None\n")
+    fake_slurm(tmp_path, monkeypatch, SQUEUE)
     launched: list = []
     monkeypatch.setattr(slurm.SlurmLauncher, "launch", lambda self, tasks: launched.extend(tasks) or [])
     result = slurm.submit(study, load_profile(REPO / "slurm" / "test.toml"), results)
