@@ -66,8 +66,14 @@ def host() -> Iterator[Host]:
     os.makedirs("/run/netns", exist_ok=True)
     holder = subprocess.Popen(
         [
-            "unshare", "--net", "--mount", "--propagation", "private",
-            "sh", "-c", "mount -t tmpfs lbfw /run/netns && ip link set lo up && echo up && exec sleep 3600",
+            "unshare",
+            "--net",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            "mount -t tmpfs lbfw /run/netns && ip link set lo up && echo up && exec sleep 3600",
         ],
         stdout=subprocess.PIPE,
         text=True,
@@ -103,7 +109,17 @@ def test_two_nodes_run_a_job_across_a_firewall_that_drops_forwarding(host: Host,
         # the batch step runs on the first node; its srun launches a task on the second one, node to node
         out = tmp_path / "job.out"
         job = host.run(
-            "sbatch", "--wait", "-N2", "-n2", "-t", "2", "--mem=64", "-o", str(out), "--wrap", "srun hostname",
+            "sbatch",
+            "--wait",
+            "-N2",
+            "-n2",
+            "-t",
+            "2",
+            "--mem=64",
+            "-o",
+            str(out),
+            "--wrap",
+            "srun hostname",
             env=slurm,
         )
         assert job.returncode == 0, job.stderr + (out.read_text() if out.exists() else "")
