@@ -23,11 +23,14 @@ def pytest_configure(config):
     its own thread count."""
     import torch
 
+    from tests import required
+
     torch.set_num_threads(1)
     # the longest test files first, from the seconds each took in the last whole run that passed, which every
     # such run rewrites (tests/file_order.py)
     here = Path(__file__).parent
     config.pluginmanager.register(FileOrder(here / "durations.json", here), "file-order")
+    required.register(config)  # LOADERBENCH_REQUIRE: skips CI cannot accept fail (tests/required.py)
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """`make submit CLUSTER=test2` on the two-node test cluster (each slurmd in its own network namespace, one CPU
 each): array tasks run on both nodes and their records name their host, `make status` counts per node, a DDP
-cell runs one rank per node; a node lost mid-study is resubmitted exactly once."""
+cell runs one rank per node; a node lost mid-study is reported as failed with Slurm's state and resubmitted
+exactly once."""
 
 from __future__ import annotations
 
@@ -136,9 +137,10 @@ def test_a_lost_node_is_resubmitted_exactly_once(slurm_two_nodes, tmp_path, resu
             rec = done.get(by_job[job])
             assert rec is None or (rec["launcher"]["restarts"] > 0 and rec["env"]["host"] != lost), rec
         missing = 4 - len(done)
-        if missing:
+        if missing:  # their jobs died with the node, before their cells wrote anything: failed, with Slurm's state
             status = make(cluster, "status", f"RESULTS={results}")
-            assert f"lost {missing}" in status.stdout, status.stdout
+            assert f"failed {missing}, timeout 0, lost 0" in status.stdout, status.stdout
+            assert status.stdout.count("failed before its cell recorded anything: Slurm: ") == missing, status.stdout
         again = make(cluster, "submit", f"STUDY={study}", f"RESULTS={results}")
         assert again.returncode == 0, again.stderr
         assert f"{len(done)} already done" in again.stderr, again.stderr

@@ -26,6 +26,7 @@ from submitit.core.utils import UncompletedJobError
 from loaderbench.errors import StudyError, ToolMissing
 from loaderbench.launch.base import Launcher, TaskRunner, dataset_spec, prepare_dataset
 from loaderbench.launch.preflight import check_submission
+from loaderbench.launch.slurm_end import job_end
 from loaderbench.schema.cell import Task
 from loaderbench.schema.record import FAILED, TIMEOUT, ErrorInfo, Record
 from loaderbench.schema.store import Store
@@ -230,27 +231,30 @@ class Ledger:
 def squeue_states(job_ids: list[str]) -> dict[str, str] | None:
     """State of each job (array tasks as 123_4); None when squeue cannot be asked."""
     jobs = squeue_jobs(job_ids)
-    return None if jobs is None else {j: state for j, (state, _) in jobs.items()}
+    return None if jobs is None else {j: state for j, (state, _, _) in jobs.items()}
 
 
-def squeue_jobs(job_ids: list[str]) -> dict[str, tuple[str, str]] | None:
-    """(state, nodes) of each job (array tasks as 123_4; nodes in Slurm's compressed form, empty while
-    pending); None when squeue cannot be asked."""
+def squeue_jobs(job_ids: list[str]) -> dict[str, tuple[str, str, str]] | None:
+    """(state, nodes, reason) of each job (array tasks as 123_4; nodes in Slurm's compressed form, empty while
+    pending), finished ones too while Slurm still lists them (MinJobAge); None when squeue cannot be asked."""
     if not job_ids:
         return {}
     if not shutil.which("squeue"):
         return None
     arrays = sorted({j.split("_")[0] for j in job_ids})
     out = subprocess.run(
-        ["squeue", "-h", "-r", "-j", ",".join(arrays), "-o", "%i|%T|%N"], capture_output=True, text=True, timeout=60
+        ["squeue", "-h", "-r", "-t", "all", "-j", ",".join(arrays), "-o", "%i|%T|%N|%r"],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     if out.returncode != 0 and "Invalid job id" not in out.stderr:
         return None
     jobs = {}
     for line in out.stdout.splitlines():
-        parts = line.strip().split("|")
-        if len(parts) >= 2:
-            jobs[parts[0]] = (parts[1], parts[2] if len(parts) > 2 else "")
+        parts = line.strip().split("|") + ["", ""]
+        if parts[1]:
+            jobs[parts[0]] = (parts[1], parts[2], parts[3])
     return jobs
 
 
@@ -406,8 +410,9 @@ def submit(
 
 def status(results: str | Path) -> list[dict]:
     """Per study with a ledger: ok / failed / timeout records, running / pending jobs, and cells whose job
-    ended without a record (cancelled, node failure), with reasons; per node, the records it wrote (by their
-    `launcher.node`) and the jobs running on it."""
+    ended without a record: failed when Slurm ended it (a launch failure, a lost node), with Slurm's state, reason
+    and the error its log ends with; lost when it was cancelled or Slurm no longer knows it. Per node, the records
+    it wrote (by their `launcher.node`), the jobs running on it and those that failed there."""
     results = Path(results)
     report = []
     for ledger_path in sorted(results.glob(f"*/{LEDGER}")):
@@ -416,7 +421,7 @@ def status(results: str | Path) -> list[dict]:
         latest = ledger.latest()
         store = Store(results)
         jobs = squeue_jobs([e["job_id"] for e in latest.values()]) or {}
-        states = {j: state for j, (state, _) in jobs.items()}
+        states = {j: state for j, (state, _, _) in jobs.items()}
         final = sacct_states([e["job_id"] for e in latest.values()])
         row = {
             "study": study,
@@ -451,14 +456,19 @@ def status(results: str | Path) -> list[dict]:
                 on(rec.launcher.get("node"), "failed")
                 row["problems"].append(f"{cid} rep {rep} (job {e['job_id']}): {rec.status}: {rec.error_line(160)}")
             else:
-                row["lost"] += 1
-                why = (
-                    final.get(e["job_id"])
-                    or final.get(e["job_id"].split("_")[0] + "_*")
-                    or "ended without a record (cancelled, node failure or preempted without requeue)"
-                )
+                job = jobs.get(e["job_id"])
+                sacct = final.get(e["job_id"]) or final.get(e["job_id"].split("_")[0] + "_*")
+                end = job_end(e["job_id"], (job[0], job[2]) if job else None, sacct, e.get("logs"))
+                if end.failed:
+                    row["failed"] += 1
+                    if job and job[1]:  # where it failed, when Slurm had placed it
+                        on(job[1], "failed")
+                    what = f"failed before its cell recorded anything: {end.describe()}"
+                else:
+                    row["lost"] += 1
+                    what = end.describe()
                 row["problems"].append(
-                    f"{cid} rep {rep} (job {e['job_id']}): {why}; logs in {e.get('logs')}; `make submit` runs it again"
+                    f"{cid} rep {rep} (job {e['job_id']}): {what}; logs in {e.get('logs')}; `make submit` runs it again"
                 )
         report.append(row)
     return report

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install Debian's Slurm (22.05 on Debian 12) and munge for the single-node test cluster,
-# plus slurmdbd + MariaDB for job accounting (sacct, submitit's job.state), only when missing.
+# plus slurmdbd + MariaDB for job accounting (sacct, submitit's job.state), and iptables for the firewall test,
+# only when missing.
 #
 #   slurm/testcluster/install.sh            # quiet; prints nothing when everything is there
 #
@@ -10,7 +11,8 @@
 # Exit status: as tools/apt-ensure.sh (0 ok, 75 archive unreachable, 77 not root, 1 other).
 set -euo pipefail
 
-pkgs=(slurmctld slurmd slurm-client munge)
+# iptables: tests/test_firewall.py gives the two-node cluster a firewall that drops forwarded packets
+pkgs=(slurmctld slurmd slurm-client munge iptables)
 if [[ "${SLURM_TESTCLUSTER_ACCOUNTING:-1}" != 0 ]]; then
   pkgs+=(slurmdbd mariadb-server)
 fi

@@ -19,8 +19,9 @@
 #   SLURM_TESTCLUSTER_OWNER_PID   when set, a watchdog runs stop.sh once that process is gone
 #                                 (so a killed test run leaves no daemons behind)
 #   SLURM_TESTCLUSTER_NODES       1 (default) | 2: two nodes, each slurmd in its own network namespace
-#                                 (own address on a private bridge, own host name, one CPU of its own);
-#                                 torn down by stop.sh. Needs root and ip(8).
+#                                 (own address on a private switch, own host name, one CPU of its own);
+#                                 torn down by stop.sh. Needs root and ip(8). This host's firewall
+#                                 cannot cut them apart (see "two nodes" below).
 set -euo pipefail
 t0=$EPOCHREALTIME
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
@@ -93,6 +94,8 @@ if compgen -G "$S/pids/*" >/dev/null; then
   for f in "$S"/pids/*; do ours "$(cat "$f" 2>/dev/null)" || alive=0; done
   if ((alive)) && [[ -e "$S/pids/slurmctld" ]] && compgen -G "$S/pids/slurmd*" >/dev/null &&
      [[ "$(cat "$S/nodes" 2>/dev/null || echo 1)" == "$NODES" ]] && nodes_up; then
+    # a node cut off since it started: check.sh says what blocks it
+    if [[ -s "$S/addr" ]] && ! "$here/check.sh" "$S"; then exit 1; fi
     log "already running ($(cat "$S/mode"), accounting $(cat "$S/accounting")): nothing to do"
     print_env
     exit 0
@@ -134,7 +137,9 @@ if ((${#P[@]} != 3)) || ! ports_free "${P[@]}"; then
   P=()
   for _ in $(seq 50); do
     b=$((20000 + RANDOM % 12000))
-    if ports_free $b $((b + 1)) $((b + 2)); then
+    # (and no namespace of another test cluster named after that slurmd port: one started in another network
+    # namespace sees other ports free)
+    if ports_free $b $((b + 1)) $((b + 2)) && ! compgen -G "/run/netns/lbtc$((b + 1))*" >/dev/null; then
       P=($b $((b + 1)) $((b + 2))); break
     fi
   done
@@ -152,6 +157,7 @@ else
   NODE_LIST=("${NODE}a" "${NODE}b")
 fi
 printf '%s\n' "${NODE_LIST[@]}" >"$S/node"
+if ((NODES == 1)); then echo "$NODE 127.0.0.1 -" >"$S/addr"; fi
 echo "$NODES" >"$S/nodes"
 
 # node shape from slurmd -C (first line: NodeName=... CPUs=2 Boards=1 ... RealMemory=24105)
@@ -162,13 +168,19 @@ for k in CPUs Boards SocketsPerBoard CoresPerSocket ThreadsPerCore RealMemory; d
 done
 MEM=$((HW[RealMemory] * 95 / 100))
 
-# ---- two nodes: a private bridge, one network namespace per node ---------------------------
-# Bridge 10.234.N.1/24 in this namespace (slurmctld listens there); node i at 10.234.N.(11+i), its own
-# namespace `lbtc<port><a|b>` with /etc/netns/<ns>/hosts naming every node (ip netns exec mounts it over
-# /etc/hosts, for srun and torch.distributed inside jobs). Nothing is routed out: the addresses are reachable
-# only between the bridge and the namespaces. STATE/net lists what stop.sh removes.
+# ---- two nodes: a private switch, one network namespace per node ---------------------------
+# The nodes' bridge lives in a network namespace of its own, `lbtc<port>s` (the switch), not in this host's: frames
+# between the nodes are bridged there, where no firewall rule exists, and never pass this host's netfilter. So a
+# FORWARD policy of DROP on this host (a Docker daemon sets one when it starts) cannot cut the nodes apart. This
+# host joins the switch through a veth pair, `lbtc<port>h` with 10.234.N.1/24 (slurmctld listens there): its
+# traffic with the nodes is its own (INPUT, OUTPUT), never forwarded. Node i: 10.234.N.(11+i) in its namespace
+# `lbtc<port><a|b>`, with /etc/netns/<ns>/hosts naming every node (ip netns exec mounts it over /etc/hosts, for
+# srun and torch.distributed inside jobs). Nothing is routed out. STATE/net lists what stop.sh removes;
+# STATE/addr lists each node's name, address and namespace (check.sh reads it).
 SUBNET=10.234.$((P_SLURMD % 250))
+SWITCH=lbtc${P_SLURMD}s
 BRIDGE=lbtcbr$P_SLURMD
+HOSTLINK=lbtc${P_SLURMD}h
 CTLD_ADDR=127.0.0.1
 declare -A NODE_ADDR=() NODE_NS=() NODE_CPU=()
 net_up() {
@@ -178,11 +190,21 @@ net_up() {
   for r in $(taskset -pc $$ | sed 's/.*: //; s/,/ /g'); do  # the CPUs we may use, ranges expanded
     if [[ "$r" == *-* ]]; then for ((c = ${r%-*}; c <= ${r#*-}; c++)); do cpus+=("$c"); done; else cpus+=("$r"); fi
   done
-  ip link del "$BRIDGE" 2>/dev/null || true  # left by a start that lost its STATE/net
-  ip link add "$BRIDGE" type bridge
-  echo "link $BRIDGE" >>"$S/net"
-  ip addr add "$SUBNET.1/24" dev "$BRIDGE"
-  ip link set "$BRIDGE" up
+  # left by a start that lost its STATE/net (the bridge in this namespace: an older start.sh put it there)
+  ip netns del "$SWITCH" 2>/dev/null || true
+  ip link del "$HOSTLINK" 2>/dev/null || true
+  ip link del "$BRIDGE" 2>/dev/null || true
+  ip netns add "$SWITCH"
+  echo "netns $SWITCH" >>"$S/net"
+  ip -n "$SWITCH" link set lo up
+  ip -n "$SWITCH" link add "$BRIDGE" type bridge
+  ip -n "$SWITCH" link set "$BRIDGE" up
+  ip link add "$HOSTLINK" type veth peer name up0 netns "$SWITCH"
+  echo "link $HOSTLINK" >>"$S/net"
+  ip -n "$SWITCH" link set up0 master "$BRIDGE" up
+  ip addr add "$SUBNET.1/24" dev "$HOSTLINK"
+  ip link set "$HOSTLINK" up
+  : >"$S/addr"
   for n in "${NODE_LIST[@]}"; do
     ns=lb$n
     NODE_NS[$n]=$ns NODE_ADDR[$n]=$SUBNET.$((11 + i)) NODE_CPU[$n]=${cpus[$((i % ${#cpus[@]}))]}
@@ -192,10 +214,12 @@ net_up() {
     mkdir -p "/etc/netns/$ns"
     echo "etc /etc/netns/$ns" >>"$S/net"
     ip link add "v$n" type veth peer name eth0 netns "$ns"
-    ip link set "v$n" master "$BRIDGE" up
+    ip link set "v$n" netns "$SWITCH"
+    ip -n "$SWITCH" link set "v$n" master "$BRIDGE" up
     ip -n "$ns" addr add "${NODE_ADDR[$n]}/24" dev eth0
     ip -n "$ns" link set lo up
     ip -n "$ns" link set eth0 up
+    echo "$n ${NODE_ADDR[$n]} $ns" >>"$S/addr"
     i=$((i + 1))
   done
   for n in "${NODE_LIST[@]}"; do
@@ -424,6 +448,10 @@ start_slurm() { # start_slurm MODE -> 0 when the node is idle and a step runs
     sleep 0.1
   done
   phase "$mode: node idle"
+  # before anything is submitted: every node answers on slurmd's port, from here and from each other node; if one
+  # does not, check.sh says in one sentence what blocks it, and nothing is left running
+  "$here/check.sh" "$S" || { "$here/stop.sh" "$S" >&2; exit 1; }
+  phase "$mode: nodes reachable"
   # a real step through slurmstepd: catches cgroup setup errors that only show at launch
   if ! out=$(timeout 60 srun -N"$NODES" -n"$NODES" -c1 --mem=64 -t 1 -J smoke true 2>&1); then
     WHY="smoke test 'srun true' failed: $out"; return 1

@@ -2,7 +2,8 @@
 # Stop the test cluster that start.sh started in STATE_DIR (default: $SLURM_TESTCLUSTER_STATE
 # or ./state): cancel its jobs, then TERM (then KILL) exactly the daemons whose PIDs start.sh
 # recorded in STATE_DIR/pids, and any slurmstepd or job process of this cluster left over.
-# Two nodes: their network namespaces, the bridge and /etc/netns/<ns> go too (--net-only: just those).
+# Two nodes: their network namespaces, the switch namespace (with the bridge), this host's link to it and
+# /etc/netns/<ns> go too (--net-only: just those).
 # Idempotent; the state folder (logs, accounting data) is kept.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
@@ -17,8 +18,8 @@ t0=$EPOCHREALTIME
 
 log() { echo "stop.sh: $*" >&2; }
 
-# the two-node network (STATE/net, written by start.sh): namespaces (their veths go with them), the bridge,
-# the hosts files
+# the two-node network (STATE/net, written by start.sh): namespaces (their veths, and the bridge in the switch's,
+# go with them), this host's link to the switch, the hosts files
 net_down() {
   [[ -s "$S/net" ]] || return 0
   local kind name
