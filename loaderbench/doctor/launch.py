@@ -116,7 +116,7 @@ def doctor(command: list[str], plan: WatchPlan, out: Path, echo: bool = True) ->
     if echo:
         for p in doc["processes"]:
             for lo in p.get("loaders", []):
-                if lo["state"] != "done":  # the watched process printed the finished ones itself
+                if lo.get("note"):  # ended before its plan: the watched process printed only the finished ones
                     rank = f"rank {p['rank']}: " if p.get("rank") is not None else ""
                     print("\n".join(f"loaderbench doctor: {rank}{line}" for line in terminal_lines(lo)))
         if doc["status"] == "no loader":
