@@ -127,7 +127,12 @@ def _doctor_args(s) -> None:
         metavar="MODULE",
         help="run a module as `python -m MODULE [ARGS]` (this Python)",
     )
-    s.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command to run, e.g. -- python train.py")
+    s.add_argument(
+        "script_command",
+        nargs=argparse.REMAINDER,
+        metavar="COMMAND",
+        help="-- then the command, e.g. -- python train.py",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -383,7 +383,7 @@ def cmd_doctor(args) -> int:
     from loaderbench.doctor.watch import WatchPlan
     from loaderbench.errors import LoaderbenchError
 
-    command = list(args.command or [])
+    command = list(args.script_command or [])
     if command and command[0] == "--":
         command = command[1:]
     if args.module:
