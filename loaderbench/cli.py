@@ -14,6 +14,7 @@ from loaderbench.commands import (
     cmd_cell,
     cmd_compare,
     cmd_dataset,
+    cmd_doctor,
     cmd_figures,
     cmd_findings,
     cmd_plan,
@@ -42,6 +43,7 @@ EXAMPLES = """examples:
   loaderbench plan scaling --cluster slurm/slurm.toml
   loaderbench submit scaling --cluster slurm/slurm.toml --dry-run
   loaderbench tune quick                           # the best settings without the full grid
+  loaderbench doctor -- python train.py --epochs 1   # is this training loop waiting for data?
   loaderbench compare results-before results-after
   loaderbench figures results --figures figures"""
 
@@ -80,6 +82,58 @@ def _tune_args(s) -> None:
     from loaderbench.tune.options import add_arguments
 
     add_arguments(s)
+
+
+DOCTOR_EPILOG = """examples:
+  loaderbench doctor -- python train.py --epochs 1
+  loaderbench doctor --steps 100 --stop -m mypackage.train
+  loaderbench doctor --out doctor-run -- torchrun --nproc-per-node 2 train.py
+
+exit status: the script's own, or
+  1    the script never iterated a DataLoader (nothing to diagnose)
+  2    bad input: an option that cannot be used, or a command that cannot be started"""
+
+
+def _doctor_args(s) -> None:
+    s.add_argument("--steps", type=int, default=200, help="steps measured per loader (default: %(default)s)")
+    s.add_argument("--warmup", type=int, default=5, help="steps first, not counted (default: %(default)s)")
+    s.add_argument("--seconds", type=float, default=None, help="measure for this long instead of --steps")
+    s.add_argument(
+        "--headspace-steps",
+        type=int,
+        default=20,
+        help="steps replayed from batches already loaded, to time the loop with loading free (default: %(default)s)",
+    )
+    s.add_argument("--no-headspace", action="store_true", help="replay nothing: the loop sees every batch exactly once")
+    s.add_argument("--stop", action="store_true", help="end the script once the first loader is diagnosed")
+    s.add_argument(
+        "--try",
+        dest="try_",
+        action="append",
+        default=None,
+        metavar="KEY=VALUE",
+        help="validate this loader setting in the script's own loop, in alternating rounds against the current one "
+        "(num_workers, prefetch_factor, persistent_workers, pin_memory, start_method; repeat or comma-separate), "
+        "or `auto`: the change the diagnosis suggests",
+    )
+    s.add_argument("--rounds", type=int, default=4, help="A B round pairs of --try (default: %(default)s)")
+    s.add_argument("--round-steps", type=int, default=10, help="steps per round of --try (default: %(default)s)")
+    s.add_argument("--out", default=".", help="doctor.json and doctor.html go here (default: the current folder)")
+    s.add_argument("--json", action="store_true", help="print doctor.json at the end")
+    s.add_argument(
+        "-m",
+        dest="module",
+        nargs=argparse.REMAINDER,
+        default=None,
+        metavar="MODULE",
+        help="run a module as `python -m MODULE [ARGS]` (this Python)",
+    )
+    s.add_argument(
+        "script_command",
+        nargs=argparse.REMAINDER,
+        metavar="COMMAND",
+        help="-- then the command, e.g. -- python train.py",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -218,6 +272,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print tune.json instead of the answer")
     s.add_argument("-q", "--quiet", action="store_true", help="no line per measurement")
     _tune_args(s)
+
+    s = command(
+        "doctor",
+        cmd_doctor,
+        "watch a training script's DataLoaders, unchanged: how much of each step waits for data, and why",
+        epilog=DOCTOR_EPILOG,
+    )
+    _doctor_args(s)
 
     s = command(
         "status",

@@ -401,3 +401,45 @@ def cmd_reference(args) -> int:
         err.print(f"left out {path}: {why}")
     err.print(f"{done.bytes_before / 2**20:.1f} MiB -> {done.bytes_after / 2**20:.1f} MiB; {done.folder / 'README.md'}")
     return 0
+
+
+def cmd_doctor(args) -> int:
+    import sys as _sys
+
+    from loaderbench.doctor.launch import doctor
+    from loaderbench.doctor.watch import WatchPlan
+    from loaderbench.errors import LoaderbenchError
+
+    command = list(args.script_command or [])
+    if command and command[0] == "--":
+        command = command[1:]
+    if args.module:
+        if command:
+            raise LoaderbenchError("give either -m MODULE [ARGS] or -- COMMAND, not both")
+        command = [_sys.executable, "-m", *args.module]
+    for name in ("steps", "warmup", "headspace_steps"):
+        if getattr(args, name) < (1 if name == "steps" else 0):
+            raise LoaderbenchError(f"--{name.replace('_', '-')} must be {'>= 1' if name == 'steps' else '>= 0'}")
+    if args.seconds is not None and args.seconds <= 0:
+        raise LoaderbenchError("--seconds must be > 0")
+    try_changes = None
+    if args.try_:
+        from loaderbench.doctor.abtest import parse_changes
+
+        try_changes = {"auto": True} if args.try_ == ["auto"] else parse_changes(args.try_)
+    if args.rounds < 1 or args.round_steps < 2:
+        raise LoaderbenchError("--rounds must be >= 1 and --round-steps >= 2")
+    plan = WatchPlan(
+        try_changes=try_changes,
+        ab_rounds=args.rounds,
+        ab_steps=args.round_steps,
+        warmup=args.warmup,
+        steps=args.steps,
+        seconds=args.seconds,
+        headspace=0 if args.no_headspace else args.headspace_steps,
+        stop=args.stop,
+    )
+    code, doc = doctor(command, plan, Path(args.out))
+    if args.json:
+        _print_json(doc)
+    return code

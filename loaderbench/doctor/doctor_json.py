@@ -1,0 +1,79 @@
+"""doctor.json: what one doctor run found, in a versioned schema, with the provenance of a record (the host's
+fingerprint) and of each watched process."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from loaderbench.errors import LoaderbenchError
+
+SCHEMA = "loaderbench-doctor"
+#: Version 1: command, status, exit_code, stderr_tail, plan, fingerprint, processes[].loaders[].
+VERSION = 1
+
+#: What a run's status says.
+STATUSES = ("ok", "script failed", "no loader", "interrupted", "stopped")
+
+
+def build(
+    processes: list[dict],
+    *,
+    command: list[str],
+    plan: dict,
+    exit_code: int | None,
+    stderr_tail: str,
+    fingerprint: dict,
+    interrupted: bool = False,
+) -> dict:
+    loaders = [lo for p in processes for lo in p.get("loaders", [])]
+    if interrupted:
+        status = "interrupted"
+    elif exit_code not in (0, None):
+        status = "script failed"
+    elif not loaders:
+        status = "no loader"
+    elif plan.get("stop"):
+        status = "stopped"
+    else:
+        status = "ok"
+    ranked = sorted(processes, key=lambda p: (p.get("rank") is None, p.get("rank") or 0, p.get("pid") or 0))
+    return {
+        "schema": SCHEMA,
+        "schema_version": VERSION,
+        "status": status,
+        "command": command,
+        "exit_code": exit_code,
+        "stderr_tail": stderr_tail,
+        "plan": plan,
+        "fingerprint": fingerprint,
+        "processes": [p for p in ranked if p.get("loaders") or p is ranked[0]] if ranked else [],
+    }
+
+
+def loaders(doc: dict) -> list[tuple[dict, dict]]:
+    """(process, loader) for every watched loader of a doctor.json."""
+    return [(p, lo) for p in doc.get("processes", []) for lo in p.get("loaders", [])]
+
+
+def write(doc: dict, out_dir: Path, name: str = "doctor.json") -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / name
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc, indent=1))
+    os.replace(tmp, path)
+    return path
+
+
+def read(path: Path) -> dict:
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise LoaderbenchError(f"{path}: not a readable doctor.json ({exc})") from exc
+    if doc.get("schema") != SCHEMA or doc.get("schema_version") != VERSION:
+        raise LoaderbenchError(
+            f"{path}: schema {doc.get('schema')!r} version {doc.get('schema_version')!r}; "
+            f"this loaderbench reads {SCHEMA!r} version {VERSION}"
+        )
+    return doc

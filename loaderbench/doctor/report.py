@@ -1,0 +1,57 @@
+"""One watched loader as a JSON-ready dict, and as lines for the terminal."""
+
+from __future__ import annotations
+
+from loaderbench.doctor.diagnosis import diagnose, validated_text
+from loaderbench.doctor.summary import headspace, summarize_steps
+from loaderbench.doctor.watch import LoaderWatch
+from loaderbench.doctor.workers import summarize
+
+
+def loader_report(watch: LoaderWatch, timeline: bool = True) -> dict:
+    steps = summarize_steps(watch.log)
+    workers = summarize(watch.sampler.samples, float(watch.cores["cores"]))
+    head = headspace(watch.log)
+    verdict, sentence, warnings = diagnose(watch.settings, steps, workers, head)
+    out = {
+        "name": watch.name,
+        "state": watch.state,
+        "note": watch.note,
+        "iterators": watch.iterators,
+        "settings": watch.settings,
+        "cores": watch.cores,
+        "batches_pinned": watch.pinned,
+        "steps": steps,
+        "headspace": head,
+        "workers": workers,
+        "verdict": verdict,
+        "diagnosis": sentence,
+        "warnings": warnings,
+        "in_loop": watch.ab_result,
+        "recommendation": validated_text(watch.ab_result, watch.settings),
+    }
+    if timeline:
+        out["timeline"] = watch.log.to_json()
+    return out
+
+
+def terminal_lines(report: dict) -> list[str]:
+    s = report["settings"]
+    head = (
+        f"loader {report['name']}: {s.get('dataset_type')}, batch_size={s.get('batch_size')}, "
+        f"num_workers={s.get('num_workers')}"
+    )
+    lines = [head, f"  {report['diagnosis']}"]
+    st = report["steps"]
+    if st.get("measured_steps"):
+        lines.append(
+            f"  {st['measured_steps']} steps: wait p50 {1e3 * st['wait_p50_s']:.1f} ms, p95 "
+            f"{1e3 * st['wait_p95_s']:.1f} ms; step p50 {1e3 * st['step_p50_s']:.1f} ms; "
+            f"{st['steps_per_s']:.3g} steps/s"
+        )
+    if report.get("recommendation"):
+        lines.append(f"  {report['recommendation']}")
+    if report.get("note"):
+        lines.append(f"  note: {report['note']}")
+    lines += [f"  warning: {w}" for w in report["warnings"]]
+    return lines

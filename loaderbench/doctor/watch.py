@@ -1,0 +1,242 @@
+"""Watching one loader: its iterator wrapped so that every `next()` is timed, the phases (warm-up, measure,
+headspace, done) and what happens when the loader's diagnosis is ready."""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from loaderbench.doctor.steps import StepLog, clock
+
+WARMUP, MEASURE, HEADSPACE, AB, DONE = "warmup", "measure", "headspace", "ab", "done"
+
+
+@dataclass(frozen=True)
+class WatchPlan:
+    """How long to watch: ``warmup`` steps not counted, then ``steps`` measured steps (or ``seconds`` of
+    them, when given), then ``headspace`` steps replayed from memory (0: none)."""
+
+    warmup: int = 5
+    steps: int = 200
+    seconds: float | None = None
+    headspace: int = 20
+    stop: bool = False
+    #: a setting to validate in the loop (A B A B rounds): the changes, or {"auto": True}; None: none
+    try_changes: dict | None = None
+    ab_rounds: int = 4
+    ab_steps: int = 10
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+#: Batches kept for the headspace replay (references to batches the loop already had).
+CACHED_BATCHES = 8
+
+
+def _pinned(batch: Any) -> bool | None:
+    """Whether the batch's tensors arrive in pinned memory (None: no tensor in it)."""
+    import torch
+
+    found: list[bool] = []
+
+    def visit(x: Any) -> None:
+        if len(found) > 16:
+            return
+        if isinstance(x, torch.Tensor):
+            found.append(bool(x.is_pinned()) if x.device.type == "cpu" else True)
+        elif isinstance(x, dict):
+            for v in x.values():
+                visit(v)
+        elif isinstance(x, list | tuple):
+            for v in x:
+                visit(v)
+
+    visit(batch)
+    return all(found) if found else None
+
+
+class LoaderWatch:
+    """One watched loader (or loaders built again at the same place): its settings, its steps, its workers."""
+
+    def __init__(self, loader: Any, name: str, plan: WatchPlan, on_done: Callable[[LoaderWatch], None]):
+        from loaderbench.doctor.cores import allowed_cores
+        from loaderbench.doctor.settings import read_settings
+        from loaderbench.doctor.workers import WorkerSampler, worker_pids
+
+        self.name = name
+        self.plan = plan
+        self.settings = read_settings(loader)
+        self.cores = allowed_cores()
+        self.log = StepLog()
+        self.state = WARMUP if plan.warmup > 0 else MEASURE
+        self.pinned: bool | None = None
+        self.iterators = 0
+        self._cache: deque = deque(maxlen=CACHED_BATCHES)
+        self._replay: Iterator | None = None
+        self._measured = 0
+        self._warmed = 0
+        self._replayed = 0
+        self._t_measure: float | None = None
+        self._current: Any = None
+        self._on_done = on_done
+        self.sampler = WorkerSampler(lambda: worker_pids(self._current))
+        self._sampling = False
+        self.note: str | None = None
+        self.loader = loader
+        self.ab: Any = None
+        self.ab_result: dict | None = None
+
+    # --- the phases ----------------------------------------------------------------------------------------
+
+    def _start_measure(self) -> None:
+        self.state = MEASURE
+        self._t_measure = clock()
+        self.sampler.start()
+        self._sampling = True
+
+    def _end_measure(self) -> None:
+        if self._sampling:
+            self.sampler.stop()
+            self._sampling = False
+        if self.plan.headspace > 0 and self._cache:
+            self.state = HEADSPACE
+            self._replay = itertools.cycle(list(self._cache))
+        else:
+            if self.plan.headspace > 0:
+                self.note = "no batch was kept to replay"
+            self._after_headspace()
+
+    def _after_headspace(self) -> None:
+        self._cache.clear()
+        self._replay = None
+        if self.plan.try_changes is None:
+            self._finish()
+            return
+        from loaderbench.doctor.abtest import InLoopAB, candidate
+
+        changes = dict(self.plan.try_changes)
+        if changes.pop("auto", False):
+            from loaderbench.doctor.report import loader_report
+
+            verdict = loader_report(self, timeline=False)["verdict"]
+            changes = candidate(self.settings, verdict, float(self.cores["cores"])) or {}
+            if not changes:
+                self.ab_result = {"note": f"nothing to try in the loop: {verdict}"}
+                self._finish()
+                return
+        self.ab = InLoopAB(self.loader, changes, self.plan.ab_rounds, self.plan.ab_steps)
+        self.ab.start()
+        self.state = AB
+
+    def _finish(self) -> None:
+        if self.ab is not None:
+            self.ab.close()
+            self.ab_result = self.ab.result(self.log.wait_s, self.log.step_s)
+            self.ab = None
+        self.state = DONE
+        self._cache.clear()
+        self._replay = None
+        self._on_done(self)
+
+    def finish_early(self, reason: str) -> None:
+        """The run ends before the plan did (the script finished, failed or was interrupted)."""
+        if self.state == DONE:
+            return
+        if self._sampling:
+            self.sampler.stop()
+            self._sampling = False
+        self.note = reason
+        if self.ab is not None:
+            self.ab.close()
+            self.ab_result = self.ab.result(self.log.wait_s, self.log.step_s)
+            self.ab = None
+        self.state = DONE
+        self._cache.clear()
+
+    def _after(self, phase: str, batch: Any) -> None:
+        if phase == WARMUP:
+            self._warmed += 1
+            if self._warmed >= self.plan.warmup:
+                self._start_measure()
+        elif phase == MEASURE:
+            self._measured += 1
+            if self.pinned is None:
+                self.pinned = _pinned(batch)
+            if self.plan.headspace > 0:
+                self._cache.append(batch)
+            enough = self._measured >= self.plan.steps if self.plan.seconds is None else False
+            if self.plan.seconds is not None and self._t_measure is not None:
+                enough = clock() - self._t_measure >= self.plan.seconds
+            if enough:
+                self._end_measure()
+        elif phase == HEADSPACE:
+            self._replayed += 1
+            if self._replayed >= self.plan.headspace:
+                self._after_headspace()
+        elif phase == AB:
+            self.ab.record(len(self.log.wait_s) - 1)
+            if self.ab.done():
+                self._finish()
+
+    def wrap(self, iterator: Any) -> WatchedIterator:
+        self.iterators += 1
+        self._current = iterator
+        if self.state == MEASURE and not self._sampling:
+            self._start_measure()
+        return WatchedIterator(iterator, self)
+
+    def replay(self) -> Any:
+        assert self._replay is not None
+        return next(self._replay)
+
+
+class WatchedIterator:
+    """A loader's iterator, timed: two clock reads per batch, the batch handed on unchanged."""
+
+    def __init__(self, inner: Any, watch: LoaderWatch):
+        self._inner = inner
+        self._watch = watch
+        self._last: float | None = None
+        self._first = True
+
+    def __iter__(self) -> WatchedIterator:
+        return self
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def __next__(self) -> Any:
+        w = self._watch
+        if w.state == DONE:
+            if self._last is not None:  # the last watched step ends here
+                w.log.close_step(clock() - self._last)
+                self._last = None
+            return next(self._inner)
+        t0 = clock()
+        if self._last is not None:
+            w.log.close_step(t0 - self._last)
+        phase = w.state
+        try:
+            if phase == HEADSPACE:
+                batch = w.replay()
+            elif phase == AB:
+                batch = w.ab.next_batch(self._inner)
+            else:
+                batch = next(self._inner)
+        except StopIteration:
+            self._last = None
+            if w._sampling and w.state == MEASURE:
+                w.sampler._sample()
+            raise
+        w.log.add(t0, clock() - t0, phase if phase != AB else f"ab-{w.ab.arm}", self._first)
+        self._first = False
+        w._after(phase, batch)
+        self._last = clock()
+        return batch
