@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -88,7 +89,19 @@ def host() -> Iterator[Host]:
         assert host_forward_rules() == before, "this machine's FORWARD chain changed"
 
 
-def test_two_nodes_run_a_job_across_a_firewall_that_drops_forwarding(host: Host, tmp_path: Path) -> None:
+@pytest.fixture
+def own_tmp() -> Iterator[Path]:
+    """A folder outside pytest's numbered temporary folders, which another pytest session on this machine (a
+    test that runs pytest) may rotate away while the cluster still writes there."""
+    path = Path(tempfile.mkdtemp(prefix="lb-firewall-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def test_two_nodes_run_a_job_across_a_firewall_that_drops_forwarding(host: Host, own_tmp: Path) -> None:
+    tmp_path = own_tmp
     host.iptables("-P", "FORWARD", "DROP")
     assert "-P FORWARD DROP" in host.run("iptables", "-S", "FORWARD").stdout
     state = tmp_path / "state"

@@ -139,7 +139,7 @@ def test_a_copy_keeps_every_record_whole_but_its_raw_times(tmp_path):
     assert "# Reference records: box-2cpu" in readme and "`raw` block" in readme
     assert "| `in-order` | 2 (1 failed) | 2 | 1 |" in readme and "alone, load average 0.2" in readme
     # how quiet it was and where the code is come from the records, not from the note
-    assert "alone: load 0.20 at the start (quiet below 1 on 2 CPUs)" in readme and "| committed |" in readme
+    assert "alone: load 0.2 at the start (quiet below 1 on 2 CPUs)" in readme and "| committed |" in readme
     assert not (folder / ".records-cache.parquet").exists()
 
 
@@ -190,7 +190,7 @@ def test_records_whose_code_cannot_be_recovered_are_refused_by_name(tmp_path, co
 
 @pytest.mark.parametrize(
     "load, others, words",
-    [(0.2, 0.01, "alone: "), (1.5, 0.01, "not alone: load 1.50"), (0.2, 0.3, "not alone: "), (None, 0.01, "not known")],
+    [(0.2, 0.01, "alone: "), (1.5, 0.01, "not alone: load 1.5 "), (0.2, 0.3, "not alone: "), (None, 0.01, "not known")],
 )
 def test_alone_is_computed_from_the_load_and_the_others_share(load, others, words):
     from loaderbench.analysis.provenance import conditions

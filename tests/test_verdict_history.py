@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pandas as pd
+
 from loaderbench.analysis.verdict_history import UNSTABLE, flips, flips_by_number, remember
 from tests.question_records import in_order_table
 
@@ -19,9 +21,13 @@ def test_a_claim_decided_differently_by_the_last_two_copies_is_unstable():
     assert flips(meta) == {}  # the same verdicts again: stable
     remember(meta, "in-order", in_order_table(P99, FASTER))
     found = flips(meta)
-    assert list(found) == [PERMANENT], found
-    assert found[PERMANENT].startswith("unstable: holds at ") and "then does not hold at" in found[PERMANENT]
-    assert flips_by_number([{UNSTABLE + PERMANENT: found[PERMANENT]}]) == {"#47": f" ({found[PERMANENT]})"}
+    key = f"in-order|{PERMANENT}"
+    assert list(found) == [key], found
+    assert found[key].startswith("unstable: holds at ") and "then does not hold at" in found[key]
+    decided_here = pd.DataFrame({"study": ["in-order"], "number": ["#47"], "claim": [PERMANENT.split(" ", 1)[1]]})
+    assert flips_by_number([{UNSTABLE + key: found[key]}], decided_here) == {"#47": f" ({found[key]})"}
+    # a claim the table decides on another study's records is not marked by this one's flip
+    assert flips_by_number([{UNSTABLE + key: found[key]}], decided_here.assign(study="quick")) == {}
     remember(meta, "in-order", in_order_table(P99, FASTER))
     assert flips(meta) == {}  # decided alike twice: settled
     for _ in range(10):

@@ -489,8 +489,8 @@ def h100_gpu_feed(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> st
 def all_claims(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
     """The numbered claims: the verdict of their rows in the source's setting, what the suite's added settings
     found, from the records of every machine (their studies have different names, so no rule mixes them)."""
-    index = numbered(decided(pd.concat(frames, ignore_index=True)))
-    flipped = flips_by_number(notes)
+    table = decided(pd.concat(frames, ignore_index=True))
+    index, flipped = numbered(table), flips_by_number(notes, table)
     shown = pd.DataFrame(
         {
             "#": index["number"],

@@ -165,7 +165,7 @@ def _rows(study_folder: Path) -> pd.DataFrame:
 
 
 def unstable(folder: str | os.PathLike) -> dict[str, str]:
-    """Claim name -> how its verdict flipped between the last two copies of its study (loaderbench.analysis.
+    """"study|claim name" -> how its verdict flipped between the last two copies of the study (loaderbench.analysis.
     verdict_history), {} when none did."""
     return flips(_read_meta(Path(folder)))
 

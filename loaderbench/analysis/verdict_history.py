@@ -47,8 +47,8 @@ def remember(meta: dict, study: str, rows: pd.DataFrame) -> None:
 
 
 def flips(meta: dict) -> dict[str, str]:
-    """Claim name -> how it flipped, for every claim the last two copies of its study decided differently (a
-    claim neither measured is no flip)."""
+    """ "study|claim name" -> how it flipped, for every claim the last two copies of the study decided differently
+    (a claim neither measured is no flip)."""
     out = {}
     for study, entries in (meta.get(HISTORY) or {}).items():
         if len(entries) < 2:
@@ -57,18 +57,21 @@ def flips(meta: dict) -> dict[str, str]:
         for name, now in after["verdicts"].items():
             was = before["verdicts"].get(name)
             if was and was != now and NOT_MEASURED not in (was, now):
-                out[name] = (
+                out[f"{study}|{name}"] = (
                     f"unstable: {was} at {', '.join(before['commits']) or '?'}, then {now} at "
                     f"{', '.join(after['commits']) or '?'} (study {study})"
                 )
     return out
 
 
-def flips_by_number(notes: list[dict[str, str]]) -> dict[str, str]:
-    """Numbered claim (#N) -> " (how its rows flipped)", from the machines' notes (their UNSTABLE keys)."""
+def flips_by_number(notes: list[dict[str, str]], table: pd.DataFrame) -> dict[str, str]:
+    """Numbered claim (#N) -> " (how its rows flipped)", from the machines' notes (their UNSTABLE keys), for the rows
+    of the claims table (`table`) decided on the study that flipped them."""
+    decided_on = {(str(r.study), f"{r.number} {r.claim}") for r in table.itertuples()}
     found: dict[str, list[str]] = {}
     for machine in notes:
         for key, how in machine.items():
-            if key.startswith(UNSTABLE + "#"):
-                found.setdefault(key.removeprefix(UNSTABLE).split(" ", 1)[0], []).append(how)
+            study, _, name = key.removeprefix(UNSTABLE).partition("|")
+            if key.startswith(UNSTABLE) and name.startswith("#") and (study, name) in decided_on:
+                found.setdefault(name.split(" ", 1)[0], []).append(how)
     return {number: f" ({'; '.join(hows)})" for number, hows in found.items()}
