@@ -165,8 +165,8 @@ def _rows(study_folder: Path) -> pd.DataFrame:
 
 
 def unstable(folder: str | os.PathLike) -> dict[str, str]:
-    """"study|claim name" -> how its verdict flipped between the last two copies of the study (loaderbench.analysis.
-    verdict_history), {} when none did."""
+    """Keys "study|claim name" -> how each verdict flipped between the last two copies of the study
+    (loaderbench.analysis.verdict_history), {} when none did."""
     return flips(_read_meta(Path(folder)))
 
 

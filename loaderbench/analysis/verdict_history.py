@@ -47,7 +47,7 @@ def remember(meta: dict, study: str, rows: pd.DataFrame) -> None:
 
 
 def flips(meta: dict) -> dict[str, str]:
-    """ "study|claim name" -> how it flipped, for every claim the last two copies of the study decided differently
+    """Keys "study|claim name" -> how it flipped, for every claim the last two copies of the study decided differently
     (a claim neither measured is no flip)."""
     out = {}
     for study, entries in (meta.get(HISTORY) or {}).items():
