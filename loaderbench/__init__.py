@@ -1,6 +1,6 @@
 """loaderbench: measure how PyTorch DataLoader parallelism behaves on a machine."""
 
-__version__ = "0.1.0"
+from loaderbench.version import __version__  # noqa: F401 - the package's version
 
 
 def __getattr__(name: str):

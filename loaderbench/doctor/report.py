@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from loaderbench.doctor.diagnosis import diagnose, validated_text
 from loaderbench.doctor.summary import headspace, summarize_steps
-from loaderbench.doctor.watch import LoaderWatch
 from loaderbench.doctor.workers import summarize
 
 
-def loader_report(watch: LoaderWatch, timeline: bool = True) -> dict:
+def loader_report(watch, timeline: bool = True) -> dict:
+    """`watch`: a loaderbench.doctor.watch.LoaderWatch (read by its attributes: watch imports this module)."""
     steps = summarize_steps(watch.log)
     workers = summarize(watch.sampler.samples, float(watch.cores["cores"]))
     head = headspace(watch.log)

@@ -168,7 +168,7 @@ def default_start_method() -> str | None:
 
 
 def host_fingerprint() -> dict:
-    from loaderbench import __version__
+    from loaderbench.version import __version__
 
     vm = psutil.virtual_memory()
     try:
