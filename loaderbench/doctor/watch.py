@@ -132,13 +132,17 @@ class LoaderWatch:
         self.ab.start()
         self.state = AB
 
-    def _finish(self) -> None:
+    def _close_ab(self) -> None:
+        """End an in-loop A/B in progress, keeping its result, and the watch."""
         if self.ab is not None:
             self.ab.close()
             self.ab_result = self.ab.result(self.log.wait_s, self.log.step_s)
             self.ab = None
         self.state = DONE
         self._cache.clear()
+
+    def _finish(self) -> None:
+        self._close_ab()
         self._replay = None
         self._on_done(self)
 
@@ -150,12 +154,7 @@ class LoaderWatch:
             self.sampler.stop()
             self._sampling = False
         self.note = reason
-        if self.ab is not None:
-            self.ab.close()
-            self.ab_result = self.ab.result(self.log.wait_s, self.log.step_s)
-            self.ab = None
-        self.state = DONE
-        self._cache.clear()
+        self._close_ab()
 
     def _after(self, phase: str, batch: Any) -> None:
         if phase == WARMUP:
