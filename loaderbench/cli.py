@@ -59,8 +59,8 @@ def _run_args(s) -> None:
         "-k",
         metavar="PATTERN",
         default=None,
-        help="only the cells matching PATTERN: space-separated terms, each `axis=value` or a piece of "
-        'the cell\'s id or label, e.g. "workload=cpu num_workers=4"',
+        help="only the cells matching PATTERN: space-separated terms, each `axis=value` (`axis=a|b`: any "
+        'of them) or a piece of the cell\'s id or label, e.g. "workload=cpu num_workers=4|8"',
     )
 
 

@@ -69,6 +69,17 @@ def test_run_k_runs_only_the_matching_cells(tmp_path):
     assert [r["config"]["fault"] for r in recs] == ["none"]
 
 
+def test_k_terms_take_alternatives_and_all_terms_must_match():
+    from loaderbench.study.plan import matches
+    from loaderbench.study.study_file import load_study
+
+    cells = load_study("loaderbench/studies/quick.toml").cells
+    picked = [c for c in cells if matches(c, "num_workers=0|2 workload=cpu")]
+    assert picked and {c.config["num_workers"] for c in picked} == {0, 2}
+    assert {c.config["workload"] for c in picked} == {"cpu"}
+    assert len(picked) < len([c for c in cells if matches(c, "num_workers=0|2")])
+
+
 def test_plan_json_counts_and_estimates(tmp_path):
     out = cli("plan", "loaderbench/studies/quick.toml", "--results", tmp_path, "--json")
     assert out.returncode == 0, out.stderr

@@ -41,3 +41,23 @@ def test_nvjpeg_without_a_cuda_device_fails_the_cell_saying_so(monkeypatch):
         jpeg.usable_decoder(cell(decoder="nvjpeg"))
     assert jpeg.usable_decoder(cell(decoder="torchvision")) == "torchvision"
     assert jpeg.usable_decoder(cell()) == "pil"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not jpeg.torch.cuda.is_available(), reason="no CUDA device here")
+def test_nvjpeg_decodes_on_the_gpu_to_about_pils_pixels(tmp_path):
+    """nvJPEG's IDCT and upsampling are not libjpeg-turbo's: the pixels agree within a few levels, not exactly."""
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    from loaderbench.datasets import DatasetSpec, ensure_dataset
+
+    images = ensure_dataset(DatasetSpec(kind="synthetic-jpeg", images=4), cache_dir=tmp_path, workers=1)
+    for path in images.paths():
+        got = jpeg.decode(str(path), "nvjpeg")
+        with Image.open(path) as img:
+            expected = torch.from_numpy(np.array(img.convert("RGB"))).permute(2, 0, 1)
+        assert (got.dtype, got.device.type, got.shape) == (torch.uint8, "cuda", expected.shape), path
+        diff = (got.cpu().int() - expected.int()).abs().float()
+        assert diff.mean() < 2 and diff.max() <= 64, (path, diff.mean(), diff.max())

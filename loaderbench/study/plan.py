@@ -45,7 +45,8 @@ def counts(study: Study, store: Store) -> dict[str, int]:
 
 def matches(cell, pattern: str | None) -> bool:
     """`-k PATTERN`: every whitespace-separated term matches, either `axis=value` (the cell's value printed
-    as in a study file) or a piece of the cell's id or label (loaderbench.schema.cell.describe)."""
+    as in a study file; `axis=a|b` for any of several) or a piece of the cell's id or label
+    (loaderbench.schema.cell.describe)."""
     if not pattern:
         return True
     from loaderbench.schema.cell import describe
@@ -54,7 +55,7 @@ def matches(cell, pattern: str | None) -> bool:
     for term in pattern.split():
         axis, eq, value = term.partition("=")
         if eq and axis in cell.config:
-            if _printed(cell.config[axis]) != value.strip("\"'").lower():
+            if _printed(cell.config[axis]) not in {v.strip("\"'").lower() for v in value.split("|")}:
                 return False
         elif term.lower() not in label.lower():
             return False
