@@ -757,15 +757,15 @@ def gpu_decode_table(forked_fail=True, spawned_ok=True, reps=3, spread=SPREAD) -
     return table(out)
 
 
-def gpu_batch_table(oom_at=(2048,), rate=None, reps=3, spread=SPREAD) -> pd.DataFrame:
-    """gpu-batch-size cells: ResNet-50 on the GPU at batch sizes 32-2048, samples/s `rate(size)`; the sizes in
-    `oom_at` fail with gpu_out_of_memory."""
+def gpu_batch_table(oom_at=(2048,), rate=None, reps=3, spread=SPREAD, au=0.9) -> pd.DataFrame:
+    """gpu-batch-size cells: ResNet-50 on the GPU at batch sizes 32-2048, samples/s `rate(size)`, the GPU busy
+    `au` of each window; the sizes in `oom_at` fail with gpu_out_of_memory."""
     rate = rate or (lambda bs: {32: 1650.0, 64: 2000.0, 128: 2140.0, 512: 2250.0, 2048: 2250.0}[bs])
     out = []
     for bs, r in itertools.product((32, 64, 128, 512, 2048), range(reps)):
         cfg = {"workload": "jpeg", "model": "resnet50", "device": "cuda", "decoder": "nvjpeg", "num_workers": 0}
         cfg |= {"cores": 16, "batch_size": bs, "pin_memory": False, "start_method": None}
-        metrics = {"samples_per_s": rate(bs) * jitter(r, spread), "consumer": "gpu", "accelerator_busy_fraction": 0.9}
+        metrics = {"samples_per_s": rate(bs) * jitter(r, spread), "consumer": "gpu", "accelerator_busy_fraction": au}
         oom = bs in oom_at
         error = (
             {"kind": "gpu_out_of_memory", "message": "the GPU ran out of memory in the cell process"} if oom else None

@@ -40,7 +40,7 @@ def test_the_page_is_what_the_shipped_records_render():
             assert not r.missing, f"{r.name}: the shipped records lack {r.missing}"
         else:
             assert r.missing
-    assert {"h100-ladder", "h100-gpu-feed"} <= {r.name for r in report if not r.missing}
+    assert {"ladder", "gpu-feed"} <= {r.name for r in report if not r.missing}
 
 
 def _gpu_node_blocks() -> str:
@@ -60,14 +60,14 @@ def _gpu_node_blocks() -> str:
 def test_a_rule_change_that_flips_a_published_verdict_makes_the_page_differ(monkeypatch, tmp_path, capsys):
     page = tmp_path / "findings.md"
     page.write_text(_gpu_node_blocks())
-    assert "<!-- begin findings: h100-ladder h100 -->" in page.read_text()
+    assert "<!-- begin findings: ladder h100 -->" in page.read_text()
     assert main(str(REFERENCE), str(page), write=False) == 0
     # a stricter match than the ladder's: the published speed-ups no longer hold on the H100 records
     monkeypatch.setattr("loaderbench.analysis.claims.ladder.LADDER_MATCH_FACTOR", 1.01)
     capsys.readouterr()
     assert main(str(REFERENCE), str(page), write=False) == 1
     out, err = capsys.readouterr()
-    assert "h100-ladder" in err and COMMAND in err
+    assert "ladder" in err and COMMAND in err
     assert re.search(r"^-\| #39 \| tutorial ladder .*\*\*holds\*\*", out, re.M)
     assert re.search(r"^\+\| #39 \| tutorial ladder .*\*\*(does not hold|inconclusive)\*\*", out, re.M)
     # --write makes the page follow, and then it matches
@@ -96,7 +96,7 @@ def test_a_block_without_records_names_them_and_shows_no_numbers(tmp_path, capsy
     "text, message",
     [
         ("<!-- begin findings: nosuch h100 -->\n<!-- end findings: nosuch -->", "unknown block 'nosuch'"),
-        ("<!-- begin findings: h100-ladder h100 -->\n", "has no `<!-- end findings: h100-ladder -->`"),
+        ("<!-- begin findings: ladder h100 -->\n", "has no `<!-- end findings: ladder -->`"),
         ("<!-- begin findings: where h100 -->\n<!-- end findings: where -->", "takes 3 machine folder"),
         ("<!-- end findings: where -->", "closes no block"),
     ],

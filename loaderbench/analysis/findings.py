@@ -59,6 +59,7 @@ class Records:
 
             folder = self.root / machine
             df = load_records(folder, use_cache=False)[0] if folder.is_dir() else pd.DataFrame()
+            df.attrs["machine"] = machine
             self._frames[machine] = df
         return self._frames[machine]
 

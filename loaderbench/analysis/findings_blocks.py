@@ -19,8 +19,8 @@ import pandas as pd
 from loaderbench.analysis.claims import CLAIMS, StudyClaims, claims_table, numbered, study_claims
 from loaderbench.analysis.claims.catalogue import SOURCES, WHERE
 from loaderbench.analysis.claims.cheap_work import crossovers, inmem_rows, size_text
-from loaderbench.analysis.claims.ladder import PUBLISHED
-from loaderbench.analysis.derive import MIB, RUNGS, ladder_rung, start_method_label, with_growth
+from loaderbench.analysis.claims.machines import apart
+from loaderbench.analysis.derive import MIB, start_method_label, with_growth
 from loaderbench.analysis.environment import env_one
 from loaderbench.analysis.provenance import conditions
 from loaderbench.analysis.reference_records import (
@@ -32,7 +32,7 @@ from loaderbench.analysis.reference_records import (
 )
 from loaderbench.analysis.report_layout import md_table
 from loaderbench.analysis.report_text import fmt_num
-from loaderbench.analysis.table import AXIS_COLUMNS, col, is_true, ok_rows
+from loaderbench.analysis.table import AXIS_COLUMNS, col, ok_rows
 from loaderbench.analysis.verdict_history import flips_by_number
 from loaderbench.stats.comparison import compare
 from loaderbench.stats.verdicts import VERDICTS
@@ -71,8 +71,7 @@ _DECIDED: ContextVar[dict[str, StudyClaims] | None] = ContextVar("decided", defa
 @contextmanager
 def deciding_once() -> Iterator[None]:
     """While the page renders, decide each study's claims once: a dozen blocks show verdicts of the same
-    records, and deciding them is most of the page's cost. The machines' studies have different names, so a study
-    name stands for the same records throughout one rendering."""
+    records, and deciding them is most of the page's cost. They are kept by machine and study name."""
     token = _DECIDED.set({})
     try:
         yield
@@ -85,10 +84,11 @@ def decided(df: pd.DataFrame) -> pd.DataFrame:
     known = _DECIDED.get()
     if known is None or df.empty or "study" not in df:
         return claims_table(df)
+    mine = {}
     for study, rows in df.groupby("study"):
-        if str(study) not in known:
-            known[str(study)] = study_claims(rows)
-    return claims_table(df, known)
+        key = f"{df.attrs.get('machine', '')}/{study}"
+        mine[str(study)] = known[key] if key in known else known.setdefault(key, study_claims(rows))
+    return claims_table(df, mine)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -166,7 +166,7 @@ def counts_text(table: pd.DataFrame) -> str:
 
 def where(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
     cpu, *gpus = frames
-    every = numbered(decided(pd.concat(frames, ignore_index=True)))
+    every = numbered(decided(apart(frames)))
     rows = [
         ("machine", machine_line(cpu)),
         ("software", software_line(cpu)),
@@ -422,64 +422,18 @@ def study_block(study: str) -> Callable[[list[pd.DataFrame], list[dict[str, str]
 # the GPU node
 
 
-def h100_ladder(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
-    rows = ok_rows(_study(frames[0], "ladder")).copy()
-    rows["rung"] = ladder_rung(rows)
-    base = rows[rows["rung"] == "baseline"]
-    metric = "end_to_end_samples_per_s"
-    out, previous = [], None
-    for rung in RUNGS:
-        this = rows[rows["rung"] == rung]
-        if this.empty:
-            continue
-        out.append(
-            {
-                "rung": rung,
-                "end-to-end samples/s": median_text(_values(this, metric), star=True),
-                "over the baseline": "1" if rung == "baseline" else ratio_text(base, this, metric),
-                "published": "1" if rung == "baseline" else f"{PUBLISHED[rung]:g}x",
-                "over the rung before": "–" if previous is None else ratio_text(previous, this, metric),
-            }
-        )
-        previous = this
-    return f"{md_table(pd.DataFrame(out))}\n\n{STAR}\n\n{verdict_table(frames[0], ('ladder',), carried_only=True)}"
+def ladder_block(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
+    """The tutorial's ladder on a GPU node: its module renders it (it reads this one's helpers)."""
+    from loaderbench.analysis.findings_gpu import ladder_rungs
+
+    return ladder_rungs(frames, notes)
 
 
-def h100_gpu_feed(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
-    rows = _study(frames[0], "gpu-feed")
-    out = []
-    keys = ["model", "cores", "num_workers", "pin_memory"]
-    for key, cell in rows.groupby(keys, sort=True):
-        out.append(
-            {
-                **{k: _axis_text(v) for k, v in zip(keys, key)},
-                "ok": f"{int((cell['status'] == 'ok').sum())}/{len(cell)}",
-                "samples/s": median_text(_values(cell, "samples_per_s"), star=True),
-                "AU": median_text(_values(cell, "accelerator_busy_fraction")),
-                "H2D GB/s": median_text(_values(cell, "h2d_gbps")),
-            }
-        )
-    pins = []
-    ok = ok_rows(rows)
-    most = ok["cores"].max()
-    for (model, n), cell in ok[ok["cores"] == most].groupby(["model", "num_workers"], sort=True):
-        pinned, plain = cell[cell["pin_memory"].map(is_true)], cell[~cell["pin_memory"].map(is_true)]
-        if pinned.empty or plain.empty:
-            continue
-        pins.append(
-            {
-                "model": model,
-                "num_workers": int(n),
-                "samples/s pinned / not": ratio_text(plain, pinned),
-                "AU pinned, not": f"{median_text(_values(pinned, 'accelerator_busy_fraction'))}, "
-                f"{median_text(_values(plain, 'accelerator_busy_fraction'))}",
-            }
-        )
-    return (
-        f"Per cell, the median over its ok repetitions (ok: of all):\n\n{md_table(pd.DataFrame(out))}\n\n{STAR}\n\n"
-        f"Pinned over not pinned on {int(most)} cores:\n\n{md_table(pd.DataFrame(pins))}\n\n"
-        f"{verdict_table(frames[0], ('gpu-feed',), carried_only=True)}"
-    )
+def gpu_feed_block(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
+    """Feeding a GPU: its module renders it (it reads this one's helpers)."""
+    from loaderbench.analysis.findings_gpu import gpu_feed_cells
+
+    return gpu_feed_cells(frames, notes)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -488,8 +442,8 @@ def h100_gpu_feed(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> st
 
 def all_claims(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
     """The numbered claims: the verdict of their rows in the source's setting, what the suite's added settings
-    found, from the records of every machine (their studies have different names, so no rule mixes them)."""
-    table = decided(pd.concat(frames, ignore_index=True))
+    found, from the records of every machine (a study measured on several machines decides on each)."""
+    table = decided(apart(frames))
     index, flipped = numbered(table), flips_by_number(notes, table)
     shown = pd.DataFrame(
         {
@@ -573,7 +527,7 @@ def checkpointing(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> st
 # --------------------------------------------------------------------------------------------------------
 
 CPU = "the CPU machine"
-GPU = "the GPU node"
+GPU = "a GPU node"
 H200 = "the H200 node"
 BLOCKS: dict[str, Block] = {
     b.name: b
@@ -591,8 +545,8 @@ BLOCKS: dict[str, Block] = {
         Block("checkpointing", (("checkpointing",),), CPU, checkpointing),
         Block("oversubscription-ddp", (("oversubscription-ddp",),), CPU, study_block("oversubscription-ddp")),
         Block("claims", ((), (), ()), f"{CPU}, {GPU}, {H200}", all_claims),
-        Block("h100-ladder", (("ladder",),), GPU, h100_ladder),
-        Block("h100-gpu-feed", (("gpu-feed",),), GPU, h100_gpu_feed),
+        Block("ladder", (("ladder",),), GPU, ladder_block),
+        Block("gpu-feed", (("gpu-feed",),), GPU, gpu_feed_block),
         Block("gpu-decode", (("gpu-decode",),), H200, study_block("gpu-decode")),
         Block("gpu-batch-size", (("gpu-batch-size",),), H200, study_block("gpu-batch-size")),
         Block("study-times", ((),), "any machine", study_times),

@@ -4,7 +4,8 @@ A claim is decided on the records that carry what its rule reads, whichever stud
 carries a question when its rows have the question's data (its `needs`) and vary no axis the question's
 rules do not tell apart (its `axes`). Each claim is decided once, on one study's rows (studies are never
 mixed): the study named for the question when it carries the claim, else the carrying study with the most
-ok repetitions the rule reads; the evidence names it and the other studies that carried it too. A claim no
+ok repetitions the rule reads; the evidence names it and the other studies that carried it too. A study
+measured on several machines decides it once per machine (loaderbench.analysis.claims.machines). A claim no
 study carries is "not measured yet", with the command that measures it.
 """
 
@@ -26,6 +27,7 @@ from loaderbench.analysis.claims.gpu_decode import QUESTION as GPU_DECODE
 from loaderbench.analysis.claims.gpu_feed import QUESTION as GPU_FEED
 from loaderbench.analysis.claims.in_order import QUESTION as IN_ORDER
 from loaderbench.analysis.claims.ladder import QUESTION as LADDER
+from loaderbench.analysis.claims.machines import SEPARATOR, base_study
 from loaderbench.analysis.claims.oversubscription import QUESTION as OVERSUBSCRIPTION
 from loaderbench.analysis.claims.oversubscription import cpu_rows
 from loaderbench.analysis.claims.persistence import QUESTION as PERSISTENCE
@@ -38,7 +40,15 @@ from loaderbench.analysis.claims.storage import QUESTION as STORAGE
 from loaderbench.analysis.claims.threads import QUESTION as THREADS
 from loaderbench.analysis.report_layout import md_table
 from loaderbench.analysis.table import AXIS_COLUMNS, ok_rows
-from loaderbench.stats.verdicts import MEANING, NOT_MEASURED, VERDICTS, Outcome, all_of, decision_rule_text
+from loaderbench.stats.verdicts import (
+    MEANING,
+    NOT_MEASURABLE,
+    NOT_MEASURED,
+    VERDICTS,
+    Outcome,
+    all_of,
+    decision_rule_text,
+)
 
 COLUMNS = ["number", "source", "question", "study", "claim", "rule", "evidence", "verdict", "role"]
 #: the numbered claims, one row each (`numbered`): the verdict of its rows in the source's own setting together,
@@ -305,7 +315,7 @@ def bind(facts: dict[str, StudyClaims]) -> dict[Key, str]:
         for j in range(len(q.claims)):
             carrying = [s for s in names if (q.name, j) in facts[s].carried]
             if carrying:
-                own = [s for s in carrying if question_of(s) == q.name]
+                own = [s for s in carrying if question_of(base_study(s)) == q.name]
                 out[(q.name, j)] = own[0] if own else max(carrying, key=lambda s: (facts[s].amount[q.name], s))
     return out
 
@@ -334,39 +344,56 @@ def claims_table(df: pd.DataFrame, known: dict[str, StudyClaims] | None = None) 
             if study is None:
                 out.append(_not_carried(q, c, named[q.name], groups, foreign))
                 continue
-            mine = facts[study].outcomes
-            if (q.name, j) not in mine:
-                mine.update(decide_claims(groups[study], [(q.name, j)]))
-            o = mine[(q.name, j)]
-            others = [s for s in sorted(facts) if (q.name, j) in facts[s].carried and s != study]
-            head = f"study {study}" + (f" (also carried by {', '.join(others)})" if others else "")
-            tail = f"; measure it with `{q.command}`" if o.verdict == NOT_MEASURED else ""
-            out.append(
-                {
-                    **_tags(c),
-                    "question": q.name,
-                    "study": study,
-                    "claim": c.claim,
-                    "rule": c.rule,
-                    "evidence": f"{head}: {o.evidence}{tail}",
-                    "verdict": o.verdict,
-                }
-            )
+            carrying = [s for s in sorted(facts) if (q.name, j) in facts[s].carried]
+            machines = [s for s in carrying if base_study(s) == base_study(study)]  # the study on each machine
+            others = [s for s in carrying if s not in machines]
+            for one in machines:
+                mine = facts[one].outcomes
+                if (q.name, j) not in mine:
+                    mine.update(decide_claims(groups[one], [(q.name, j)]))
+                o = mine[(q.name, j)]
+                head = f"study {one}" + (f" (also carried by {', '.join(others)})" if others else "")
+                tail = f"; measure it with `{q.command}`" if o.verdict == NOT_MEASURED else ""
+                out.append(
+                    {
+                        **_tags(c),
+                        "question": q.name,
+                        "study": one,
+                        "claim": c.claim,
+                        "rule": c.rule,
+                        "evidence": f"{head}: {o.evidence}{tail}",
+                        "verdict": o.verdict,
+                    }
+                )
     return pd.DataFrame(out + _pending_rows(), columns=COLUMNS)
+
+
+def _measured_somewhere(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows, less those of a rule that one machine did not measure where another machine's study did (the
+    same rule decided on the same study of several machines: loaderbench.analysis.claims.machines)."""
+    unmeasured = rows["verdict"].isin([NOT_MEASURED, NOT_MEASURABLE])
+    keep = []
+    for _, grp in rows.groupby(["question", "rule"], sort=False):
+        measured = grp[~unmeasured[grp.index]]
+        keep.extend((measured if len(measured) else grp).index)
+    return rows.loc[sorted(keep)]
 
 
 def numbered(table: pd.DataFrame) -> pd.DataFrame:
     """One row per numbered claim of the catalogue. Its verdict is that of its rows in the source's own setting
     together (role "seed": holds when every one holds, does not hold when one does not, else the open rows'
-    verdict); the rows of settings the suite added (role "extension: ...") never decide it and are reported in
-    `elsewhere`, so that a context-dependent answer reads as one ("holds; does not hold under fork")."""
+    verdict; a rule decided on several machines counts where it was measured); the rows of settings the suite added
+    (role "extension: ...") never decide it and are reported in `elsewhere`, so that a context-dependent answer
+    reads as one ("holds; does not hold under fork")."""
     out = []
     for s in CATALOGUE:
         rows = table[table["number"] == s.tag]
         rows = rows if "role" in rows else rows.assign(role=SEED)
-        seed = rows[rows["role"].astype(str) == SEED]
+        seed = _measured_somewhere(rows[rows["role"].astype(str) == SEED])
         o = all_of([Outcome(v, "") for v in seed["verdict"]], "")
-        shown = ", ".join(f"{q}: {v}" for q, v in zip(seed["question"], seed["verdict"]))
+        shown = ", ".join(
+            f"{st if SEPARATOR in st else q}: {v}" for q, st, v in zip(seed["question"], seed["study"], seed["verdict"])
+        )
         added = rows[rows["role"].astype(str) != SEED]
         elsewhere = "; ".join(
             f"{v} {r.removeprefix(EXTENSION + ': ')}" for r, v in zip(added["role"], added["verdict"])

@@ -14,6 +14,9 @@ from loaderbench.stats.verdicts import INCONCLUSIVE, NOT_MEASURABLE, Outcome, at
 BALANCED = (32, 128)
 #: "balance best": the best of the balanced sizes reaches at least this share of the best size's samples/s
 BEST_SHARE = 0.95
+#: the step is compute-bound where the accelerator is busy at least this share of the window (MLPerf Storage's
+#: "keeps up"); below it the loader bounds samples/s, which then says nothing of the GPU's balance
+COMPUTE_BOUND = 0.9
 OOM = "gpu_out_of_memory"
 
 
@@ -39,13 +42,19 @@ def batch_size_balance(rows: pd.DataFrame) -> Outcome:
     best = max(ran, key=lambda s: medians[s])
     best_small = max(small, key=lambda s: medians[s])
     au = pd.to_numeric(col(ok, "accelerator_busy_fraction"), errors="coerce").groupby(ok["batch_size"]).median()
-    balance = decide_shift(
-        finite(ok.loc[ok["batch_size"] == best, "samples_per_s"]),
-        finite(ok.loc[ok["batch_size"] == best_small, "samples_per_s"]),
-        at_least(BEST_SHARE),
-        label=f"samples/s at {best_small} / at {best} (the best; AU {au.get(best_small, float('nan')):.2f} and "
-        f"{au.get(best, float('nan')):.2f})",
-    )
+    aus = f"AU {au.get(best_small, float('nan')):.2f} and {au.get(best, float('nan')):.2f}"
+    if not min(au.get(best_small, 0.0), au.get(best, 0.0)) >= COMPUTE_BOUND:
+        balance = missing(
+            f"samples/s at {best_small} and at {best} ({aus}) were bound by the loader, not the GPU (AU below "
+            f"{COMPUTE_BOUND:g}): the balance needs compute-bound cells"
+        )
+    else:
+        balance = decide_shift(
+            finite(ok.loc[ok["batch_size"] == best, "samples_per_s"]),
+            finite(ok.loc[ok["batch_size"] == best_small, "samples_per_s"]),
+            at_least(BEST_SHARE),
+            label=f"samples/s at {best_small} / at {best} (the best; {aus})",
+        )
     if oom:
         out_of_memory = fact(
             max(ran) < min(oom),
@@ -76,8 +85,9 @@ QUESTION.claims.append(
         "batch sizes 32-128 balance best; large ones hit GPU out-of-memory",
         f"a model trained on the GPU at a sweep of batch sizes: holds if the largest sizes fail with {OOM} in every "
         f"repetition (and every smaller size ran) and the best samples/s of the sizes {BALANCED[0]}-{BALANCED[1]} is "
-        f"at least {BEST_SHARE:g}x that of the best size; does not hold if the interval lies below, or a size ran "
-        "above one that ran out of memory; inconclusive while no size measured ran out of memory",
+        f"at least {BEST_SHARE:g}x that of the best size, both compute-bound (AU at least {COMPUTE_BOUND:g}); does "
+        "not hold if the interval lies below, or a size ran above one that ran out of memory; inconclusive while no "
+        "size measured ran out of memory",
         batch_size_balance,
         number=44,
     )
