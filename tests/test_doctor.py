@@ -252,6 +252,41 @@ def test_script_with_spawn_workers_and_two_loaders(tmp_path):
     assert page.count("<svg") >= 2 and "http" not in page.split("<body>")[1]
 
 
+EPOCHS = """
+import time
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+class Slow(Dataset):
+    def __len__(self):
+        return 16
+
+    def __getitem__(self, i):
+        time.sleep(0.004)
+        return torch.tensor([i])
+
+if __name__ == "__main__":
+    loader = DataLoader(Slow(), batch_size=2)
+    steps = 0
+    for epoch in range(30):
+        for batch in loader:  # a new iterator every epoch, from the same line
+            time.sleep(0.002)
+            steps += 1
+    print("script done", steps)
+"""
+
+
+@pytest.mark.slow
+def test_try_through_the_hooks_feeds_the_other_arm_from_its_own_iterator(tmp_path):
+    """The other arm's loader is iterated from the script's own loop line; it must not be watched as the script's
+    loader is (that would feed it to itself), and the script runs to its end."""
+    r = _doctor(tmp_path, EPOCHS, "--steps", "8", "--warmup", "2", "--no-headspace", "--try", "num_workers=1")
+    # 30 epochs of 8 batches, and the 4 x 10 steps of arm B fed between them from the other loader
+    assert r.returncode == 0 and "script done 280" in r.stdout, r.stderr[-3000:]
+    (lo,) = read(tmp_path / "out" / "doctor.json")["processes"][0]["loaders"]
+    assert lo["in_loop"]["rounds"] == 4 and lo["in_loop"]["changes"] == {"num_workers": 1}
+
+
 @pytest.mark.slow
 def test_a_script_that_raises_keeps_its_status_stderr_and_measurements(tmp_path):
     r = _doctor(tmp_path, RAISES, "--steps", "100", "--warmup", "2")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from loaderbench.doctor.hooks import unwatched_iter
 from loaderbench.errors import LoaderbenchError
 
 #: What `--try` may change, and the type of each value.
@@ -138,11 +139,11 @@ class InLoopAB:
         if self.arm == "A":
             return next(inner)  # StopIteration ends the script's epoch, as it would have
         if self._b is None:
-            self._b = iter(self.loader_b)
+            self._b = unwatched_iter(self.loader_b)
         try:
             return next(self._b)
         except StopIteration:
-            self._b = iter(self.loader_b)
+            self._b = unwatched_iter(self.loader_b)
             return next(self._b)
 
     def record(self, log_index: int) -> None:
@@ -151,7 +152,7 @@ class InLoopAB:
 
     def start(self) -> None:
         """B's workers start now, while A runs its first round."""
-        self._b = iter(self.loader_b)
+        self._b = unwatched_iter(self.loader_b)
 
     def close(self) -> None:
         self._b = None  # B's workers end with its iterator

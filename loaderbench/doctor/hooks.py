@@ -32,6 +32,15 @@ def _site(frame: Any) -> str:
     return "?"
 
 
+def unwatched_iter(loader: Any) -> Any:
+    """The loader's own iterator, never a watched one: for the loaders the doctor makes itself (the other arm of an
+    in-loop A/B), which would otherwise be watched by the watch of the loop they are fed into."""
+    for cls in type(loader).__mro__:
+        if _ORIGINAL in cls.__dict__:
+            return cls.__dict__[_ORIGINAL](loader)
+    return iter(loader)
+
+
 def patch_class(cls: type) -> None:
     """Patch ``cls.__iter__`` (once)."""
     if _ORIGINAL in cls.__dict__:
