@@ -12,9 +12,14 @@
 #   3. gpu-feed, the same cells unpinned (pinning's gain and copy speed), 3 repetitions;
 #   4. gpu-feed, the pinned non_blocking cells to 5 repetitions (the pin-memory thread's share, a median);
 #   5. the doctor on examples/train_resnet.py with CUDA, validating the change it suggests in the loop;
-#   6. gpu-batch-size.
-# Writes RESULTS/<study>/ records and RESULTS/gpu-node/*.log (one log per step, and steps.tsv: step, exit
-# status, seconds). PY names the Python (default python3); the node needs 16 CPUs and one CUDA device.
+#   6. gpu-batch-size;
+#   7. the ladder (the tutorial's steps), to its 5 repetitions;
+#   8. gpu-decode.
+# A step that passed before (steps.tsv) is not run again; a study's records that exist are not measured again, so
+# a later lease goes on where this one stopped (start it from the reference records: cp -r
+# results/reference/h200/. RESULTS/). Writes RESULTS/<study>/ records and RESULTS/gpu-node/*.log (one log per
+# step, and steps.tsv: step, exit status, seconds). PY names the Python (default python3); the node needs 16 CPUs
+# and one CUDA device.
 set -uo pipefail
 
 results=${1:?usage: tools/gpu-node.sh RESULTS [SECONDS]}
@@ -30,6 +35,10 @@ step() {
   local name=$1 min=$2 left rc start
   shift 2
   left=$((end - $(date +%s)))
+  if grep -q "^$name	0	" "$logs/steps.tsv" 2>/dev/null; then
+    echo "== $name: passed before"
+    return
+  fi
   if ((left < min)); then
     printf '%s\tskipped\t0\n' "$name" >>"$logs/steps.tsv"
     echo "== $name: skipped ($left s left, needs $min)"
@@ -54,4 +63,6 @@ step feed-pin-thread 40 "$py" "${feed[@]}" --repetitions 5 \
 step doctor 60 "$py" -m loaderbench doctor --steps 60 --try auto --out "$results/doctor-cuda" \
   -- "$py" examples/train_resnet.py --device cuda --epochs 12
 step batch-size 60 "$py" -m loaderbench run gpu-batch-size --results "$results"
+step ladder 60 "$py" -m loaderbench run ladder --results "$results"
+step decode 60 "$py" -m loaderbench run gpu-decode --results "$results"
 exit 0
