@@ -153,6 +153,14 @@ def test_the_knee_is_not_judged_where_the_cores_would_stop_the_curve_anyway():
     assert out.verdict == N and "at or above the 2 cores, not judged" in out.evidence
 
 
+def test_the_knee_reads_t_prep_from_loading_alone_not_from_the_step_beside_one_worker():
+    """A 300 ms step beside 200 ms of loading: one worker's loop runs at the step's pace (a little over it), which
+    says nothing of T_prep; loading alone (0 workers, less the step) gives it, and the knee, 1, is below 2 cores."""
+    longer = {0: 0.500, 1: 0.306, 2: 0.303, 3: 0.303, 4: 0.303}
+    out = C.knee_at_prep_over_train(stepped_table(longer, step_ms=300.0, cores=2))
+    assert out.verdict == H and "T_prep 200 ms (at 0 workers), knee ceil(T_prep / T_train) = 1" in out.evidence
+
+
 def test_step_overlap_rules_fail():
     assert decide(C.step_is_max_not_sum, stepped_table({**STEP, 1: 0.124})) == F  # the sum: nothing overlapped
     gains = {**LONG, 3: 0.08}  # past the knee of 1 worker, 3 workers still gain

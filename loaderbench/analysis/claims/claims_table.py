@@ -373,7 +373,7 @@ def _measured_somewhere(rows: pd.DataFrame) -> pd.DataFrame:
     same rule decided on the same study of several machines: loaderbench.analysis.claims.machines)."""
     unmeasured = rows["verdict"].isin([NOT_MEASURED, NOT_MEASURABLE])
     keep = []
-    for _, grp in rows.groupby(["question", "rule"], sort=False):
+    for _, grp in rows.groupby([c for c in ("question", "rule") if c in rows], sort=False):
         measured = grp[~unmeasured[grp.index]]
         keep.extend((measured if len(measured) else grp).index)
     return rows.loc[sorted(keep)]
@@ -392,7 +392,8 @@ def numbered(table: pd.DataFrame) -> pd.DataFrame:
         seed = _measured_somewhere(rows[rows["role"].astype(str) == SEED])
         o = all_of([Outcome(v, "") for v in seed["verdict"]], "")
         shown = ", ".join(
-            f"{st if SEPARATOR in st else q}: {v}" for q, st, v in zip(seed["question"], seed["study"], seed["verdict"])
+            f"{st if SEPARATOR in st else q}: {v}"
+            for q, st, v in zip(seed["question"], seed.get("study", seed["question"]), seed["verdict"])
         )
         added = rows[rows["role"].astype(str) != SEED]
         elsewhere = "; ".join(

@@ -3,8 +3,9 @@ not their sum) and where throughput saturates (the knee at ceil(T_prep / T_train
 
 Read from cells whose consumer is a simulated step that sleeps (gpu-feed-small on a machine without a GPU): the
 step's time per batch, T_train, is then exactly step_ms and frees the core while it runs. Without workers the
-main process loads, then steps, so the 0-worker cell gives T_load = its seconds per batch - T_train; the
-one-worker cell gives T_prep, a worker's seconds per batch.
+main process loads, then steps, so the 0-worker cell gives T_load = its seconds per batch - T_train. That is
+also T_prep, the time one process takes to prepare a batch. (A one-worker cell's seconds per batch is not: with
+the step beside it, it reads max(T_prep, T_train), so a step longer than the loading would hide T_prep.)
 """
 
 from __future__ import annotations
@@ -91,11 +92,14 @@ def step_is_max_not_sum(rows: pd.DataFrame) -> Outcome:
 def knee_at_prep_over_train(rows: pd.DataFrame) -> Outcome:
     checks, capped = [], []
     for label, cores, train, t in _groups(rows):
-        if len(t.get(1, [])) < 3:
+        if len(t.get(0, [])) < 3 or len(t.get(1, [])) < 3:
             continue
-        prep = float(np.median(t[1]))
+        prep = float(np.median(t[0])) - train
+        if prep <= 0:
+            checks.append(Outcome(INCONCLUSIVE, f"{label}: loading took no measurable time beside the step"))
+            continue
         knee = max(1, math.ceil(prep / train - 1e-9))
-        head = f"{label}: T_prep {g(1000 * prep)} ms at 1 worker, knee ceil(T_prep / T_train) = {knee}"
+        head = f"{label}: T_prep {g(1000 * prep)} ms (at 0 workers), knee ceil(T_prep / T_train) = {knee}"
         if knee >= cores:  # the cores would stop the curve there anyway: that tests the cores, not the formula
             capped.append(f"{head}: at or above the {cores} cores, not judged")
             continue
@@ -116,8 +120,8 @@ def knee_at_prep_over_train(rows: pd.DataFrame) -> Outcome:
         checks.append(Outcome(o.verdict, f"{head}: {o.evidence}"))
     o = all_of(
         checks,
-        "needs simulated-step cells at 1 worker and past the predicted knee, 3 ok repetitions each, with a step long "
-        "enough that the knee falls below the cores",
+        "needs simulated-step cells at 0 and 1 workers and past the predicted knee, 3 ok repetitions each, with a "
+        "step long enough that the knee falls below the cores",
     )
     return Outcome(o.verdict, "; ".join([o.evidence, *capped]))
 
@@ -143,7 +147,7 @@ CLAIMS = [
     Claim(
         "gpu-feed",
         "throughput saturates at ceil(T_prep / T_train) workers; more only fill queues",
-        f"simulated step, per cores and step: T_prep = seconds per batch at 1 worker; where the knee "
+        f"simulated step, per cores and step: T_prep = seconds per batch at 0 workers - T_train; where the knee "
         f"ceil(T_prep / T_train) falls below the cores (else the cores, not the formula, would stop the curve), holds "
         f"if no num_workers above the knee reaches {KNEE_GAIN:g}x its throughput at the knee, and the knee reaches it "
         "over one worker fewer",
