@@ -11,7 +11,8 @@ import pytest
 
 from loaderbench.analysis import claims as C
 from loaderbench.analysis.findings import BEGIN, COMMAND, main, render
-from loaderbench.analysis.findings_blocks import BLOCKS, CLAIM_STUDIES, median_text
+from loaderbench.analysis.findings_blocks import BLOCKS, CLAIM_STUDIES
+from loaderbench.analysis.findings_common import median_text
 from loaderbench.errors import LoaderbenchError
 from tests import question_records as Q
 from tests.conftest import REPO

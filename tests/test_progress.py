@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 
-from loaderbench.analysis.draw_all import _map, run
+from loaderbench.analysis.draw_all import map_tasks, run
 from loaderbench.analysis.progress import Stages
 from loaderbench.analysis.synthetic_records import study_cells, study_records, write_records
 
@@ -42,7 +42,7 @@ def test_a_stage_on_a_terminal_counts_in_place():
 def test_the_count_reaches_every_task_in_one_process_and_in_several():
     for jobs in (1, 2):
         seen: list[int] = []
-        assert _map(abs, [-3, -1, -2, -5], jobs, seen.append) == [3, 1, 2, 5]
+        assert map_tasks(abs, [-3, -1, -2, -5], jobs, seen.append) == [3, 1, 2, 5]
         assert seen == [1, 2, 3, 4]
 
 

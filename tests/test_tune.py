@@ -15,7 +15,7 @@ from loaderbench.cli import main
 from loaderbench.schema.record import Record
 from loaderbench.schema.store import Store
 from loaderbench.study.study_file import load_study, parse_study
-from loaderbench.tune.answer_text import _rules_line, answer_line, dataloader_call
+from loaderbench.tune.answer_text import answer_line, dataloader_call, rules_line
 from loaderbench.tune.evidence import Observation
 from loaderbench.tune.options import TuneError, TuneOptions
 from loaderbench.tune.outcome import NO_USABLE, ONE_CANDIDATE, SEPARATED, WITHIN_MARGIN
@@ -345,7 +345,7 @@ def test_a_busy_core_bounds_the_rules_of_thumb_it_kept_out():
     cores_rule = next(r for r in row["rules_of_thumb"] if r["rule"] == "cores")
     assert cores_rule["num_workers"] == 1 and cores_rule["at_most"] == pytest.approx(480 / 0.98)
     assert cores_rule["bound"] == "its busy core"
-    assert "workers = cores: 1 (at most +2%, its busy core)" in _rules_line(row)
+    assert "workers = cores: 1 (at most +2%, its busy core)" in rules_line(row)
     from loaderbench.tune.answer_text import render
 
     text = render(

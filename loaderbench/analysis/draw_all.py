@@ -155,7 +155,7 @@ def _work(task: tuple):
     return paths, notes, savefig_cpu_s() - rendering
 
 
-def _map(fn, tasks: list, jobs: int, tick: Callable[[int], None] | None = None, **shared) -> list:
+def map_tasks(fn, tasks: list, jobs: int, tick: Callable[[int], None] | None = None, **shared) -> list:
     """`fn` over `tasks`, in `jobs` forked processes when there are several, with `shared` in _SHARED; `tick`, when
     given, is told how many tasks are done each time one finishes."""
     _SHARED.clear()
@@ -202,7 +202,7 @@ def analyze_all(
     reported to `progress` when given."""
     studies = sorted(df["study"].unique()) if studies is None else studies
     tick = progress.stage(f"analysing {_studies(len(studies))}", len(studies)) if progress and studies else None
-    return _map(_analyze, studies, jobs, tick, df=df)
+    return map_tasks(_analyze, studies, jobs, tick, df=df)
 
 
 def _studies(n: int) -> str:
@@ -241,7 +241,7 @@ def draw_all(
     tasks += [("draw", a.study, i, out) for a in analyses for i in range(len(PARTS))]
     what = f"drawing {_studies(len(analyses))}" if analyses else f"deciding the claims of {_studies(len(missing))}"
     tick = progress.stage(what, len(tasks), "parts") if progress and tasks else None
-    done = _map(_work, tasks, jobs, tick, df=df, analyses=by_study, formats=parse_formats(list(formats)))
+    done = map_tasks(_work, tasks, jobs, tick, df=df, analyses=by_study, formats=parse_formats(list(formats)))
     paths: dict[str, list[Path]] = {a.study: [] for a in analyses}
     rendering = 0.0
     for task, result in zip(tasks, done):

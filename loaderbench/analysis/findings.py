@@ -134,7 +134,7 @@ def _notes(folder: Path) -> dict[str, str]:
 
 def render(text: str, reference: str | Path) -> tuple[str, list[Rendered]]:
     """The page with every block rendered from the records under `reference`, and what each block is."""
-    from loaderbench.analysis.findings_blocks import deciding_once
+    from loaderbench.analysis.findings_common import deciding_once
 
     records = Records(Path(reference))
     lines = text.split("\n")

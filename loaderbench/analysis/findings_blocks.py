@@ -8,20 +8,34 @@ table as `make figures` decides it from the same records. Nothing here is measur
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from loaderbench.analysis.claims import CLAIMS, StudyClaims, claims_table, numbered, study_claims
+from loaderbench.analysis.claims import CLAIMS, numbered
 from loaderbench.analysis.claims.catalogue import SOURCES, WHERE
 from loaderbench.analysis.claims.cheap_work import crossovers, inmem_rows, size_text
 from loaderbench.analysis.claims.machines import apart
 from loaderbench.analysis.derive import MIB, start_method_label, with_growth
 from loaderbench.analysis.environment import env_one
+from loaderbench.analysis.findings_checkpointing import which_n
+from loaderbench.analysis.findings_common import (
+    STAR,
+    axis_text,
+    cells_where,
+    counts_text,
+    decided,
+    median_text,
+    metric_values,
+    ratio_text,
+    study_rows,
+    verdict_table,
+)
+from loaderbench.analysis.findings_gpu import gpu_feed_cells, ladder_rungs
+from loaderbench.analysis.findings_shm import sharing_size_block, shm_size_block
+from loaderbench.analysis.findings_threads import threads_block
 from loaderbench.analysis.provenance import conditions
 from loaderbench.analysis.reference_records import (
     code_line,
@@ -32,13 +46,9 @@ from loaderbench.analysis.reference_records import (
 )
 from loaderbench.analysis.report_layout import md_table
 from loaderbench.analysis.report_text import fmt_num
-from loaderbench.analysis.table import AXIS_COLUMNS, col, ok_rows
+from loaderbench.analysis.table import AXIS_COLUMNS, col
 from loaderbench.analysis.verdict_history import flips_by_number
-from loaderbench.stats.comparison import compare
-from loaderbench.stats.verdicts import VERDICTS
 
-UNSTABLE = 0.10  # IQR over the median above this: the cell's star
-STAR = "\\* unstable: the repetitions' IQR is over 10% of their median."
 #: The claim studies measured on the CPU machine: their records decide every claim a CPU can.
 CLAIM_STUDIES = (
     "start-method",
@@ -62,102 +72,6 @@ class Block:
     needs: tuple[tuple[str, ...], ...]  # per machine; () reads whatever studies it has (but some)
     takes: str  # what each machine folder of the marker is, in words
     render: Callable[[list[pd.DataFrame], list[dict[str, str]]], str]
-
-
-#: The claims of each study decided so far in this rendering of the page (`deciding_once`), by study name.
-_DECIDED: ContextVar[dict[str, StudyClaims] | None] = ContextVar("decided", default=None)
-
-
-@contextmanager
-def deciding_once() -> Iterator[None]:
-    """While the page renders, decide each study's claims once: a dozen blocks show verdicts of the same
-    records, and deciding them is most of the page's cost. They are kept by machine and study name."""
-    token = _DECIDED.set({})
-    try:
-        yield
-    finally:
-        _DECIDED.reset(token)
-
-
-def decided(df: pd.DataFrame) -> pd.DataFrame:
-    """The claims table of `df`, reusing the outcomes decided earlier in this rendering (`deciding_once`)."""
-    known = _DECIDED.get()
-    if known is None or df.empty or "study" not in df:
-        return claims_table(df)
-    mine = {}
-    for study, rows in df.groupby("study"):
-        key = f"{df.attrs.get('machine', '')}/{study}"
-        mine[str(study)] = known[key] if key in known else known.setdefault(key, study_claims(rows))
-    return claims_table(df, mine)
-
-
-# --------------------------------------------------------------------------------------------------------
-# numbers
-
-
-def _study(df: pd.DataFrame, study: str) -> pd.DataFrame:
-    return df[df["study"] == study]
-
-
-def _values(rows: pd.DataFrame, metric: str) -> np.ndarray:
-    x = pd.to_numeric(col(ok_rows(rows), metric), errors="coerce").to_numpy(dtype=float)
-    return x[np.isfinite(x)]
-
-
-def median_text(values: np.ndarray, scale: float = 1.0, star: bool = False) -> str:
-    """The median (over `scale`), starred when the spread is over UNSTABLE; "–" without values."""
-    if not len(values):
-        return "–"
-    med = float(np.median(values))
-    q1, q3 = np.quantile(values, [0.25, 0.75])
-    unstable = star and med != 0 and (q3 - q1) / abs(med) > UNSTABLE
-    return fmt_num(med / scale) + ("\\*" if unstable else "")
-
-
-def ratio_text(a: pd.DataFrame, b: pd.DataFrame, metric: str = "samples_per_s") -> str:
-    """median(b) / median(a) with its interval, coverage and n (or the bare ratio and n when n is too small)."""
-    c = compare(_values(a, metric), _values(b, metric))
-    if not np.isfinite(c.ratio):
-        return "–"
-    text = c.interval_text()
-    return text if text != "–" else f"{c.ratio:.3g}x ({c.n_a} v {c.n_b} repetitions: no interval)"
-
-
-def _cells(rows: pd.DataFrame, **axes) -> pd.DataFrame:
-    for k, v in axes.items():
-        rows = rows[col(rows, k) == v]
-    return rows
-
-
-# --------------------------------------------------------------------------------------------------------
-# verdicts
-
-
-def verdict_table(
-    df: pd.DataFrame, questions: tuple[str, ...], carried_only: bool = False, claims: tuple[str, ...] = ()
-) -> str:
-    """The claims of `questions` as the claims table decides them from every study of `df` (`carried_only`: only
-    those some study of `df` carries, for a machine that measured part of a question; `claims`: only these)."""
-    t = decided(df)
-    t = t[t["question"].isin(questions)]
-    if claims:
-        t = t[t["claim"].isin(claims)]
-    if carried_only:
-        t = t[t["study"] != ""]
-    shown = pd.DataFrame(
-        {
-            "#": t["number"],
-            "claim": t["claim"],
-            "verdict": [f"**{v}**" for v in t["verdict"]],
-            "evidence": t["evidence"],
-        }
-    )
-    return md_table(shown)
-
-
-def counts_text(table: pd.DataFrame) -> str:
-    counts = table["verdict"].value_counts()
-    return ", ".join(f"{int(counts[v])} {v}" for v in VERDICTS if counts.get(v, 0))
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -211,7 +125,7 @@ def _workload_label(rows: pd.DataFrame) -> pd.Series:
 
 
 def quick_throughput(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
-    q = _study(frames[0], "quick")
+    q = study_rows(frames[0], "quick")
     q = q[col(q, "jpeg_stage").astype(str) != "decode"].copy()
     q["label"] = _workload_label(q)
     workers = sorted(int(n) for n in q["num_workers"].dropna().unique())
@@ -219,7 +133,7 @@ def quick_throughput(frames: list[pd.DataFrame], notes: list[dict[str, str]]) ->
     for (label, cores), rows in q.groupby(["label", "cores"], sort=False):
         line = {"samples/s": f"{label}, {int(cores)} core{'s' if cores > 1 else ''}"}
         for n in workers:
-            line[str(n)] = median_text(_values(rows[rows["num_workers"] == n], "samples_per_s"), star=True)
+            line[str(n)] = median_text(metric_values(rows[rows["num_workers"] == n], "samples_per_s"), star=True)
         out.append(line)
     table = pd.DataFrame(out).rename(columns={"samples/s": "num_workers"})
     reps = q.groupby("cell_id")["repetition"].nunique().max()
@@ -227,7 +141,7 @@ def quick_throughput(frames: list[pd.DataFrame], notes: list[dict[str, str]]) ->
 
 
 def quick_measures(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
-    q = _study(frames[0], "quick")
+    q = study_rows(frames[0], "quick")
     full = q[col(q, "jpeg_stage").astype(str) != "decode"]
     most = int(full["num_workers"].max())
     reps = q.groupby("cell_id")["repetition"].nunique().max()
@@ -240,7 +154,7 @@ def quick_measures(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> s
     decode = q[col(q, "jpeg_stage").astype(str) == "decode"]
     if not decode.empty:
         per = [
-            f"{median_text(_values(r, 'samples_per_s'))} ({int(c)} core{'s' if c > 1 else ''})"
+            f"{median_text(metric_values(r, 'samples_per_s'))} ({int(c)} core{'s' if c > 1 else ''})"
             for c, r in decode.groupby("cores")
         ]
         rows.append(("JPEG decode only, 0 workers, samples/s", ", ".join(per)))
@@ -250,10 +164,10 @@ def quick_measures(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> s
             rows.append(
                 (
                     f"`{workload}` on {int(cores)} core{'s' if cores > 1 else ''}: {most} workers over 0 workers",
-                    ratio_text(_cells(r, num_workers=0), _cells(r, num_workers=most)),
+                    ratio_text(cells_where(r, num_workers=0), cells_where(r, num_workers=most)),
                 )
             )
-    cpu2 = _cells(full, workload="cpu", cores=2)
+    cpu2 = cells_where(full, workload="cpu", cores=2)
     if not cpu2.empty:
         med = cpu2.groupby("num_workers")["samples_per_s"].median()
         zero = med.get(0, np.nan)
@@ -264,30 +178,30 @@ def quick_measures(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> s
                 f"at {int(med.idxmax())} workers",
             )
         )
-    jpeg2 = _cells(full, workload="jpeg", cores=2)
+    jpeg2 = cells_where(full, workload="jpeg", cores=2)
     if not jpeg2.empty:
-        at = _cells(jpeg2, num_workers=2)
+        at = cells_where(jpeg2, num_workers=2)
         for n in (4, 8):
             if n in set(jpeg2["num_workers"]):
                 rows.append(
                     (
                         f"JPEG on 2 cores: {n} workers ({n // 2} x cores) over 2 (= cores)",
-                        ratio_text(at, _cells(jpeg2, num_workers=n)),
+                        ratio_text(at, cells_where(jpeg2, num_workers=n)),
                     )
                 )
-        one, top = _cells(jpeg2, num_workers=1), _cells(jpeg2, num_workers=most)
+        one, top = cells_where(jpeg2, num_workers=1), cells_where(jpeg2, num_workers=most)
         rows.append(
             (
                 f"JPEG on 2 cores, 1 -> {most} workers: USS of the cell (main + workers), MiB",
-                f"{median_text(_values(one, 'uss_peak_bytes'), MIB)} -> "
-                f"{median_text(_values(top, 'uss_peak_bytes'), MIB)}",
+                f"{median_text(metric_values(one, 'uss_peak_bytes'), MIB)} -> "
+                f"{median_text(metric_values(top, 'uss_peak_bytes'), MIB)}",
             )
         )
         rows.append(
             (
                 f"JPEG on 2 cores, 1 -> {most} workers: time to the first batch, s",
-                f"{median_text(_values(one, 'time_to_first_batch_s'))} -> "
-                f"{median_text(_values(top, 'time_to_first_batch_s'))}",
+                f"{median_text(metric_values(one, 'time_to_first_batch_s'))} -> "
+                f"{median_text(metric_values(top, 'time_to_first_batch_s'))}",
             )
         )
     return md_table(pd.DataFrame(rows, columns=["measure", "value"]))
@@ -368,24 +282,16 @@ def cells_table(study: str, rows: pd.DataFrame) -> str:
     for _, cell in rows.groupby("cell_id", sort=False):
         first = cell.iloc[0]
         order.append(tuple((pd.isna(first[a]), str(type(first[a])), first[a]) for a in axes))
-        line = {a: _axis_text(first[a]) for a in axes}
+        line = {a: axis_text(first[a]) for a in axes}
         line["ok"] = f"{int((cell['status'] == 'ok').sum())}/{len(cell)}"
         for i, m in enumerate(STUDY_METRICS[study]):
-            x = _values(cell, m.column)
+            x = metric_values(cell, m.column)
             if m.agg == "max":
                 line[m.header] = fmt_num(x.max() / m.scale) if len(x) else "–"
             else:
                 line[m.header] = median_text(x, m.scale, star=i == 0)
         out.append(line)
     return md_table(pd.DataFrame([out[i] for i in sorted(range(len(out)), key=lambda i: order[i])]))
-
-
-def _axis_text(v) -> str:
-    if isinstance(v, (bool, np.bool_)):
-        return str(bool(v)).lower()
-    if isinstance(v, float) and v.is_integer():
-        return str(int(v))
-    return "–" if v is None or (isinstance(v, float) and np.isnan(v)) else str(v)
 
 
 #: studies that measure some claims of a question named otherwise: (the question, the claims they show); the DDP
@@ -401,7 +307,7 @@ PART_STUDIES = {
 
 def study_block(study: str) -> Callable[[list[pd.DataFrame], list[dict[str, str]]], str]:
     def render(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
-        rows = _study(frames[0], study)
+        rows = study_rows(frames[0], study)
         reps = rows.groupby("cell_id")["repetition"].nunique().max()
         exact = STUDY_METRICS[study][0].agg == "max"
         head = (
@@ -420,20 +326,6 @@ def study_block(study: str) -> Callable[[list[pd.DataFrame], list[dict[str, str]
 
 # --------------------------------------------------------------------------------------------------------
 # the GPU node
-
-
-def ladder_block(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
-    """The tutorial's ladder on a GPU node: its module renders it (it reads this one's helpers)."""
-    from loaderbench.analysis.findings_gpu import ladder_rungs
-
-    return ladder_rungs(frames, notes)
-
-
-def gpu_feed_block(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
-    """Feeding a GPU: its module renders it (it reads this one's helpers)."""
-    from loaderbench.analysis.findings_gpu import gpu_feed_cells
-
-    return gpu_feed_cells(frames, notes)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -463,7 +355,7 @@ def all_claims(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
 def cheap_work(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
     """Per core count and sample size: the best num_workers' throughput over 0 workers' at each per-sample cost
     (medians), and the crossover the claim's rule finds."""
-    study = _study(frames[0], "cheap-work")
+    study = study_rows(frames[0], "cheap-work")
     rows = inmem_rows(study)
     found = {(c.cores, c.sample_bytes): c for c in crossovers(rows)}
     costs = sorted(rows["work_us"].dropna().unique())
@@ -488,40 +380,12 @@ def cheap_work(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
 
 def lazy_block(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
     """The eager and lazy datasets' cells; their claim (#24) is in the cow-memory block's verdicts."""
-    rows = _study(frames[0], "cow-memory-lazy")
+    rows = study_rows(frames[0], "cow-memory-lazy")
     reps = rows.groupby("cell_id")["repetition"].nunique().max()
     return (
         f"Per cell of {reps} repetitions, the median over the ok ones (ok: ok repetitions of all):\n\n"
         f"{cells_table('cow-memory-lazy', rows)}\n\n{STAR}"
     )
-
-
-def shm_size(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
-    """How much /dev/shm a setting needs: its module renders it (it reads this one's helpers)."""
-    from loaderbench.analysis.findings_shm import shm_size_block
-
-    return shm_size_block(frames, notes)
-
-
-def sharing_size(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
-    """Both sharing strategies' cost per tensor by size: its module renders it."""
-    from loaderbench.analysis.findings_shm import sharing_size_block
-
-    return sharing_size_block(frames, notes)
-
-
-def threads(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
-    """Threads or processes: its module renders it (it reads this one's helpers)."""
-    from loaderbench.analysis.findings_threads import threads_block
-
-    return threads_block(frames, notes)
-
-
-def checkpointing(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
-    """Which snapshot_every_n_steps: its module renders it (it reads this one's helpers)."""
-    from loaderbench.analysis.findings_checkpointing import which_n
-
-    return which_n(frames, notes)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -537,16 +401,16 @@ BLOCKS: dict[str, Block] = {
         Block("quick-measures", (("quick",),), CPU, quick_measures),
         *[Block(s, ((s,),), CPU, study_block(s)) for s in CLAIM_STUDIES],
         Block("cheap-work", (("cheap-work",),), CPU, cheap_work),
-        Block("shm-size", (("shm-size", "shm-size-leaks"),), CPU, shm_size),
+        Block("shm-size", (("shm-size", "shm-size-leaks"),), CPU, shm_size_block),
         Block("batch-size", (("batch-size",),), CPU, study_block("batch-size")),
         Block("cow-memory-lazy", (("cow-memory-lazy",),), CPU, lazy_block),
-        Block("sharing-size", (("sharing-size", "sharing-size-switch"),), CPU, sharing_size),
-        Block("threads", (("threads",),), CPU, threads),
-        Block("checkpointing", (("checkpointing",),), CPU, checkpointing),
+        Block("sharing-size", (("sharing-size", "sharing-size-switch"),), CPU, sharing_size_block),
+        Block("threads", (("threads",),), CPU, threads_block),
+        Block("checkpointing", (("checkpointing",),), CPU, which_n),
         Block("oversubscription-ddp", (("oversubscription-ddp",),), CPU, study_block("oversubscription-ddp")),
         Block("claims", ((), (), ()), f"{CPU}, {GPU}, {H200}", all_claims),
-        Block("ladder", (("ladder",),), GPU, ladder_block),
-        Block("gpu-feed", (("gpu-feed",),), GPU, gpu_feed_block),
+        Block("ladder", (("ladder",),), GPU, ladder_rungs),
+        Block("gpu-feed", (("gpu-feed",),), GPU, gpu_feed_cells),
         Block("gpu-decode", (("gpu-decode",),), H200, study_block("gpu-decode")),
         Block("gpu-batch-size", (("gpu-batch-size",),), H200, study_block("gpu-batch-size")),
         Block("study-times", ((),), "any machine", study_times),

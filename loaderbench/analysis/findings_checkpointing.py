@@ -8,7 +8,14 @@ from __future__ import annotations
 import pandas as pd
 
 from loaderbench.analysis.claims.checkpointing import resume_rows, throughput_rows
-from loaderbench.analysis.findings_blocks import _cells, _study, _values, median_text, ratio_text, verdict_table
+from loaderbench.analysis.findings_common import (
+    cells_where,
+    median_text,
+    metric_values,
+    ratio_text,
+    study_rows,
+    verdict_table,
+)
 from loaderbench.analysis.report_layout import md_table
 from loaderbench.analysis.table import col, is_true, ok_rows
 
@@ -22,11 +29,11 @@ def cost_table(study: pd.DataFrame) -> str:
     ns = _snapshot_values(ok)
     out = []
     for (workload, cores, nw), grp in ok.groupby(["workload", "cores", "num_workers"], sort=True):
-        plain = _cells(grp, snapshot_every_n_steps=0)
+        plain = cells_where(grp, snapshot_every_n_steps=0)
         line = {"workload": workload, "cores": int(cores), "num_workers": int(nw)}
-        line["plain samples/s"] = median_text(_values(plain, "samples_per_s"), star=True)
+        line["plain samples/s"] = median_text(metric_values(plain, "samples_per_s"), star=True)
         for n in ns:
-            cells = _cells(grp, snapshot_every_n_steps=n)
+            cells = cells_where(grp, snapshot_every_n_steps=n)
             line[f"n = {n}"] = ratio_text(plain, cells) if len(cells) else "–"
         out.append(line)
     return md_table(pd.DataFrame(out))
@@ -40,10 +47,12 @@ def recovery_table(study: pd.DataFrame) -> str:
         ok = ok_rows(grp)
         line = {"num_workers": int(nw), "snapshot_every_n_steps": int(n)}
         for at in steps:
-            line[f"replayed at step {at}"] = median_text(_values(_cells(grp, resume_at=at), "resume_replayed_samples"))
+            line[f"replayed at step {at}"] = median_text(
+                metric_values(cells_where(grp, resume_at=at), "resume_replayed_samples")
+            )
         for at in steps:
             line[f"restart to first batch at step {at}, s"] = median_text(
-                _values(_cells(grp, resume_at=at), "resume_first_batch_s"), star=True
+                metric_values(cells_where(grp, resume_at=at), "resume_first_batch_s"), star=True
             )
         once = sum(
             is_true(a) and is_true(b) for a, b in zip(col(ok, "resume_exactly_once"), col(ok, "resume_same_order"))
@@ -54,7 +63,7 @@ def recovery_table(study: pd.DataFrame) -> str:
 
 
 def which_n(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
-    study = _study(frames[0], "checkpointing")
+    study = study_rows(frames[0], "checkpointing")
     reps = study.groupby("cell_id")["repetition"].nunique().max()
     batch = ", ".join(str(int(b)) for b in sorted(study["batch_size"].dropna().unique()))
     return (

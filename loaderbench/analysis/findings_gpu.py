@@ -1,5 +1,5 @@
 """docs/findings.md's GPU node blocks: the tutorial's ladder against its published speed-ups, and how many workers
-and which copies keep a GPU fed (`gpu-feed`). Numbers as in loaderbench.analysis.findings_blocks."""
+and which copies keep a GPU fed (`gpu-feed`). Numbers as in loaderbench.analysis.findings_common."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import pandas as pd
 from loaderbench.analysis.claims.gpu_feed import HOST_BLOCKED
 from loaderbench.analysis.claims.ladder import PUBLISHED
 from loaderbench.analysis.derive import RUNGS, copies_non_blocking, ladder_rung
-from loaderbench.analysis.findings_blocks import (
+from loaderbench.analysis.findings_common import (
     STAR,
-    _axis_text,
-    _study,
-    _values,
+    axis_text,
     median_text,
+    metric_values,
     ratio_text,
+    study_rows,
     verdict_table,
 )
 from loaderbench.analysis.report_layout import md_table
@@ -22,7 +22,7 @@ from loaderbench.analysis.table import is_true, ok_rows
 
 
 def ladder_rungs(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
-    rows = ok_rows(_study(frames[0], "ladder")).copy()
+    rows = ok_rows(study_rows(frames[0], "ladder")).copy()
     rows["rung"] = ladder_rung(rows)
     base = rows[rows["rung"] == "baseline"]
     metric = "end_to_end_samples_per_s"
@@ -34,7 +34,7 @@ def ladder_rungs(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str
         out.append(
             {
                 "rung": rung,
-                "end-to-end samples/s": median_text(_values(this, metric), star=True),
+                "end-to-end samples/s": median_text(metric_values(this, metric), star=True),
                 "over the baseline": "1" if rung == "baseline" else ratio_text(base, this, metric),
                 "published": "1" if rung == "baseline" else f"{PUBLISHED[rung]:g}x",
                 "over the rung before": "–" if previous is None else ratio_text(previous, this, metric),
@@ -45,18 +45,18 @@ def ladder_rungs(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str
 
 
 def gpu_feed_cells(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
-    every = _study(frames[0], "gpu-feed")
+    every = study_rows(frames[0], "gpu-feed")
     rows, control = every[copies_non_blocking(every)], every[~copies_non_blocking(every)]
     out = []
     keys = ["model", "cores", "num_workers", "pin_memory"]
     for key, cell in rows.groupby(keys, sort=True):
         out.append(
             {
-                **{k: _axis_text(v) for k, v in zip(keys, key)},
+                **{k: axis_text(v) for k, v in zip(keys, key)},
                 "ok": f"{int((cell['status'] == 'ok').sum())}/{len(cell)}",
-                "samples/s": median_text(_values(cell, "samples_per_s"), star=True),
-                "AU": median_text(_values(cell, "accelerator_busy_fraction")),
-                "H2D GB/s": median_text(_values(cell, "h2d_gbps")),
+                "samples/s": median_text(metric_values(cell, "samples_per_s"), star=True),
+                "AU": median_text(metric_values(cell, "accelerator_busy_fraction")),
+                "H2D GB/s": median_text(metric_values(cell, "h2d_gbps")),
             }
         )
     pins = []
@@ -71,8 +71,8 @@ def gpu_feed_cells(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> s
                 "model": model,
                 "num_workers": int(n),
                 "samples/s pinned / not": ratio_text(plain, pinned),
-                "AU pinned, not": f"{median_text(_values(pinned, 'accelerator_busy_fraction'))}, "
-                f"{median_text(_values(plain, 'accelerator_busy_fraction'))}",
+                "AU pinned, not": f"{median_text(metric_values(pinned, 'accelerator_busy_fraction'))}, "
+                f"{median_text(metric_values(plain, 'accelerator_busy_fraction'))}",
             }
         )
     return (
@@ -100,8 +100,8 @@ def _copies(pinned: pd.DataFrame, control: pd.DataFrame) -> str:
                 "model": model,
                 "cores": int(cores),
                 "num_workers": int(n),
-                "host in copy / copy, non_blocking": median_text(_values(free, HOST_BLOCKED)),
-                "blocking": median_text(_values(blocked, HOST_BLOCKED)),
+                "host in copy / copy, non_blocking": median_text(metric_values(free, HOST_BLOCKED)),
+                "blocking": median_text(metric_values(blocked, HOST_BLOCKED)),
                 "samples/s non_blocking / blocking": ratio_text(blocked, free),
             }
         )

@@ -1,6 +1,6 @@
 """docs/findings.md's shared-memory blocks: how much /dev/shm a setting needs (the `shm-size` and `shm-size-leaks`
 studies) and what each sharing strategy costs per tensor by size (`sharing-size`). Numbers as in
-loaderbench.analysis.findings_blocks."""
+loaderbench.analysis.findings_common."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ import pandas as pd
 
 from loaderbench.analysis.claims.sharing_size import STRATEGIES, by_size, kib
 from loaderbench.analysis.claims.shm_size import SWEEPS, cell_states, leak_rows
-from loaderbench.analysis.findings_blocks import _study, verdict_table
+from loaderbench.analysis.findings_common import study_rows, verdict_table
 from loaderbench.analysis.report_layout import md_table
 
 
 def shm_size_block(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
     """Per setting: one batch (measured), the /dev/shm peak at the largest size, the size computed from the batch
     (what `docker run --shm-size` needs), and whether each smaller size ran; then what a killed worker left."""
-    states = cell_states(_study(frames[0], "shm-size"))
+    states = cell_states(study_rows(frames[0], "shm-size"))
     if states.empty:
         return "No cells with their own /dev/shm in these records."
     sizes = sorted(states["shm_size_mb"].unique())
@@ -32,7 +32,7 @@ def shm_size_block(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> s
             at = grp[grp["shm_size_mb"] == size]
             line[f"{size} MiB"] = at["state"].iloc[0].replace("short", "**fails**") if len(at) else "–"
         out.append(line)
-    leaks = leak_rows(_study(frames[0], "shm-size-leaks"))
+    leaks = leak_rows(study_rows(frames[0], "shm-size-leaks"))
     left = []
     for (fault, strategy), grp in leaks.groupby(["fault", "sharing_strategy"], sort=True):
         n = pd.to_numeric(grp["shm_left_segments"], errors="coerce")
@@ -62,7 +62,7 @@ def shm_size_block(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> s
 def sharing_size_block(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
     """Per tensor size: each strategy's median time per tensor, and the ratio of their rates."""
     out = []
-    for kb, fd, fs in by_size(_study(frames[0], "sharing-size")):
+    for kb, fd, fs in by_size(study_rows(frames[0], "sharing-size")):
         med = {s: float(np.median(v)) for s, v in zip(STRATEGIES, (fd, fs))}
         out.append(
             {

@@ -1,13 +1,21 @@
 """docs/findings.md's "threads or processes" block, rendered from the `threads` study's records: per workload and
 core count, the main process against the best thread and process cells, their memory and first batch. Numbers as
-in loaderbench.analysis.findings_blocks."""
+in loaderbench.analysis.findings_common."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from loaderbench.analysis.derive import MIB
-from loaderbench.analysis.findings_blocks import STAR, _cells, _study, _values, median_text, ratio_text, verdict_table
+from loaderbench.analysis.findings_common import (
+    STAR,
+    cells_where,
+    median_text,
+    metric_values,
+    ratio_text,
+    study_rows,
+    verdict_table,
+)
 from loaderbench.analysis.report_layout import md_table
 from loaderbench.analysis.table import col, ok_rows
 
@@ -15,7 +23,7 @@ from loaderbench.analysis.table import col, ok_rows
 def threads_block(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
     """Per workload and core count: the main process, the best thread and process cells (throughput, PSS), the
     best thread over the best process with its interval, and the first batch at the most workers both ran."""
-    study = ok_rows(_study(frames[0], "threads"))
+    study = ok_rows(study_rows(frames[0], "threads"))
     study = study.assign(worker_method=col(study, "worker_method", None))
     out = []
     for (workload, cores), grp in study.groupby(["workload", "cores"], sort=True):
@@ -34,7 +42,9 @@ def threads_block(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> st
         ttfb = (
             f"({far}) "
             + ", ".join(
-                median_text(_values(_cells(grp, worker_method=m, num_workers=far), "time_to_first_batch_s"), 1e-3)
+                median_text(
+                    metric_values(cells_where(grp, worker_method=m, num_workers=far), "time_to_first_batch_s"), 1e-3
+                )
                 for m in ("thread", "process")
             )
             if far is not None
@@ -44,14 +54,14 @@ def threads_block(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> st
             {
                 "workload": workload,
                 "cores": int(cores),
-                "main process samples/s": median_text(_values(main, "samples_per_s"), star=True),
+                "main process samples/s": median_text(metric_values(main, "samples_per_s"), star=True),
                 "best threads (w): samples/s": f"({int(t['num_workers'].iloc[0])}) "
-                f"{median_text(_values(t, 'samples_per_s'), star=True)}",
+                f"{median_text(metric_values(t, 'samples_per_s'), star=True)}",
                 "best processes (w): samples/s": f"({int(p['num_workers'].iloc[0])}) "
-                f"{median_text(_values(p, 'samples_per_s'), star=True)}",
+                f"{median_text(metric_values(p, 'samples_per_s'), star=True)}",
                 "threads / processes": ratio_text(p, t),
-                "PSS MiB threads, processes": f"{median_text(_values(t, 'pss_peak_bytes'), MIB)}, "
-                f"{median_text(_values(p, 'pss_peak_bytes'), MIB)}",
+                "PSS MiB threads, processes": f"{median_text(metric_values(t, 'pss_peak_bytes'), MIB)}, "
+                f"{median_text(metric_values(p, 'pss_peak_bytes'), MIB)}",
                 "first batch ms (at w): threads, processes": ttfb,
             }
         )

@@ -97,11 +97,11 @@ COLD = ("first_load", "aggregate", "draw", "report")
 
 def _parse_only(paths: list[str]) -> int:
     """`json.loads` of each file and nothing else (the `raw` times cut out, as the load does): parsing's floor."""
-    from loaderbench.analysis.table import _without_raw
+    from loaderbench.analysis.table import without_raw
 
     for path in paths:
         with open(path, "rb") as fh:
-            json.loads(_without_raw(fh.read().decode()))
+            json.loads(without_raw(fh.read().decode()))
     return len(paths)
 
 

@@ -57,7 +57,7 @@ class LoadReport:
     parsed: int = 0  # records read from JSON this time (the rest came from the cache)
 
 
-def _without_raw(text: str) -> str:
+def without_raw(text: str) -> str:
     """The record's text with its `raw` per-batch times left out.
 
     `raw` is an object of number lists only (no braces inside), written as the key `"raw": {`; a
@@ -111,7 +111,7 @@ def _parse(path: str, size: int, mtime_ns: int, data: bytes | OSError) -> tuple[
         return None, f"unreadable ({type(exc).__name__})"
     try:
         try:
-            record = json.loads(_without_raw(text))
+            record = json.loads(without_raw(text))
         except ValueError:
             record = json.loads(text)
     except ValueError as exc:

@@ -158,7 +158,7 @@ def threads_line(sc: dict[str, Any]) -> str | None:
     return line
 
 
-def _rules_line(sc: dict[str, Any]) -> str | None:
+def rules_line(sc: dict[str, Any]) -> str | None:
     parts = []
     for r in sc.get("rules_of_thumb", []):
         ratio = r.get("ratio_to_answer")
@@ -195,7 +195,7 @@ def render(result: dict[str, Any], path: str | None = None) -> str:
         )
         lines.append(f"# {sc['label']}: {stop}; {_cost(sc['cost'])}")
         lines.append(answer_line(sc).replace("within the margin", f"within {margin}"))
-        for extra in (threads_line(sc), _rules_line(sc) if sc["answer"] is not None else None):
+        for extra in (threads_line(sc), rules_line(sc) if sc["answer"] is not None else None):
             if extra:
                 lines.append(extra)
         lines.append("")

@@ -22,7 +22,7 @@ IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
-def _transform(decoder: str):
+def decoded_transform(decoder: str):
     from torchvision.transforms import v2
 
     head = [v2.RandomResizedCrop(224, antialias=True), v2.RandomHorizontalFlip()]
@@ -101,7 +101,7 @@ class JpegDataset(Extras, Dataset):
         self.paths = [str(Path(root) / f) for f in files]
         self.labels = list(labels)
         self.stage = stage
-        self.transform = _transform(decoder)
+        self.transform = decoded_transform(decoder)
 
     def __len__(self) -> int:
         return self.length

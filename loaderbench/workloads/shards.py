@@ -17,7 +17,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 from loaderbench.schema.cell import CellConfig
 from loaderbench.storage.tar_shards import ShardSet, assigned, ensure_shards, read_samples
 from loaderbench.workloads import DataSource
-from loaderbench.workloads.jpeg import _transform, from_bytes, usable_decoder
+from loaderbench.workloads.jpeg import decoded_transform, from_bytes, usable_decoder
 
 if TYPE_CHECKING:
     from loaderbench.datasets.types import PreparedDataset
@@ -27,7 +27,7 @@ class ShardStream(IterableDataset):
     def __init__(self, shardset: ShardSet, sharding: str, rank: int, ranks: int, decoder: str, stage: str, client=None):
         self.shardset, self.sharding, self.rank, self.ranks = shardset, sharding, rank, ranks
         self.decoder, self.stage, self.client = decoder, stage, client
-        self.transform = _transform(decoder)
+        self.transform = decoded_transform(decoder)
 
     def shards_of(self, worker: int, workers: int) -> list[int]:
         return assigned(self.shardset.count, self.rank, self.ranks, worker, workers, self.sharding)
