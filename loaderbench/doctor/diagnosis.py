@@ -59,6 +59,13 @@ def diagnose(settings: dict, steps: dict, workers: dict, head: dict | None) -> t
     return "data-bound", f"data-bound: {waits}{gain}; {advice}", warnings
 
 
+#: an IterableDataset whose __iter__ never asks which worker runs it
+UNSPLIT = (
+    "the IterableDataset's __iter__ never calls torch.utils.data.get_worker_info(), so every worker yields the "
+    "whole stream"
+)
+
+
 def _warnings(settings: dict, steps: dict, workers: dict) -> list[str]:
     out = []
     total, peak = workers.get("shm_total"), workers.get("shm_peak")
@@ -84,6 +91,8 @@ def _warnings(settings: dict, steps: dict, workers: dict) -> list[str]:
             f"modules again{keep}"
         )
     cores, n = workers.get("cores_allowed"), settings.get("num_workers") or 0
+    if n and settings.get("splits_among_workers") is False:
+        out.append(f"{UNSPLIT}: the loop sees each sample {n} times")
     if cores and n > cores:
         out.append(
             f"{n} workers on {_cores(float(cores))} cores the process may use: the workers and the training "
@@ -105,7 +114,10 @@ def validated_text(result: dict | None, settings: dict) -> str | None:
     ratio = f"{result['ratio']:.2f}x [{result['low']:.2f}-{result['high']:.2f}x]"
     rounds = f"{result['rounds']} A B round pairs in the script's own loop"
     if result["low"] > 1:
-        return f"in {rounds}, {line} ran {ratio} the steps per second of the current loader: paste it"
+        split = settings.get("splits_among_workers") is False and changes.get("num_workers", 0) > 1
+        return f"in {rounds}, {line} ran {ratio} the steps per second of the current loader: paste it" + (
+            f" once it splits its stream ({UNSPLIT}, so these batches held repeats)" if split else ""
+        )
     if result["high"] < 1:
         return f"in {rounds}, {line} was slower ({ratio} the steps per second): keep the current loader"
     return f"in {rounds}, {line} did not beat the current loader ({ratio} the steps per second): keep it"

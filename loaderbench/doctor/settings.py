@@ -24,6 +24,19 @@ def _start_method(loader: Any) -> str | None:
     return multiprocessing.get_start_method(allow_none=False)
 
 
+def splits_among_workers(dataset: Any) -> bool | None:
+    """Whether an IterableDataset's ``__iter__`` asks which worker runs it (``get_worker_info``), as one that
+    splits its stream among the workers must; None where its source cannot be read (a compiled or wrapped
+    dataset: it may split in a way not seen here)."""
+    import inspect
+
+    try:
+        source = inspect.getsource(type(dataset).__iter__)
+    except (OSError, TypeError):
+        return None
+    return "get_worker_info" in source
+
+
 def read_settings(loader: Any) -> dict:
     """What the loader was built with: dataset type, sampler, batch size, workers, start method, prefetch,
     pinning, persistence, and the sharing strategy of this process."""
@@ -43,6 +56,7 @@ def read_settings(loader: Any) -> dict:
         "loader_type": _name(loader),
         "dataset_type": _name(dataset),
         "iterable_dataset": is_iterable,
+        "splits_among_workers": splits_among_workers(dataset) if is_iterable else None,
         "dataset_len": length,
         "sampler": _name(sampler),
         "batch_sampler": _name(batch_sampler),
