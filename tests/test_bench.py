@@ -188,3 +188,29 @@ def test_results_are_strict_json():
         common.json_safe({"a": float("nan"), "b": [1.0, float("inf")], "c": (1, {"d": 2.5})}), allow_nan=False
     )
     assert json.loads(text) == {"a": None, "b": [1.0, None], "c": [1, {"d": 2.5}]}
+
+
+def test_the_doctor_hook_part_times_the_watched_iterator_against_the_bare_loop(monkeypatch):
+    """The watched arm really goes through the doctor's timed iterator, every batch of its windows; the bare arm
+    never does; each round gives one ratio of the two arms' times."""
+    import importlib
+
+    from loaderbench.bench import doctor_hooks
+
+    watch_module = importlib.import_module("loaderbench.doctor.watch")  # the module, not the package's watch()
+
+    calls = []
+    original = watch_module.WatchedIterator.__next__
+
+    def counted(self):
+        calls.append(1)
+        return original(self)
+
+    monkeypatch.setattr(watch_module.WatchedIterator, "__next__", counted)
+    monkeypatch.setattr(doctor_hooks, "LOOPS", (0,))
+    rounds, batches = 3, 40
+    out = doctor_hooks.hook_overhead(rounds, batches)
+    (loop,) = out["loops"]
+    assert len(calls) == rounds * (doctor_hooks.WARMUP + batches + 2)  # warm-up, window, the untimed tail
+    assert len(loop["ratios"]) == rounds and all(r > 0 and math.isfinite(r) for r in loop["ratios"])
+    assert loop["ratio"]["low"] <= loop["ratio"]["estimate"] <= loop["ratio"]["high"]

@@ -487,6 +487,29 @@ def rerun_agreement(ra: dict, console) -> None:
         )
 
 
+def doctor_hooks(dh: dict, console) -> None:
+    t = _table(
+        f"9. the doctor's watch on a loop that only loads (in-memory batches of 8): {dh['rounds']} interleaved rounds "
+        f"of {dh['batches']} batches per arm",
+        ["num_workers", "bare batches/s", "watched batches/s", "watched / bare (per round, median)"],
+    )
+    for loop in dh["loops"]:
+        t.add_row(
+            str(loop["num_workers"]),
+            fmt(loop["bare_batches_per_s"]["estimate"], ".0f"),
+            fmt(loop["watched_batches_per_s"]["estimate"], ".0f"),
+            fmt_interval(loop["ratio"]),
+        )
+    console.print(t)
+    for loop in dh["loops"]:
+        r = loop["ratio"]
+        ok = r["high"] >= 0.99 and r["estimate"] >= 0.99
+        console.print(
+            f"   {'PASS' if ok else 'FAIL'} watched loop within 1% of the bare one at {loop['num_workers']} workers "
+            f"(median {r['estimate']:.3f}, interval reaching {r['high']:.3f}; load {dh['load_start'][0]:.1f})"
+        )
+
+
 def render(result: dict, console) -> None:
     header(result, console)
     for key, draw in (
@@ -498,6 +521,7 @@ def render(result: dict, console) -> None:
         ("analysis_scale", scale),
         ("tune_vs_grid", tune_vs_grid),
         ("rerun_agreement", rerun_agreement),
+        ("doctor_hooks", doctor_hooks),
     ):
         if result.get(key) is not None:
             draw(result[key], console)

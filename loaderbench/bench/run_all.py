@@ -21,6 +21,8 @@ JSON schema history (SCHEMA):
   loaderbench.bench/7  rerun_agreement added (loaderbench.bench.rerun_agreement): a study run twice, the share of
                        cells within 5% and 10% (raw as first measured, raw as kept, normalized), the reference's
                        noise and cost
+  loaderbench.bench/8  doctor_hooks added (loaderbench.bench.doctor_hooks): the doctor's watch against the bare
+                       loop, per num_workers, the per-round ratio's median with its interval
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from typing import Any
 
 from loaderbench.bench.common import IMAGES, describe, json_safe, loadavg
 
-SCHEMA = "loaderbench.bench/7"
+SCHEMA = "loaderbench.bench/8"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--skip-rerun", action="store_true", help="skip running a study twice to see how many of its cells agree"
+    )
+    p.add_argument(
+        "--skip-doctor", action="store_true", help="skip what the doctor's watch costs a loop that only loads"
     )
     p.add_argument(
         "--rerun-results",
@@ -174,6 +179,12 @@ def run_parts(args, result: dict, host: dict, probe_interval: float, err) -> Non
         result["rerun_agreement"] = rerun_agreement(
             args.quick, args.rerun_results, on_run=lambda i: err.print(f"[dim]   run {i} of 2[/dim]")
         )
+    if not args.skip_doctor:
+        from loaderbench.bench.doctor_hooks import hook_overhead
+
+        rounds, batches = (7, 1000) if args.quick else (21, 2000)
+        err.print(f"[dim]9. the doctor's watch: {rounds} rounds of {batches} batches, watched and not ...[/dim]")
+        result["doctor_hooks"] = hook_overhead(rounds, batches, seed=args.seed)
     records = args.records or (20_000 if args.quick else 100_000)
     if args.skip_scale:
         result["analysis_scale"] = {"available": False, "skipped": True, "records": records}
