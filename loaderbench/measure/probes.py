@@ -48,11 +48,13 @@ def tree_pids(pid: int) -> list[int]:
 
 @dataclass
 class TreeProbe:
-    """Every tick: the tree's processes, RSS (statm), open fds, CPU times and /dev/shm: cheap reads. PSS and
+    """Every tick: the tree's processes, RSS (statm), open fds, CPU times and /dev/shm: cheap reads (about 0.5 ms
+    of CPU for a cell and two workers). PSS and
     USS need the kernel to walk every page table (smaps_rollup, ~10 ms for a torch process, holding the
     cell's mmap lock), so they are read every `memory_interval_s` and whenever RSS passes a new high by 5%;
     their peaks are the peaks of those samples. (Reading them every 0.2 s cost the cell 5-15% throughput on
-    2 cores, measured by `make bench`.)"""
+    2 cores, measured by `make bench`; every 2 s they are still most of the probe's CPU.) The probe's own CPU
+    time and its share of one CPU go into every record."""
 
     pid: int
     memory_interval_s: float = 2.0
@@ -74,6 +76,7 @@ class TreeProbe:
     cpu_last: dict = field(default_factory=dict)  # pid -> (user+system) seconds last seen
     seen: dict = field(default_factory=dict)  # pid -> (ppid, name) of every process of the tree ever sampled
     sample_cost_s: float = 0.0
+    sample_cpu_s: float = 0.0  # CPU time of the sampling thread inside sample()
     _procs: dict = field(default_factory=dict, repr=False)  # pid -> psutil.Process, kept between ticks
     _last_full: float = float("-inf")
     _rss_at_full: int = 0
@@ -93,7 +96,14 @@ class TreeProbe:
         return p
 
     def sample(self) -> None:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
+        try:
+            self._sample(t0)
+        finally:
+            self.sample_cost_s += time.perf_counter() - t0
+            self.sample_cpu_s += time.thread_time() - c0
+
+    def _sample(self, t0: float) -> None:
         procs = []
         rss = fds = 0
         for pid in tree_pids(self.pid):
@@ -116,7 +126,6 @@ class TreeProbe:
         self.shm_peak = max(self.shm_peak, self.shm_reader() - self.shm_baseline)
         if t0 - self._last_full >= self.memory_interval_s or rss > 1.05 * self._rss_at_full:
             self._full_sample(procs, t0, rss)
-        self.sample_cost_s += time.perf_counter() - t0
 
     def _full_sample(self, procs: list, t0: float, rss: int) -> None:
         pss = uss = 0
@@ -159,6 +168,8 @@ class TreeProbe:
                 "samples": self.samples,
                 "memory_samples": self.full_samples,
                 "cost_s": round(self.sample_cost_s, 4),
+                "cpu_s": round(self.sample_cpu_s, 4),
+                "cpu_share": round(self.sample_cpu_s / max(time.perf_counter() - self.started, 1e-9), 5),
                 "workers_cpu_s_sampled": round(workers_cpu, 4),
             },
             "memory_timeline": self.timeline,

@@ -142,10 +142,14 @@ class MemoryBytes(TypedDict):
     workers_uss_peak: Annotated[int, Column("workers_uss_peak_bytes")]
 
 
-class ProbeCost(TypedDict):
+class ProbeCost(TypedDict, total=False):
+    """The runner's probe of the cell's process tree: its own work, beside the cell's."""
+
     samples: int
     memory_samples: int
-    cost_s: float
+    cost_s: float  # wall seconds inside the samples
+    cpu_s: float  # CPU seconds the probe's thread spent sampling
+    cpu_share: Annotated[float, Column("probe_cpu_share")]  # cpu_s over the seconds it sampled: a share of one CPU
     workers_cpu_s_sampled: float
 
 
