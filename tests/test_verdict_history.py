@@ -33,3 +33,20 @@ def test_a_claim_decided_differently_by_the_last_two_copies_is_unstable():
     for _ in range(10):
         remember(meta, "in-order", in_order_table(P99, FASTER))
     assert len(meta["history"]["in-order"]) == 5  # a bounded history
+
+
+def test_a_flip_that_settle_decided_is_no_longer_unstable():
+    """A settle run that held or refuted the claim, as the copied records still decide it, settles the flip; one
+    that left the claim open, or decided it otherwise than the copy does, does not."""
+    key = f"in-order|{PERMANENT}"
+
+    def after_flip(settle: dict | None) -> dict:
+        meta: dict = {}
+        remember(meta, "in-order", in_order_table(P99, SAME))
+        remember(meta, "in-order", in_order_table(P99, FASTER), settle)
+        return flips(meta)
+
+    assert key in after_flip(None)
+    assert after_flip({"after": {PERMANENT: "does not hold"}, "left": {}}) == {}
+    assert key in after_flip({"after": {PERMANENT: "does not hold"}, "left": {PERMANENT: "open at 9 repetitions"}})
+    assert key in after_flip({"after": {PERMANENT: "holds"}, "left": {}})  # not what the copy decides

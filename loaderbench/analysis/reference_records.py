@@ -138,7 +138,7 @@ def copy_reference(
             (target / name).write_text(text)
             out.bytes_after += len(text.encode())
         out.records[study] = len(kept)
-        remember(meta, study, _rows(target))
+        remember(meta, study, _rows(target), _settle_of(results, study))
         notes = meta.setdefault("notes", {})
         if note:
             notes[study] = note
@@ -147,6 +147,14 @@ def copy_reference(
     (folder / META).write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
     write_readme(folder)
     return out
+
+
+def _settle_of(results: Path, study: str) -> dict | None:
+    """The study's settle-STUDY.json in the results folder (`loaderbench settle`), if there is one."""
+    try:
+        return json.loads((results / f"settle-{study}.json").read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def _read_meta(folder: Path) -> dict:

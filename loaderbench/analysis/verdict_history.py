@@ -3,8 +3,9 @@ between two measurements of the same study is reported as unstable instead of pu
 
 `loaderbench reference` records, per study, the verdict of every claim its records decide and the commits that
 made them, each time it copies the study (the records it replaces first, when no history exists yet). A claim is
-unstable when the last two copies decided it differently; it stays so until a later copy (after `loaderbench
-settle`, say) decides it as the one before did.
+unstable when the last two copies decided it differently; it stays so until a later copy decides it as the one
+before did, or until `loaderbench settle` decides it: a copy from a results folder holding the study's
+settle-STUDY.json marks the claims that run held or refuted (as the copied records still decide them) settled.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import pandas as pd
 
 from loaderbench.analysis.claims import BY_NAME, Claim, bind, decide_claims, study_claims
-from loaderbench.stats.verdicts import NOT_MEASURED, Outcome
+from loaderbench.stats.verdicts import FAILS, HOLDS, NOT_MEASURED, Outcome
 
 #: copies of a study kept in its history
 KEEP = 5
@@ -38,11 +39,30 @@ def verdicts(rows: pd.DataFrame) -> dict[str, str]:
     return {name_of(BY_NAME[q].claims[j]): o.verdict for (q, j), o in decided(rows).items()}
 
 
-def remember(meta: dict, study: str, rows: pd.DataFrame) -> None:
-    """Add what `rows` (one copy of `study`) decide to the study's history in `meta` (reference.json)."""
+def settled_by(settle: dict | None, decided_now: dict[str, str]) -> list[str]:
+    """The claims a `loaderbench settle` run (its settle-STUDY.json) decided, as the copied records decide them now:
+    held or refuted where it stopped, not left open."""
+    if not settle:
+        return []
+    after, left = settle.get("after") or {}, settle.get("left") or {}
+    return sorted(
+        name
+        for name, verdict in after.items()
+        if verdict in (HOLDS, FAILS) and name not in left and decided_now.get(name) == verdict
+    )
+
+
+def remember(meta: dict, study: str, rows: pd.DataFrame, settle: dict | None = None) -> None:
+    """Add what `rows` (one copy of `study`) decide to the study's history in `meta` (reference.json); with the
+    study's settle-STUDY.json, the claims that settle run decided are marked settled."""
     commits = sorted({str(c)[:12] for c in rows.get("env_git_commit", pd.Series(dtype=object)).dropna()})
     entries = meta.setdefault(HISTORY, {}).setdefault(study, [])
-    entries.append({"commits": commits, "verdicts": verdicts(rows)})
+    now = verdicts(rows)
+    entry: dict = {"commits": commits, "verdicts": now}
+    settled = settled_by(settle, now)
+    if settled:
+        entry["settled"] = settled
+    entries.append(entry)
     del entries[:-KEEP]
 
 
@@ -56,6 +76,8 @@ def flips(meta: dict) -> dict[str, str]:
         before, after = entries[-2], entries[-1]
         for name, now in after["verdicts"].items():
             was = before["verdicts"].get(name)
+            if name in after.get("settled", ()):  # decided by `loaderbench settle`, at the repetitions it asked for
+                continue
             if was and was != now and NOT_MEASURED not in (was, now):
                 out[f"{study}|{name}"] = (
                     f"unstable: {was} at {', '.join(before['commits']) or '?'}, then {now} at "
