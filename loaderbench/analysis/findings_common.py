@@ -13,11 +13,11 @@ import pandas as pd
 from loaderbench.analysis.claims import StudyClaims, claims_table, study_claims
 from loaderbench.analysis.report_layout import md_table
 from loaderbench.analysis.report_text import fmt_num
+from loaderbench.analysis.summary import UNSTABLE_IQR
 from loaderbench.analysis.table import col, ok_rows
 from loaderbench.stats.comparison import compare
 from loaderbench.stats.verdicts import VERDICTS
 
-UNSTABLE = 0.10  # IQR over the median above this: the cell's star
 STAR = "\\* unstable: the repetitions' IQR is over 10% of their median."
 #: The claims of each study decided so far in this rendering of the page (`deciding_once`), by study name.
 _DECIDED: ContextVar[dict[str, StudyClaims] | None] = ContextVar("decided", default=None)
@@ -62,12 +62,12 @@ def metric_values(rows: pd.DataFrame, metric: str) -> np.ndarray:
 
 
 def median_text(values: np.ndarray, scale: float = 1.0, star: bool = False) -> str:
-    """The median (over `scale`), starred when the spread is over UNSTABLE; "–" without values."""
+    """The median (over `scale`), starred when the spread is over UNSTABLE_IQR; "–" without values."""
     if not len(values):
         return "–"
     med = float(np.median(values))
     q1, q3 = np.quantile(values, [0.25, 0.75])
-    unstable = star and med != 0 and (q3 - q1) / abs(med) > UNSTABLE
+    unstable = star and med != 0 and (q3 - q1) / abs(med) > UNSTABLE_IQR
     return fmt_num(med / scale) + ("\\*" if unstable else "")
 
 

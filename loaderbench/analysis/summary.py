@@ -34,7 +34,9 @@ import pandas as pd
 from loaderbench.analysis.table import keep_dtypes, ok_mask
 from loaderbench.stats.intervals import MIN_N, order_coverage, order_k
 
-__all__ = ["summarize"]
+UNSTABLE_IQR = 0.10  # a cell is unstable when its IQR is over this share of its median (as pyperf and asv)
+
+__all__ = ["UNSTABLE_IQR", "summarize"]
 
 
 def summarize(
@@ -42,7 +44,7 @@ def summarize(
     by: Sequence[str],
     value: str,
     confidence: float = 0.95,
-    unstable_iqr: float = 0.10,
+    unstable_iqr: float = UNSTABLE_IQR,
 ) -> pd.DataFrame:
     """Per-group robust summary of the metric column ``value``.
 
