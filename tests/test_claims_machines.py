@@ -6,7 +6,8 @@ from __future__ import annotations
 import pandas as pd
 
 from loaderbench.analysis.claims import claims_table, numbered
-from loaderbench.analysis.claims.machines import apart, base_study
+from loaderbench.analysis.claims.claims_table import apart
+from loaderbench.analysis.claims.machines import base_study
 from loaderbench.stats.verdicts import FAILS, HOLDS
 from tests.question_records import gpu_batch_table
 

@@ -5,9 +5,6 @@ read from its source, an unsplit stream with workers is warned about, and `--try
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -17,6 +14,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from loaderbench.doctor.abtest import candidate
 from loaderbench.doctor.diagnosis import UNSPLIT, validated_text
 from loaderbench.doctor.settings import read_settings
+from tests.test_doctor import _doctor
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -88,18 +86,8 @@ if __name__ == "__main__":
 
 @pytest.mark.slow
 def test_a_script_over_an_iterable_dataset_is_diagnosed_and_its_try_runs(tmp_path):
-    path = tmp_path / "train.py"
-    path.write_text(textwrap.dedent(SCRIPT))
+    r = _doctor(tmp_path, SCRIPT, "--steps", "8", "--warmup", "2", "--headspace-steps", "3", "--try", "auto")
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "loaderbench", "doctor", "--out", str(out), "--steps", "8", "--warmup", "2"]
-    r = subprocess.run(
-        [*cmd, "--headspace-steps", "3", "--try", "auto", "--", sys.executable, str(path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-        env={**__import__("os").environ, "PYTHONPATH": str(REPO)},
-    )
     assert r.returncode == 0 and "script done" in r.stdout, r.stderr[-3000:]
     (lo,) = json.loads((out / "doctor.json").read_text())["processes"][0]["loaders"]
     assert lo["settings"]["iterable_dataset"] and lo["settings"]["splits_among_workers"] is True

@@ -17,7 +17,7 @@ import pandas as pd
 from loaderbench.analysis.claims import CLAIMS, numbered
 from loaderbench.analysis.claims.catalogue import SOURCES, WHERE
 from loaderbench.analysis.claims.cheap_work import crossovers, inmem_rows, size_text
-from loaderbench.analysis.claims.machines import apart
+from loaderbench.analysis.claims.claims_table import apart
 from loaderbench.analysis.derive import MIB, start_method_label, with_growth
 from loaderbench.analysis.environment import env_one
 from loaderbench.analysis.findings_checkpointing import which_n

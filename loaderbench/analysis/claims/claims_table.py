@@ -27,7 +27,7 @@ from loaderbench.analysis.claims.gpu_decode import QUESTION as GPU_DECODE
 from loaderbench.analysis.claims.gpu_feed import QUESTION as GPU_FEED
 from loaderbench.analysis.claims.in_order import QUESTION as IN_ORDER
 from loaderbench.analysis.claims.ladder import QUESTION as LADDER
-from loaderbench.analysis.claims.machines import SEPARATOR, base_study
+from loaderbench.analysis.claims.machines import SEPARATOR, base_study, on_machine
 from loaderbench.analysis.claims.oversubscription import QUESTION as OVERSUBSCRIPTION
 from loaderbench.analysis.claims.oversubscription import cpu_rows
 from loaderbench.analysis.claims.persistence import QUESTION as PERSISTENCE
@@ -481,3 +481,27 @@ def write_claims(df: pd.DataFrame, out_dir: str | Path, table: pd.DataFrame | No
     md = out / "claims.md"
     md.write_text("\n".join(lines))
     return [csv, md]
+
+
+def apart(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """The rows of every machine (each frame's `attrs["machine"]`) in one table, a study name measured on more
+    than one machine qualified by the machine; each such study keeps the question it was made for (`question` is
+    filled from its name first). The table's `attrs["machine"]` names them all."""
+    machines = [str(f.attrs.get("machine", k)) for k, f in enumerate(frames)]
+    names = [set(f["study"].astype(str)) if "study" in f else set() for f in frames]
+    shared = {s for s in set().union(*names) if sum(s in n for n in names) > 1}
+    out = []
+    for frame, machine, mine in zip(frames, machines, names):
+        if shared & mine:
+            frame = frame.copy()
+            if "question" not in frame:
+                frame["question"] = None
+            for study in shared & mine:
+                hit = frame["study"].astype(str) == study
+                if frame.loc[hit, "question"].isna().all():
+                    frame.loc[hit, "question"] = question_of(study, frame[hit])
+                frame.loc[hit, "study"] = on_machine(study, machine)
+        out.append(frame)
+    df = pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+    df.attrs["machine"] = "+".join(machines)
+    return df
