@@ -321,7 +321,7 @@ def cmd_status(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from loaderbench.analysis.compare_runs import compare_results, render
+    from loaderbench.analysis.report.compare_runs import compare_results, render
 
     report = compare_results(args.a, args.b, metric=args.metric, study=args.study, min_effect=args.min_effect)
     for side, path in (("only_in_a", args.a), ("only_in_b", args.b)):
@@ -378,7 +378,7 @@ def cmd_dataset(args) -> int:
 
 
 def cmd_figures(args) -> int:
-    from loaderbench.analysis.draw_all import main as analysis_main
+    from loaderbench.analysis.figures.draw_all import main as analysis_main
 
     profile = _profile(args.cluster)
     results = args.results or (profile.settings.slurm.results if profile else None) or "results"
@@ -386,13 +386,13 @@ def cmd_figures(args) -> int:
 
 
 def cmd_findings(args) -> int:
-    from loaderbench.analysis.findings import main as findings_main
+    from loaderbench.analysis.findings.page import main as findings_main
 
     return findings_main(args.reference, args.doc, write=args.write)
 
 
 def cmd_reference(args) -> int:
-    from loaderbench.analysis.reference_records import copy_reference
+    from loaderbench.analysis.findings.reference_records import copy_reference
 
     done = copy_reference(args.results, args.to, args.machine, args.study or None, args.note)
     for study, n in done.records.items():

@@ -18,7 +18,7 @@ import numpy as np
 from matplotlib.collections import Collection, LineCollection
 from matplotlib.lines import Line2D
 
-from loaderbench.analysis.synthetic_records import study_cells, study_records, write_records
+from loaderbench.fake_records.studies import study_cells, study_records, write_records
 
 STUDY = "drawn"
 FIXTURE = Path(__file__).with_name("figure_data.json")
@@ -88,8 +88,8 @@ def drawn(root: Path, out: Path) -> dict:
     import matplotlib.pyplot as plt
     from matplotlib.figure import Figure
 
-    from loaderbench.analysis.draw_all import process_all
-    from loaderbench.analysis.table import load_records
+    from loaderbench.analysis.figures.draw_all import process_all
+    from loaderbench.analysis.table.records import load_records
 
     shown: dict[str, dict] = {}
     real_save = Figure.savefig

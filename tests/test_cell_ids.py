@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import loaderbench.study.factory_check as factory_check
-from loaderbench.analysis import aggregate
+from loaderbench.analysis.table import scaling as aggregate
 from loaderbench.schema.axes import AXES, WORKER_ONLY_AXES
 from loaderbench.schema.cell import cell_id_of
 from loaderbench.schema.record import Record

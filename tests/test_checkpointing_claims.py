@@ -1,11 +1,11 @@
-"""The checkpointing question's rules (loaderbench.analysis.claims.checkpointing) on synthetic records: snapshot
+"""The checkpointing question's rules (loaderbench.analysis.questions.checkpointing) on synthetic records: snapshot
 cost, its fall with n, the replay that grows with n and its bound, and exactly-once resumes."""
 
 from __future__ import annotations
 
-from loaderbench.analysis.claims import checkpointing as K
+from loaderbench.analysis.questions import checkpointing as K
+from loaderbench.fake_records.questions import ckpt_rate, ckpt_table
 from loaderbench.stats.verdicts import FAILS, HOLDS
-from tests.question_records import ckpt_rate, ckpt_table
 
 
 def test_a_ten_percent_cost_at_every_step_that_falls_with_n_holds():

@@ -121,8 +121,8 @@ COW = {
 def test_a_forked_worker_copies_a_list_index_as_it_reads_and_shares_numpy_bytes(tmp_path):
     """Peak USS per worker, as the claim reads it (the growth over the probe's timeline misses what the worker
     copied before the first sample with it alive, which on a loaded machine can be most of it)."""
-    from loaderbench.analysis.claims.cow_memory import GROW_MIB
-    from loaderbench.analysis.derive import timeline_growth
+    from loaderbench.analysis.questions.cow_memory import GROW_MIB
+    from loaderbench.analysis.table.derive import timeline_growth
 
     peak = {}
     for backing in ("list_str", "numpy_bytes"):
@@ -140,7 +140,7 @@ def test_a_forked_worker_copies_a_list_index_as_it_reads_and_shares_numpy_bytes(
 
 def test_a_model_cell_on_a_cpu_is_labelled_simulated_in_its_record_and_figure(tmp_path, kept):
     from loaderbench.analysis.figures.accelerator_busy import accelerator_utilization_vs_workers
-    from loaderbench.analysis.table import load_records
+    from loaderbench.analysis.table.records import load_records
 
     rec = run_cell(
         tmp_path,

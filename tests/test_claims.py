@@ -1,6 +1,6 @@
 """loaderbench.analysis.claims: every rule decides correctly on small synthetic record sets (holds, does not hold,
 inconclusive, not measured yet), built as the runner writes records and flattened by loaderbench.schema.record_row, so
-column names are the real ones (tests/question_records.py)."""
+column names are the real ones (loaderbench/fake_records/questions.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ import pandas as pd
 import pytest
 
 from loaderbench.analysis import claims as C
-from loaderbench.analysis import derive as D
-from loaderbench.analysis.synthetic_records import study_cells, study_records
-from tests.question_records import (
+from loaderbench.analysis.table import derive as D
+from loaderbench.fake_records.questions import (
     COW_OK,
     GAP_OK,
     MIB,
@@ -40,6 +39,7 @@ from tests.question_records import (
     table,
     timeline,
 )
+from loaderbench.fake_records.studies import study_cells, study_records
 
 WIDE = 0.3  # repetitions at 0.7, 1.0 and 1.3 of the value: every interval reaches both sides
 
@@ -272,6 +272,10 @@ def test_gpu_feed_claims_are_carried_by_the_gpu_feed_study():
 
 # --------------------------------------------------------------------------------------------------------
 # ladder
+
+
+def test_the_fake_ladder_speeds_are_the_published_ones():
+    assert TUTORIAL == {"baseline": 1.0, **C.PUBLISHED}
 
 
 def test_ladder_rungs_are_recognised():

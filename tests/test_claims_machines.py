@@ -7,9 +7,9 @@ import pandas as pd
 
 from loaderbench.analysis.claims import claims_table, numbered
 from loaderbench.analysis.claims.claims_table import apart
-from loaderbench.analysis.claims.machines import base_study
+from loaderbench.analysis.rules.machines import base_study
+from loaderbench.fake_records.questions import gpu_batch_table
 from loaderbench.stats.verdicts import FAILS, HOLDS
-from tests.question_records import gpu_batch_table
 
 NEAR = {32: 1650.0, 64: 2000.0, 128: 2150.0, 512: 2200.0, 2048: 0.0}  # 128 reaches 0.98x of the best
 SHORT = {32: 800.0, 64: 900.0, 128: 1000.0, 512: 2000.0, 2048: 0.0}  # 128 reaches 0.5x

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import loaderbench
-from loaderbench.analysis import code_version as cv
+from loaderbench.analysis.table import code_version as cv
 
 PACKAGE = Path(loaderbench.__file__).resolve().parent
 
@@ -83,9 +83,9 @@ def test_every_source_named_exists_in_the_package(source):
 
 
 def test_a_study_drawn_by_other_code_is_drawn_again(tmp_path, monkeypatch):
-    from loaderbench.analysis import draw_all
-    from loaderbench.analysis.synthetic_records import study_cells, study_records, write_records
-    from loaderbench.analysis.table import load_records
+    from loaderbench.analysis.figures import draw_all
+    from loaderbench.analysis.table.records import load_records
+    from loaderbench.fake_records.studies import study_cells, study_records, write_records
 
     cells = study_cells(workloads=(("cpu", None),), cores=(1,), n_sweep=(0, 1), start_methods=("fork",))
     write_records(tmp_path / "r", study_records("a", cells, repetitions=2, raw=False, random_failures=False))

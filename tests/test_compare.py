@@ -47,7 +47,7 @@ def test_compare_finds_the_known_change(tmp_path):
             "c000000000000c3": base,
         },
     )
-    from loaderbench.analysis.compare_runs import compare_results, render
+    from loaderbench.analysis.report.compare_runs import compare_results, render
 
     report = compare_results(a, b)
     by = {c["cell_id"]: c for c in report["cells"]}
@@ -79,7 +79,7 @@ def test_compare_command_prints_json(tmp_path):
 
 
 def test_cells_that_differ_in_one_axis_get_different_labels(tmp_path):
-    from loaderbench.analysis.compare_runs import compare_results
+    from loaderbench.analysis.report.compare_runs import compare_results
 
     a, b = tmp_path / "a", tmp_path / "b"
     for root in (a, b):

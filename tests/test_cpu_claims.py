@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from loaderbench.analysis.claims.batch_size import batch_time_grows, sample_time_flat
-from loaderbench.analysis.claims.in_order import out_of_order_not_deterministic
+from loaderbench.analysis.questions.batch_size import batch_time_grows, sample_time_flat
+from loaderbench.analysis.questions.in_order import out_of_order_not_deterministic
+from loaderbench.fake_records.questions import batch_table, in_order_table
 from loaderbench.stats.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED
-from tests.question_records import batch_table, in_order_table
 
 P99 = {(True, False): 0.01, (False, False): 0.01, (True, True): 0.1, (False, True): 0.02}
 THR = {(True, False): 1000.0, (False, False): 1000.0, (True, True): 400.0, (False, True): 420.0}
@@ -79,7 +79,7 @@ def test_a_real_loader_keeps_the_sampler_order_only_in_order(tmp_path):
 def test_the_default_start_method_is_decided_per_python():
     import pandas as pd
 
-    from loaderbench.analysis.claims.start_method import fork_is_the_default
+    from loaderbench.analysis.questions.start_method import fork_is_the_default
 
     def rows(*pairs):
         return pd.DataFrame(
@@ -119,8 +119,8 @@ def test_the_record_knows_its_default_start_method():
 
 
 def test_sharing_cost_by_tensor_size():
-    from loaderbench.analysis.claims.sharing_size import fd_small_fs_large
-    from tests.question_records import sharing_size_table
+    from loaderbench.analysis.questions.sharing_size import fd_small_fs_large
+    from loaderbench.fake_records.questions import sharing_size_table
 
     out = fd_small_fs_large(sharing_size_table())
     assert out.verdict == HOLDS and "they cross between 1 KiB and 256 KiB" in out.evidence, out.evidence
@@ -140,8 +140,8 @@ FD, FS = "file_descriptor", "file_system"
     ],
 )
 def test_set_sharing_strategy_after_start(persistent, fresh, verdict):
-    from loaderbench.analysis.claims.sharing_size import switch_after_start_ignored
-    from tests.question_records import sharing_switch_table
+    from loaderbench.analysis.questions.sharing_size import switch_after_start_ignored
+    from loaderbench.fake_records.questions import sharing_switch_table
 
     out = switch_after_start_ignored(sharing_switch_table(persistent, fresh))
     assert out.verdict == verdict, out.evidence
@@ -166,8 +166,8 @@ COPIED = {
     ],
 )
 def test_lazy_datasets_avoid_duplication_per_start_method(eager, start_method, verdict):
-    from loaderbench.analysis.claims.cow_memory import lazy_avoids_duplication
-    from tests.question_records import lazy_table
+    from loaderbench.analysis.questions.cow_memory import lazy_avoids_duplication
+    from loaderbench.fake_records.questions import lazy_table
 
     out = lazy_avoids_duplication(eager, start_method)(lazy_table(COPIED))
     assert out.verdict == verdict, out.evidence
@@ -178,7 +178,7 @@ def test_the_lazy_claim_is_decided_under_fork_alone():
     """#24's verdict comes from fork with a dataset of Python objects; spawn and NumPy arrays are reported beside
     it, never deciding it."""
     from loaderbench.analysis.claims import claims_table, numbered
-    from tests.question_records import lazy_table
+    from loaderbench.fake_records.questions import lazy_table
 
     copied_only_under_spawn = {**COPIED, ("decoded_objects", "fork"): 21.0}
     for held, verdict in ((COPIED, HOLDS), (copied_only_under_spawn, FAILS)):
@@ -196,16 +196,16 @@ HELD = {(True, False): 60.0, (True, True): 120.0, (False, False): 60.0, (False, 
     [({True: 192, False: 0}, HOLDS), ({True: 0, False: 0}, FAILS), ({True: 100, False: 0}, INCONCLUSIVE)],
 )
 def test_persistent_workers_miss_state(stale, verdict):
-    from loaderbench.analysis.claims.persistence import persistent_miss_state
-    from tests.question_records import state_table
+    from loaderbench.analysis.questions.persistence import persistent_miss_state
+    from loaderbench.fake_records.questions import state_table
 
     out = persistent_miss_state(state_table(stale, HELD))
     assert out.verdict == verdict, out.evidence
 
 
 def test_a_second_loader_doubles_what_persistent_workers_hold():
-    from loaderbench.analysis.claims.persistence import second_loader_doubles
-    from tests.question_records import state_table
+    from loaderbench.analysis.questions.persistence import second_loader_doubles
+    from loaderbench.fake_records.questions import state_table
 
     stale = {True: 192, False: 0}
     assert second_loader_doubles(state_table(stale, HELD)).verdict == HOLDS

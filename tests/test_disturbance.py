@@ -187,7 +187,7 @@ def _folder(root, sps_and_py: list[tuple[float, float]]):
 
 
 def test_compare_gives_the_normalized_verdict_beside_the_raw_one(tmp_path):
-    from loaderbench.analysis.compare_runs import compare_results, render
+    from loaderbench.analysis.report.compare_runs import compare_results, render
 
     # run b read 30% lower, and so did the machine's reference: raw slower, the same at the machine's own speed
     a = _folder(tmp_path / "a", [(400.0, 100.0), (404.0, 101.0), (396.0, 99.0)])
@@ -201,8 +201,8 @@ def test_compare_gives_the_normalized_verdict_beside_the_raw_one(tmp_path):
 
 
 def test_the_cell_summary_shows_the_normalized_median_and_the_disturbed_counts(tmp_path):
-    from loaderbench.analysis.cell_summary import cell_summary
-    from loaderbench.analysis.table import load_records
+    from loaderbench.analysis.table.cell_summary import cell_summary
+    from loaderbench.analysis.table.records import load_records
 
     write_study(tmp_path, {(0, 0)})
     df, _ = load_records(tmp_path)
@@ -212,8 +212,8 @@ def test_the_cell_summary_shows_the_normalized_median_and_the_disturbed_counts(t
 
 
 def test_the_report_states_the_machines_noise(tmp_path):
-    from loaderbench.analysis.report_text import machine_noise
-    from loaderbench.analysis.table import load_records
+    from loaderbench.analysis.report.tables import machine_noise
+    from loaderbench.analysis.table.records import load_records
 
     store = Store(tmp_path)
     for rep, py in enumerate([90.0, 100.0, 110.0, 100.0]):

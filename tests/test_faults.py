@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from loaderbench.analysis.claims.worker_costs import DATASET_FRAME
+from loaderbench.analysis.rules.worker_costs import DATASET_FRAME
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow

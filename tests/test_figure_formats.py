@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from loaderbench.analysis.aggregate import analyze_study
-from loaderbench.analysis.draw_all import process_all
 from loaderbench.analysis.figures import formats
+from loaderbench.analysis.figures.draw_all import process_all
 from loaderbench.analysis.figures.scaling import throughput_vs_workers
-from loaderbench.analysis.results_folder import not_a_results_folder
-from loaderbench.analysis.synthetic_records import study_cells, study_records, write_records
-from loaderbench.analysis.table import load_records
+from loaderbench.analysis.table.records import load_records
+from loaderbench.analysis.table.results_folder import not_a_results_folder
+from loaderbench.analysis.table.scaling import analyze_study
 from loaderbench.cli import main as cli
 from loaderbench.errors import LoaderbenchError
+from loaderbench.fake_records.studies import study_cells, study_records, write_records
 
 CELLS = study_cells(workloads=(("cpu", None),), cores=(1,), n_sweep=(0, 1, 2), start_methods=("fork",))
 

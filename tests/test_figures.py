@@ -23,16 +23,16 @@ from matplotlib.markers import MarkerStyle
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.text import Text
 
-from loaderbench.analysis.aggregate import analyze_study
 from loaderbench.analysis.figures.accelerator_busy import accelerator_utilization_vs_workers
 from loaderbench.analysis.figures.rule_cost import NO_GPU, rules_of_thumb
 from loaderbench.analysis.figures.scaling import oversubscription, throughput_vs_workers
 from loaderbench.analysis.figures.style import PNG_MAX_PX, apply_theme, provenance, workers_axis
 from loaderbench.analysis.figures.usl_fit import usl_fit
-from loaderbench.analysis.report_text import rules_table
-from loaderbench.analysis.synthetic_records import study_cells, study_records, write_records
-from loaderbench.analysis.table import load_records
-from loaderbench.analysis.usl import MIN_DISTINCT_N
+from loaderbench.analysis.report.tables import rules_table
+from loaderbench.analysis.table.records import load_records
+from loaderbench.analysis.table.scaling import analyze_study
+from loaderbench.analysis.table.usl import MIN_DISTINCT_N
+from loaderbench.fake_records.studies import study_cells, study_records, write_records
 from loaderbench.stats.intervals import coverage_text
 
 FIGURES = (throughput_vs_workers, usl_fit, rules_of_thumb, oversubscription)

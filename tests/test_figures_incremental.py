@@ -8,9 +8,9 @@ import os
 import re
 from pathlib import Path
 
-from loaderbench.analysis.draw_all import STUDY_CACHE, process_all
-from loaderbench.analysis.synthetic_records import study_cells, study_records, write_records
-from loaderbench.analysis.table import load_records
+from loaderbench.analysis.figures.draw_all import STUDY_CACHE, process_all
+from loaderbench.analysis.table.records import load_records
+from loaderbench.fake_records.studies import study_cells, study_records, write_records
 from tests.figure_data import FIXTURE, drawn, figure_study
 
 
@@ -97,7 +97,7 @@ def test_a_heavy_report_inlines_each_figure_once_with_256_colours(tmp_path, monk
     import numpy as np
     from PIL import Image
 
-    from loaderbench.analysis import report_layout as layout
+    from loaderbench.analysis.report import layout
 
     png = tmp_path / "s" / "throughput_vs_workers.png"
     png.parent.mkdir()
@@ -116,7 +116,7 @@ def test_a_heavy_report_inlines_each_figure_once_with_256_colours(tmp_path, monk
 def test_the_report_is_kept_only_while_nothing_it_shows_changed(tmp_path):
     """With every study from its cache and the report's inputs unchanged, the report and claims files are kept as
     written; a record changed, a file skipped, a report file damaged or a study drawn again writes them again."""
-    from loaderbench.analysis.draw_all import run
+    from loaderbench.analysis.figures.draw_all import run
 
     root, out = tmp_path / "r", tmp_path / "f"
     _two_studies(root)
@@ -152,8 +152,8 @@ def test_a_studys_report_sections_are_made_again_only_when_what_they_show_change
     and the report is the one made from nothing."""
     import shutil
 
-    from loaderbench.analysis import report
-    from loaderbench.analysis.draw_all import SECTIONS_CACHE, run
+    from loaderbench.analysis.figures.draw_all import SECTIONS_CACHE, run
+    from loaderbench.analysis.report import page as report
 
     root, out = tmp_path / "r", tmp_path / "f"
     _two_studies(root)

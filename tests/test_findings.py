@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from loaderbench.analysis import claims as C
-from loaderbench.analysis.findings import BEGIN, COMMAND, main, render
-from loaderbench.analysis.findings_blocks import BLOCKS, CLAIM_STUDIES
-from loaderbench.analysis.findings_common import median_text
+from loaderbench.analysis.findings.blocks import BLOCKS, CLAIM_STUDIES
+from loaderbench.analysis.findings.common import median_text
+from loaderbench.analysis.findings.page import BEGIN, COMMAND, main, render
 from loaderbench.errors import LoaderbenchError
-from tests import question_records as Q
+from loaderbench.fake_records import questions as Q
 from tests.conftest import REPO
 
 PAGE = REPO / "docs" / "findings.md"
@@ -64,7 +64,7 @@ def test_a_rule_change_that_flips_a_published_verdict_makes_the_page_differ(monk
     assert "<!-- begin findings: ladder h100 -->" in page.read_text()
     assert main(str(REFERENCE), str(page), write=False) == 0
     # a stricter match than the ladder's: the published speed-ups no longer hold on the H100 records
-    monkeypatch.setattr("loaderbench.analysis.claims.ladder.LADDER_MATCH_FACTOR", 1.01)
+    monkeypatch.setattr("loaderbench.analysis.questions.ladder.LADDER_MATCH_FACTOR", 1.01)
     capsys.readouterr()
     assert main(str(REFERENCE), str(page), write=False) == 1
     out, err = capsys.readouterr()
@@ -162,8 +162,8 @@ def test_the_in_order_block_shows_the_medians_it_read():
 def test_quick_blocks_render_the_sweep_from_its_records():
     import pandas as pd
 
-    from loaderbench.analysis.synthetic_records import study_cells, study_records
-    from loaderbench.analysis.table import flatten
+    from loaderbench.analysis.table.records import flatten
+    from loaderbench.fake_records.studies import study_cells, study_records
 
     cells = study_cells(
         workloads=(("sleep", None), ("cpu", None), ("jpeg", "pil")),

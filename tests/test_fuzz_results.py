@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loaderbench.analysis.table import load_records
+from loaderbench.analysis.table.records import load_records
 from tests.conftest import REPO
 
 _N = int(os.environ.get("LOADERBENCH_FUZZ_EXAMPLES", "0"))

@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 
 from loaderbench.analysis import claims as C
-from loaderbench.analysis.claims.gpu_batch_size import batch_size_balance
-from loaderbench.analysis.claims.gpu_decode import cuda_breaks_forked_workers
+from loaderbench.analysis.questions.gpu_batch_size import batch_size_balance
+from loaderbench.analysis.questions.gpu_decode import cuda_breaks_forked_workers
+from loaderbench.fake_records.questions import F, H, I, N, X, gpu_batch_table, gpu_decode_table
 from tests.conftest import REPO
-from tests.question_records import F, H, I, N, X, gpu_batch_table, gpu_decode_table
 
 
 def test_cuda_in_forked_workers_holds_when_they_fail_and_spawned_ones_run():
@@ -82,7 +82,7 @@ def test_the_gpu_questions_carry_only_their_own_studies():
 
 @pytest.mark.parametrize(("number", "verdict"), [(12, H), (44, N)])
 def test_the_shipped_h200_records_decide_the_gpu_claims(number, verdict):
-    from loaderbench.analysis.table import load_records
+    from loaderbench.analysis.table.records import load_records
 
     df, _ = load_records(REPO / "results" / "reference" / "h200", use_cache=False)
     table = C.claims_table(df)

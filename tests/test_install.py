@@ -82,7 +82,7 @@ def test_run_and_plan_take_a_shipped_name(capsys, tmp_path, monkeypatch):
 
 
 def test_the_report_names_a_shipped_study_to_run_it_again():
-    from loaderbench.analysis.report import study_file
+    from loaderbench.analysis.report.page import study_file
 
     assert study_file("quick") == locations.shipped_studies()["quick"]
     assert study_file("no-such-study-here") is None

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from loaderbench.analysis import claims as C
-from tests.question_records import (
+from loaderbench.fake_records.questions import (
     CURVES,
     MIB,
     TUTORIAL,
@@ -96,7 +96,7 @@ def test_rows_of_a_setting_the_suite_added_are_reported_beside_the_verdict_and_n
 
 
 def test_every_extension_names_its_setting_and_every_numbered_claim_has_a_row_in_its_own_setting():
-    from loaderbench.analysis.claims.claim import EXTENSION, SEED
+    from loaderbench.analysis.rules.claim import EXTENSION, SEED
 
     assert all(c.setting for c in C.CLAIMS if c.role == EXTENSION)
     numbered_rules = {c.number for c in C.CLAIMS if c.number is not None}

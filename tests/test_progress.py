@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import io
 
-from loaderbench.analysis.draw_all import map_tasks, run
-from loaderbench.analysis.progress import Stages
-from loaderbench.analysis.synthetic_records import study_cells, study_records, write_records
+from loaderbench.analysis.figures.draw_all import map_tasks, run
+from loaderbench.analysis.figures.stages import Stages
+from loaderbench.fake_records.studies import study_cells, study_records, write_records
 
 
 class _Terminal(io.StringIO):

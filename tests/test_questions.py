@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 from loaderbench.analysis import claims as C
-from loaderbench.analysis import derive as D
 from loaderbench.analysis.figures import questions as Q
-from tests.question_records import (
+from loaderbench.analysis.table import derive as D
+from loaderbench.fake_records.questions import (
     COW_OK,
     GAP_OK,
     PEAK,

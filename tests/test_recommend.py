@@ -1,4 +1,4 @@
-"""Tests of loaderbench.analysis.recommend on synthetic curves (deterministic, fast)."""
+"""Tests of loaderbench.analysis.report.recommend on synthetic curves (deterministic, fast)."""
 
 import numpy as np
 import pandas as pd
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loaderbench.analysis.recommend import (
+from loaderbench.analysis.report.recommend import (
     RULE_LABELS,
     evaluate_rules,
     knee,

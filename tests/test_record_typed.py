@@ -11,7 +11,7 @@ from typing import Any, Union, get_args, get_origin, get_type_hints, is_typeddic
 
 import pytest
 
-from loaderbench.analysis import table
+from loaderbench.analysis.table import records as table
 from loaderbench.schema import record_row
 from loaderbench.schema.cell import CELL_SETTINGS, CellConfig
 from loaderbench.schema.metrics import Metrics

@@ -2,8 +2,8 @@
 
 import json
 
-from loaderbench.analysis.cell_summary import cell_summary
-from loaderbench.analysis.table import load_records
+from loaderbench.analysis.table.cell_summary import cell_summary
+from loaderbench.analysis.table.records import load_records
 
 
 def record(cell, rep, sps, status="ok", **config):
@@ -95,7 +95,7 @@ def test_stale_cache_version_is_rebuilt(tmp_path):
 def test_a_table_made_by_other_code_is_made_again(tmp_path, monkeypatch):
     """The cache is kept only under the version of the code that makes its rows (the record's schema, the table
     module, pandas and pyarrow): another version reads every record again."""
-    from loaderbench.analysis import table
+    from loaderbench.analysis.table import records as table
 
     put(tmp_path, record("a", 0, 100.0))
     put(tmp_path, record("a", 1, 101.0))
@@ -118,7 +118,7 @@ def test_raw_times_are_skipped_but_everything_else_is_read(tmp_path):
 
 
 def test_process_pool_gives_the_same_table(tmp_path, monkeypatch):
-    import loaderbench.analysis.table as records
+    import loaderbench.analysis.table.records as records
 
     for cell in "abcdef":
         for rep in range(3):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from loaderbench.analysis.claims import FAILS, HOLDS, NOT_MEASURED, claims_table
-from loaderbench.analysis.table import load_records
+from loaderbench.analysis.table.records import load_records
 from tests.conftest import REPO
 
 H100 = REPO / "results" / "reference" / "h100"
@@ -59,7 +59,7 @@ def test_h100_records_decide_the_copy_claims():
 
 
 def test_claims_this_machine_cannot_measure_point_to_the_reference():
-    from loaderbench.analysis.claims.claim import GPU_REFERENCE
+    from loaderbench.analysis.rules.claim import GPU_REFERENCE
 
     table = claims_table(load_records(H100, use_cache=False)[0].iloc[0:0])  # no records at all
     gpu = table[table["question"].isin(["ladder", "gpu-feed"])]
@@ -81,7 +81,7 @@ def _results(tmp_path):
     torn temp file and a JSON file that is no record."""
     import json
 
-    from tests.question_records import rec
+    from loaderbench.fake_records.questions import rec
 
     root = tmp_path / "results"
     (root / "in-order").mkdir(parents=True)
@@ -113,7 +113,7 @@ def _results(tmp_path):
 def test_a_copy_keeps_every_record_whole_but_its_raw_times(tmp_path):
     import json
 
-    from loaderbench.analysis.reference_records import copy_reference
+    from loaderbench.analysis.findings.reference_records import copy_reference
 
     root, ok, bad = _results(tmp_path)
     done = copy_reference(root, tmp_path / "ref", "box-2cpu", note="alone, load average 0.2")
@@ -146,7 +146,7 @@ def test_a_copy_keeps_every_record_whole_but_its_raw_times(tmp_path):
 def test_a_later_copy_replaces_its_study_and_keeps_the_notes_of_the_others(tmp_path):
     import shutil
 
-    from loaderbench.analysis.reference_records import copy_reference, notes
+    from loaderbench.analysis.findings.reference_records import copy_reference, notes
 
     root, ok, _ = _results(tmp_path)
     shutil.copytree(root / "in-order", root / "rng")
@@ -174,7 +174,7 @@ def test_a_later_copy_replaces_its_study_and_keeps_the_notes_of_the_others(tmp_p
 def test_records_whose_code_cannot_be_recovered_are_refused_by_name(tmp_path, commit, why):
     import json
 
-    from loaderbench.analysis.reference_records import copy_reference
+    from loaderbench.analysis.findings.reference_records import copy_reference
     from loaderbench.errors import LoaderbenchError
 
     root, ok, _ = _results(tmp_path)
@@ -193,8 +193,8 @@ def test_records_whose_code_cannot_be_recovered_are_refused_by_name(tmp_path, co
     [(0.2, 0.01, "alone: "), (1.5, 0.01, "not alone: load 1.5 "), (0.2, 0.3, "not alone: "), (None, 0.01, "not known")],
 )
 def test_alone_is_computed_from_the_load_and_the_others_share(load, others, words):
-    from loaderbench.analysis.provenance import conditions
-    from tests.question_records import rec, table
+    from loaderbench.analysis.findings.provenance import conditions
+    from loaderbench.fake_records.questions import rec, table
 
     env = {"logical_cpus": 2} | ({"load_1m_at_start": load} if load is not None else {})
     rows = table(
@@ -206,7 +206,7 @@ def test_alone_is_computed_from_the_load_and_the_others_share(load, others, word
 def test_bad_copies_are_one_clear_error(tmp_path):
     import pytest
 
-    from loaderbench.analysis.reference_records import copy_reference
+    from loaderbench.analysis.findings.reference_records import copy_reference
     from loaderbench.errors import LoaderbenchError
 
     root, _, _ = _results(tmp_path)

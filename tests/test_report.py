@@ -7,12 +7,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from loaderbench.analysis.aggregate import analyze_study
-from loaderbench.analysis.draw_all import run
-from loaderbench.analysis.report import Section, Table, build_report, render_html, render_markdown, study_file
-from loaderbench.analysis.report_text import reading
-from loaderbench.analysis.synthetic_records import study_cells, study_records, write_records, write_synthetic_records
-from loaderbench.analysis.table import load_records
+from loaderbench.analysis.figures.draw_all import run
+from loaderbench.analysis.report.page import Section, Table, build_report, render_html, render_markdown, study_file
+from loaderbench.analysis.report.tables import reading
+from loaderbench.analysis.table.records import load_records
+from loaderbench.analysis.table.scaling import analyze_study
+from loaderbench.fake_records.studies import study_cells, study_records, write_records, write_synthetic_records
 
 SMALL = dict(
     workloads=(("sleep", None), ("cpu", None), ("jpeg", "pil")),
@@ -294,7 +294,7 @@ def test_synthetic_records_load_in_the_real_schema(tmp_path):
 
 
 def test_unchanged_studies_are_not_redrawn(tmp_path):
-    from loaderbench.analysis.draw_all import process_all
+    from loaderbench.analysis.figures.draw_all import process_all
 
     root, out = tmp_path / "r", tmp_path / "f"
     cells = study_cells(workloads=(("cpu", None),), cores=(1,), n_sweep=(0, 1, 2), start_methods=("fork",))
@@ -344,9 +344,9 @@ def test_a_figure_that_fails_becomes_a_note_and_the_rest_is_drawn(tmp_path, monk
 def test_the_report_does_not_score_a_gpu_rule_without_a_gpu(tmp_path):
     """The rules table says "n/a: no GPU" for 4 workers per GPU where the records say CUDA was not available,
     as the rules figure does."""
-    from loaderbench.analysis.aggregate import analyze_study
-    from loaderbench.analysis.report_text import rules_table
-    from loaderbench.analysis.table import load_records
+    from loaderbench.analysis.report.tables import rules_table
+    from loaderbench.analysis.table.records import load_records
+    from loaderbench.analysis.table.scaling import analyze_study
     from loaderbench.stats.rules_of_thumb import NO_GPU
 
     _small_study(tmp_path)

@@ -11,8 +11,8 @@ import subprocess
 
 import pytest
 
-from loaderbench.analysis.draw_all import run
-from loaderbench.analysis.synthetic_records import study_cells, study_records, write_records
+from loaderbench.analysis.figures.draw_all import run
+from loaderbench.fake_records.studies import study_cells, study_records, write_records
 
 #: Appended to a copy of the page: once it has loaded, draw every image onto a canvas (it must have pixels that are
 #: not blank) and write what each one gave into the page's title, which --dump-dom prints.

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import time
 
-from loaderbench.analysis.draw_all import analyze_all, draw_all
-from loaderbench.analysis.scale_bench import TARGETS, floor_text, parse_floor, stage_lines
-from loaderbench.analysis.synthetic_records import study_cells, study_records, write_records, write_synthetic_records
-from loaderbench.analysis.table import load_records
+from loaderbench.analysis.figures.draw_all import analyze_all, draw_all
+from loaderbench.analysis.stage_costs import TARGETS, floor_text, parse_floor, stage_lines
+from loaderbench.analysis.table.records import load_records
+from loaderbench.fake_records.studies import study_cells, study_records, write_records, write_synthetic_records
 
 
 def test_the_parse_floor_reads_every_record_once(tmp_path):

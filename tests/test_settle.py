@@ -12,9 +12,9 @@ import pytest
 import loaderbench.settle.rounds as rounds
 from loaderbench.analysis import claims as C
 from loaderbench.errors import LoaderbenchError
+from loaderbench.fake_records.questions import in_order_table, rec
 from loaderbench.settle.needs import cells_read, estimate, open_claims
 from loaderbench.stats.verdicts import at_least, decide_shift
-from tests.question_records import in_order_table, rec
 
 WIDE = 0.3  # repetitions at 0.7, 1.0 and 1.3 of the value: every interval reaches both sides
 P99_BASE = {(True, False): 0.01, (False, False): 0.01, (True, True): 0.08, (False, True): 0.02}

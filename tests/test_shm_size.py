@@ -12,7 +12,7 @@ import sys
 import pandas as pd
 import pytest
 
-from loaderbench.analysis.claims.shm_size import (
+from loaderbench.analysis.questions.shm_size import (
     computed_size_suffices,
     crashed_workers_leak,
     prefetch_holds_batches,

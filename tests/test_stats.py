@@ -1,4 +1,4 @@
-"""Tests of loaderbench.analysis.summary on synthetic tables (seeded, fast)."""
+"""Tests of loaderbench.analysis.table.summary on synthetic tables (seeded, fast)."""
 
 import dataclasses
 import math
@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from loaderbench.analysis.summary import summarize
+from loaderbench.analysis.table.summary import summarize
 from loaderbench.stats.bootstrap import EstimateInterval, paired_bootstrap_ci, rate_ratio_ci, sum_ratio_ci
 from loaderbench.stats.comparison import VERDICTS, Comparison, compare
 from loaderbench.stats.intervals import (

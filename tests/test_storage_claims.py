@@ -1,13 +1,13 @@
-"""loaderbench.analysis.claims.storage on synthetic records (tests/question_records.storage_table: Little's law with
-a core's
+"""loaderbench.analysis.questions.storage on synthetic records (loaderbench.fake_records.questions.storage_table:
+Little's law with a core's
 ceiling, a bandwidth cap, two round trips per request for a new connection): each rule holds where the
 records say so, does not hold where they show the opposite, and stays inconclusive on scattered ones."""
 
 from __future__ import annotations
 
 from loaderbench.analysis import claims as C
-from loaderbench.analysis.claims.storage import http_rows
-from tests.question_records import F, H, I, N, decide, storage_rate, storage_table
+from loaderbench.analysis.questions.storage import http_rows
+from loaderbench.fake_records.questions import F, H, I, N, decide, storage_rate, storage_table
 
 
 def test_little_law_scaling_and_a_binding_cap_hold():

@@ -10,6 +10,7 @@ import pytest
 
 from loaderbench.analysis import claims as C
 from loaderbench.errors import StudyError
+from loaderbench.fake_records.questions import F, H, N, decide, threads_rate, threads_table
 from loaderbench.study import loader_rules
 from loaderbench.study.study_file import parse_study
 from loaderbench.tune.answer_text import dataloader_call, threads_line
@@ -18,7 +19,6 @@ from loaderbench.tune.options import TuneOptions
 from loaderbench.tune.outcome import WITHIN_MARGIN
 from loaderbench.tune.search import search
 from loaderbench.tune.space import scenarios
-from tests.question_records import F, H, N, decide, threads_rate, threads_table
 
 MIB = 2**20
 

@@ -1,4 +1,4 @@
-"""Tests of loaderbench.analysis.usl on synthetic curves (seeded, fast)."""
+"""Tests of loaderbench.analysis.table.usl on synthetic curves (seeded, fast)."""
 
 import math
 
@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from loaderbench.analysis.usl import fit_usl, fit_usl_groups, usl, usl_curve
+from loaderbench.analysis.table.usl import fit_usl, fit_usl_groups, usl, usl_curve
 
 N_SWEEP = np.array([1, 2, 4, 6, 8, 12, 16, 24, 32, 48])
 LAM, SIGMA, KAPPA = 100.0, 0.05, 0.002

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from loaderbench.analysis.verdict_history import UNSTABLE, flips, flips_by_number, remember
-from tests.question_records import in_order_table
+from loaderbench.analysis.findings.verdict_history import UNSTABLE, flips, flips_by_number, remember
+from loaderbench.fake_records.questions import in_order_table
 
 P99 = {(True, False): 0.01, (False, False): 0.01, (True, True): 0.08, (False, True): 0.02}
 SAME = {(True, False): 1000.0, (False, False): 1000.0, (True, True): 400.0, (False, True): 420.0}

@@ -11,12 +11,13 @@ dict; `render` draws them; `cli` runs them in order and writes one JSON file:
   window_bias      3. the measuring window against a bare DataLoader loop, on one core
   coverage         4. real coverage of the adaptive stopping rule on synthetic streams
   time_to_answer   5. the suite end to end against one fresh process per run (`script`)
-  scale            6. analysis at scale (`python -m loaderbench.analysis.scale_bench --json FILE`)
+  scale            6. analysis at scale (`python -m loaderbench.analysis.stage_costs --json FILE`)
   tune_vs_grid     7. `loaderbench tune` against the full grid on the same matrices, in the same run
   rerun_agreement  8. a study run twice: how many of its cells agree
   doctor_hooks     9. what the doctor's watch costs a loop that only loads
 
 Helpers: `common` (throwaway cells, load averages, strict JSON), `fork` (a forked child whose dict result
-comes back through `loaderbench.processes.ResultChannel`). Intervals come from `loaderbench.analysis.summary` (paired
+comes back through `loaderbench.processes.ResultChannel`). Intervals come from `loaderbench.analysis.table.summary`
+(paired
 bootstraps of ratios of sums) and `loaderbench.stats.intervals` (order-statistic intervals of medians).
 """

@@ -1,4 +1,4 @@
-"""Experiment 6, analysis at scale: `python -m loaderbench.analysis.scale_bench --records N --json FILE`, run as its own
+"""Experiment 6, analysis at scale: `python -m loaderbench.analysis.stage_costs --records N --json FILE`, run as its own
 process (the analysis never shares a process with the harness), its numbers read from FILE; then again at a tenth
 and three tenths of N, each in a fresh process, for the scaling row (how the cold cost grows with the records).
 
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-MODULE = "loaderbench.analysis.scale_bench"
+MODULE = "loaderbench.analysis.stage_costs"
 # (label, key prefix in bench_scale's JSON, what the stage does)
 STAGES = (
     ("first load", "first_load", "parse JSON, write Parquet cache"),

@@ -254,7 +254,7 @@ def scale(sc: dict, console) -> None:
         return
     if not sc.get("available"):
         console.print(
-            f"6. Analysis at scale ({sc.get('records')} records): not available (no loaderbench.analysis.scale_bench)"
+            f"6. Analysis at scale ({sc.get('records')} records): not available (no loaderbench.analysis.stage_costs)"
         )
         return
     if "error" in sc:

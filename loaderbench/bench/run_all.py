@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--out", default=None, help="write the results as JSON here")
     p.add_argument("--quick", action="store_true", help="shorter runs (about a third of the time), wider intervals")
-    p.add_argument("--skip-scale", action="store_true", help="do not run loaderbench.analysis.scale_bench")
+    p.add_argument("--skip-scale", action="store_true", help="do not run loaderbench.analysis.stage_costs")
     p.add_argument("--skip-overhead", action="store_true")
     p.add_argument("--skip-precision", action="store_true")
     p.add_argument("--skip-window-bias", action="store_true", help="skip the window-vs-bare-loop check")
@@ -85,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="probe interval in s (default: the study default, [study] probe_interval_s)",
     )
     p.add_argument(
-        "--records", type=int, default=None, help="records for loaderbench.analysis.scale_bench (default 100000)"
+        "--records", type=int, default=None, help="records for loaderbench.analysis.stage_costs (default 100000)"
     )
     p.add_argument(
         "--trials",

@@ -3,7 +3,7 @@
 The metric columns come from the record's one declaration: every metric marked `Column` on
 loaderbench.schema.metrics.Metrics (or on a block inside it) is a column, so the table cannot name a metric the
 record does not declare. `flatten` works on the parsed JSON, not on a `Record`: it runs once per record, 100,000
-times at scale (`python -m loaderbench.analysis.scale_bench`), where building a dataclass per record would cost.
+times at scale (`python -m loaderbench.analysis.stage_costs`), where building a dataclass per record would cost.
 """
 
 from __future__ import annotations

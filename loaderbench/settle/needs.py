@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from loaderbench.analysis.claims import BY_NAME, Claim, decide_claims
-from loaderbench.analysis.verdict_history import decided, name_of
+from loaderbench.analysis.findings.verdict_history import decided, name_of
 from loaderbench.stats.verdicts import INCONCLUSIVE, MAX_SETTLE_N, NOT_MEASURED, Outcome
 
 #: evidence that says how many repetitions per cell would settle a decision, or are needed for it

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from loaderbench.analysis.table import load_records
-from loaderbench.analysis.verdict_history import verdicts
+from loaderbench.analysis.findings.verdict_history import verdicts
+from loaderbench.analysis.table.records import load_records
 from loaderbench.errors import LoaderbenchError
 from loaderbench.settle.needs import Open, open_claims
 from loaderbench.study.study_file import Study

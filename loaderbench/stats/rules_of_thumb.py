@@ -1,6 +1,6 @@
 """The worker counts popular advice would pick (rules of thumb), and reading a measured curve at such a count.
 
-Pure functions; the analysis scores the rules against measured curves (loaderbench.analysis.recommend) and tune
+Pure functions; the analysis scores the rules against measured curves (loaderbench.analysis.report.recommend) and tune
 states them beside its answer (loaderbench.tune.tune_json).
 """
 

@@ -1,6 +1,7 @@
 """One vocabulary for every verdict, and how an interval decides a claim.
 
-The vocabulary, defined here once and used by loaderbench.analysis.summary (comparisons), loaderbench.analysis.claims
+The vocabulary, defined here once and used by loaderbench.analysis.table.summary (comparisons),
+loaderbench.analysis.claims
 and the report:
 
     holds                 the interval lies entirely where the claim says (at or beyond its minimum effect)

@@ -3,7 +3,7 @@
 Per scenario: the answer (the setting, its median, its order-statistic interval with the coverage it really
 has for its n: loaderbench.stats.intervals), the setting of highest median, every measured setting within the margin
 of it (the cheapest first), the finalists with their comparison against the highest, what each rule of thumb
-of loaderbench.analysis.recommend would have picked and what that gave (measured; or estimated from the measured
+of loaderbench.analysis.report.recommend would have picked and what that gave (measured; or estimated from the measured
 num_workers curve and said so: interpolated between two measured values of 1 worker or more, else bounded by
 the linear ceiling, n x the one-process rate), the decisions on the other axes, every point explored, the
 search's steps, and the cost: cell repetitions and cell-seconds spent against the full grid's estimate (its

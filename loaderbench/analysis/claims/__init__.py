@@ -1,6 +1,6 @@
 """The claims the studies test, each decided from the records by a stated rule (loaderbench.stats.verdicts says how).
 
-A verdict is never written by hand: every rule reads the tidy table (loaderbench.analysis.table), puts a
+A verdict is never written by hand: every rule reads the tidy table (loaderbench.analysis.table.records), puts a
 distribution-free interval with its real coverage (loaderbench.stats.intervals) against the claim's threshold, and
 returns one of loaderbench.stats.verdicts.VERDICTS ("holds", "does not hold", "inconclusive", "not measured yet",
 "not measurable here") with the numbers it was decided on (the evidence). Every threshold is a named
@@ -13,30 +13,11 @@ rules of thumb; step_overlap: loading beside a simulated step). `catalogue` numb
 the test (data); every rule carries the number it decides, and `claims_table` binds claims to the records that carry
 them and writes claims.csv / claims.md. The public names are importable from here. Columns a rule derives from
 the table that its figure shows too (start-method labels, ladder rungs, memory growth per worker...) live in
-loaderbench.analysis.derive.
+loaderbench.analysis.table.derive.
 
 Pure functions on the tidy table; no I/O except `write_claims`, no figures, no torch.
 """
 
-from loaderbench.analysis.claims.catalogue import (  # noqa: F401 - re-exported: the claims package is used by these names
-    BY_NUMBER,
-    CATALOGUE,
-    SeedClaim,
-)
-from loaderbench.analysis.claims.cheap_work import (  # noqa: F401 - re-exported: the claims package is used by these names
-    WIN,
-    crossovers,
-    zero_wins_when_cheap,
-)
-from loaderbench.analysis.claims.claim import (  # noqa: F401 - re-exported: the claims package is used by these names
-    NOISY,
-    Claim,
-    Question,
-    pick,
-    quiet,
-    too_noisy,
-    values_of,
-)
 from loaderbench.analysis.claims.claims_table import (  # noqa: F401 - re-exported: the claims package is used by these names
     BY_NAME,
     CLAIMS,
@@ -60,7 +41,12 @@ from loaderbench.analysis.claims.claims_table import (  # noqa: F401 - re-export
     vocabulary_lines,
     write_claims,
 )
-from loaderbench.analysis.claims.cow_memory import (  # noqa: F401 - re-exported: the claims package is used by these names
+from loaderbench.analysis.questions.cheap_work import (  # noqa: F401 - re-exported: the claims package is used by these names
+    WIN,
+    crossovers,
+    zero_wins_when_cheap,
+)
+from loaderbench.analysis.questions.cow_memory import (  # noqa: F401 - re-exported: the claims package is used by these names
     COW_WORKERS_RATIO,
     FLAT_MIB,
     GROW_MIB,
@@ -69,7 +55,7 @@ from loaderbench.analysis.claims.cow_memory import (  # noqa: F401 - re-exported
     cow_grows_with_workers,
     gc_pass_copies,
 )
-from loaderbench.analysis.claims.gpu_feed import (  # noqa: F401 - re-exported: the claims package is used by these names
+from loaderbench.analysis.questions.gpu_feed import (  # noqa: F401 - re-exported: the claims package is used by these names
     ENOUGH,
     FEW_WORKERS,
     HOST_FREE,
@@ -82,13 +68,13 @@ from loaderbench.analysis.claims.gpu_feed import (  # noqa: F401 - re-exported: 
     pin_thread_bottleneck,
     pinned_copies_faster,
 )
-from loaderbench.analysis.claims.in_order import (  # noqa: F401 - re-exported: the claims package is used by these names
+from loaderbench.analysis.questions.in_order import (  # noqa: F401 - re-exported: the claims package is used by these names
     TAIL_CUT,
     THROUGHPUT_KEEP,
     out_of_order_cuts_tail,
     out_of_order_keeps_throughput,
 )
-from loaderbench.analysis.claims.ladder import (  # noqa: F401 - re-exported: the claims package is used by these names
+from loaderbench.analysis.questions.ladder import (  # noqa: F401 - re-exported: the claims package is used by these names
     ABOUT_ONE,
     GPU_ONLY,
     LADDER_MATCH_FACTOR,
@@ -99,7 +85,7 @@ from loaderbench.analysis.claims.ladder import (  # noqa: F401 - re-exported: th
     ladder_step_about_one,
     ladder_step_helps,
 )
-from loaderbench.analysis.claims.oversubscription import (  # noqa: F401 - re-exported: the claims package is used by these names
+from loaderbench.analysis.questions.oversubscription import (  # noqa: F401 - re-exported: the claims package is used by these names
     CPU_BOUND,
     DEGRADE_MIN,
     PEAK_RISE_MIN,
@@ -114,7 +100,7 @@ from loaderbench.analysis.claims.oversubscription import (  # noqa: F401 - re-ex
     ranks_share_cores,
     rises_to_cores,
 )
-from loaderbench.analysis.claims.persistence import (  # noqa: F401 - re-exported: the claims package is used by these names
+from loaderbench.analysis.questions.persistence import (  # noqa: F401 - re-exported: the claims package is used by these names
     PERSIST_GAP_RATIO,
     RUN_SPEEDUP,
     SPAWN_GAP_RATIO,
@@ -122,14 +108,14 @@ from loaderbench.analysis.claims.persistence import (  # noqa: F401 - re-exporte
     persistent_removes_gap,
     persistent_speeds_up_run,
 )
-from loaderbench.analysis.claims.rng import (  # noqa: F401 - re-exported: the claims package is used by these names
+from loaderbench.analysis.questions.rng import (  # noqa: F401 - re-exported: the claims package is used by these names
     DUP,
     rng_repeats,
     rng_repeats_across_epochs,
     seed_all_no_duplicates,
     torch_never_repeats,
 )
-from loaderbench.analysis.claims.sharing import (  # noqa: F401 - re-exported: the claims package is used by these names
+from loaderbench.analysis.questions.sharing import (  # noqa: F401 - re-exported: the claims package is used by these names
     FD_NEAR,
     FD_TENSOR_RATIO,
     FS_TENSOR_MAX,
@@ -138,7 +124,7 @@ from loaderbench.analysis.claims.sharing import (  # noqa: F401 - re-exported: t
     fd_runs_out,
     per_tensor_cost_differs,
 )
-from loaderbench.analysis.claims.start_method import (  # noqa: F401 - re-exported: the claims package is used by these names
+from loaderbench.analysis.questions.start_method import (  # noqa: F401 - re-exported: the claims package is used by these names
     FORK_RISE_SHARE,
     PER_WORKER_KEEP,
     PRELOAD_WITHIN,
@@ -152,13 +138,7 @@ from loaderbench.analysis.claims.start_method import (  # noqa: F401 - re-export
     spawn_pickles_dataset,
     spawn_uses_more_memory,
 )
-from loaderbench.analysis.claims.step_overlap import (  # noqa: F401 - re-exported: the claims package is used by these names
-    APART,
-    KNEE_GAIN,
-    knee_at_prep_over_train,
-    step_is_max_not_sum,
-)
-from loaderbench.analysis.claims.storage import (  # noqa: F401 - re-exported: the claims package is used by these names
+from loaderbench.analysis.questions.storage import (  # noqa: F401 - re-exported: the claims package is used by these names
     CAP_BINDS,
     CAP_FLAT,
     FAR_LATENCY_MS,
@@ -173,7 +153,7 @@ from loaderbench.analysis.claims.storage import (  # noqa: F401 - re-exported: t
     scale_until_bandwidth,
     shards_exactly_once,
 )
-from loaderbench.analysis.claims.threads import (  # noqa: F401 - re-exported: the claims package is used by these names
+from loaderbench.analysis.questions.threads import (  # noqa: F401 - re-exported: the claims package is used by these names
     FIRST_BATCH_CUT,
     GIL_RELEASING,
     MEMORY_CUT,
@@ -187,7 +167,27 @@ from loaderbench.analysis.claims.threads import (  # noqa: F401 - re-exported: t
     threads_start_faster,
     threads_use_less_memory,
 )
-from loaderbench.analysis.claims.worker_costs import (  # noqa: F401 - re-exported: the claims package is used by these names
+from loaderbench.analysis.rules.catalogue import (  # noqa: F401 - re-exported: the claims package is used by these names
+    BY_NUMBER,
+    CATALOGUE,
+    SeedClaim,
+)
+from loaderbench.analysis.rules.claim import (  # noqa: F401 - re-exported: the claims package is used by these names
+    NOISY,
+    Claim,
+    Question,
+    pick,
+    quiet,
+    too_noisy,
+    values_of,
+)
+from loaderbench.analysis.rules.step_overlap import (  # noqa: F401 - re-exported: the claims package is used by these names
+    APART,
+    KNEE_GAIN,
+    knee_at_prep_over_train,
+    step_is_max_not_sum,
+)
+from loaderbench.analysis.rules.worker_costs import (  # noqa: F401 - re-exported: the claims package is used by these names
     CTX_RISE,
     FIRST_BATCH_MIN,
     IO_ENOUGH,

@@ -5,7 +5,7 @@ carries a question when its rows have the question's data (its `needs`) and vary
 rules do not tell apart (its `axes`). Each claim is decided once, on one study's rows (studies are never
 mixed): the study named for the question when it carries the claim, else the carrying study with the most
 ok repetitions the rule reads; the evidence names it and the other studies that carried it too. A study
-measured on several machines decides it once per machine (loaderbench.analysis.claims.machines). A claim no
+measured on several machines decides it once per machine (loaderbench.analysis.rules.machines). A claim no
 study carries is "not measured yet", with the command that measures it.
 """
 
@@ -16,30 +16,30 @@ from pathlib import Path
 
 import pandas as pd
 
-from loaderbench.analysis.claims.batch_size import QUESTION as BATCH_SIZE
-from loaderbench.analysis.claims.catalogue import BY_NUMBER, CATALOGUE, SOURCES, WHERE
-from loaderbench.analysis.claims.cheap_work import QUESTION as CHEAP_WORK
-from loaderbench.analysis.claims.checkpointing import QUESTION as CHECKPOINTING
-from loaderbench.analysis.claims.claim import EXTENSION, SEED, Claim, Question, narrow, varies, with_workers
-from loaderbench.analysis.claims.cow_memory import QUESTION as COW
-from loaderbench.analysis.claims.gpu_batch_size import QUESTION as GPU_BATCH_SIZE
-from loaderbench.analysis.claims.gpu_decode import QUESTION as GPU_DECODE
-from loaderbench.analysis.claims.gpu_feed import QUESTION as GPU_FEED
-from loaderbench.analysis.claims.in_order import QUESTION as IN_ORDER
-from loaderbench.analysis.claims.ladder import QUESTION as LADDER
-from loaderbench.analysis.claims.machines import SEPARATOR, base_study, on_machine
-from loaderbench.analysis.claims.oversubscription import QUESTION as OVERSUBSCRIPTION
-from loaderbench.analysis.claims.oversubscription import cpu_rows
-from loaderbench.analysis.claims.persistence import QUESTION as PERSISTENCE
-from loaderbench.analysis.claims.rng import QUESTION as RNG
-from loaderbench.analysis.claims.sharing import QUESTION as SHARING
-from loaderbench.analysis.claims.sharing_size import QUESTION as SHARING_SIZE
-from loaderbench.analysis.claims.shm_size import QUESTION as SHM_SIZE
-from loaderbench.analysis.claims.start_method import QUESTION as START_METHOD
-from loaderbench.analysis.claims.storage import QUESTION as STORAGE
-from loaderbench.analysis.claims.threads import QUESTION as THREADS
-from loaderbench.analysis.report_layout import md_table
-from loaderbench.analysis.table import AXIS_COLUMNS, ok_rows
+from loaderbench.analysis.questions.batch_size import QUESTION as BATCH_SIZE
+from loaderbench.analysis.questions.cheap_work import QUESTION as CHEAP_WORK
+from loaderbench.analysis.questions.checkpointing import QUESTION as CHECKPOINTING
+from loaderbench.analysis.questions.cow_memory import QUESTION as COW
+from loaderbench.analysis.questions.gpu_batch_size import QUESTION as GPU_BATCH_SIZE
+from loaderbench.analysis.questions.gpu_decode import QUESTION as GPU_DECODE
+from loaderbench.analysis.questions.gpu_feed import QUESTION as GPU_FEED
+from loaderbench.analysis.questions.in_order import QUESTION as IN_ORDER
+from loaderbench.analysis.questions.ladder import QUESTION as LADDER
+from loaderbench.analysis.questions.oversubscription import QUESTION as OVERSUBSCRIPTION
+from loaderbench.analysis.questions.oversubscription import cpu_rows
+from loaderbench.analysis.questions.persistence import QUESTION as PERSISTENCE
+from loaderbench.analysis.questions.rng import QUESTION as RNG
+from loaderbench.analysis.questions.sharing import QUESTION as SHARING
+from loaderbench.analysis.questions.sharing_size import QUESTION as SHARING_SIZE
+from loaderbench.analysis.questions.shm_size import QUESTION as SHM_SIZE
+from loaderbench.analysis.questions.start_method import QUESTION as START_METHOD
+from loaderbench.analysis.questions.storage import QUESTION as STORAGE
+from loaderbench.analysis.questions.threads import QUESTION as THREADS
+from loaderbench.analysis.report.layout import md_table
+from loaderbench.analysis.rules.catalogue import BY_NUMBER, CATALOGUE, SOURCES, WHERE
+from loaderbench.analysis.rules.claim import EXTENSION, SEED, Claim, Question, narrow, varies, with_workers
+from loaderbench.analysis.rules.machines import SEPARATOR, base_study, on_machine
+from loaderbench.analysis.table.records import AXIS_COLUMNS, ok_rows
 from loaderbench.stats.verdicts import (
     MEANING,
     NOT_MEASURABLE,
@@ -370,7 +370,7 @@ def claims_table(df: pd.DataFrame, known: dict[str, StudyClaims] | None = None) 
 
 def _measured_somewhere(rows: pd.DataFrame) -> pd.DataFrame:
     """The rows, less those of a rule that one machine did not measure where another machine's study did (the
-    same rule decided on the same study of several machines: loaderbench.analysis.claims.machines)."""
+    same rule decided on the same study of several machines: loaderbench.analysis.rules.machines)."""
     unmeasured = rows["verdict"].isin([NOT_MEASURED, NOT_MEASURABLE])
     keep = []
     for _, grp in rows.groupby([c for c in ("question", "rule") if c in rows], sort=False):

@@ -10,7 +10,7 @@ import seaborn as sns
 from matplotlib.ticker import MaxNLocator
 
 from loaderbench.analysis.figures.style import mark_n, provenance, repetitions_text, save, usual_n
-from loaderbench.analysis.table import ok_rows
+from loaderbench.analysis.table.records import ok_rows
 
 KEEPS_UP = 0.9  # MLPerf Storage: a configuration keeps the accelerator fed at AU >= 90%
 

@@ -10,9 +10,9 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.patches import Rectangle
 
-from loaderbench.analysis.aggregate import StudyAnalysis
 from loaderbench.analysis.figures.style import NOTE_PT, TITLE_PT, fit_text, repetitions_text, save, usual_n
-from loaderbench.analysis.report_text import fmt_pct
+from loaderbench.analysis.report.tables import fmt_pct
+from loaderbench.analysis.table.scaling import StudyAnalysis
 from loaderbench.stats.rules_of_thumb import NEEDS_GPU, NO_GPU, RULE_LABELS
 
 _SHORT = {
@@ -26,7 +26,7 @@ _SHORT = {
 
 def loss_text(loss) -> str:
     """The throughput a rule gives up, as the report's rules table writes it
-    (loaderbench.analysis.report_text.fmt_pct)."""
+    (loaderbench.analysis.report.tables.fmt_pct)."""
     return fmt_pct(loss)
 
 

@@ -14,7 +14,6 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import NullLocator
 from matplotlib.transforms import offset_copy
 
-from loaderbench.analysis.aggregate import StudyAnalysis
 from loaderbench.analysis.figures.style import (
     FAILED_MARKER,
     MAIN_PROCESS_MARKER,
@@ -32,6 +31,7 @@ from loaderbench.analysis.figures.style import (
     usual_n,
     workers_axis,
 )
+from loaderbench.analysis.table.scaling import StudyAnalysis
 from loaderbench.stats.intervals import MIN_N, coverage_text
 
 
@@ -193,7 +193,8 @@ def _guides(ax, fig, sub: pd.DataFrame, curves: list, palette: dict, top: float)
 
 def interval_note(ns) -> str:
     """What a scaling figure's points and bars are: the median of how many repetitions, and the bars' real
-    coverage (loaderbench.analysis.summary.coverage_text; cells under loaderbench.stats.intervals.MIN_N repetitions
+    coverage (loaderbench.analysis.table.summary.coverage_text; cells under loaderbench.stats.intervals.MIN_N
+    repetitions
     get none)."""
     counted = [int(n) for n in ns if n > 0]
     few = f" (none under {MIN_N} repetitions)" if any(n < MIN_N for n in counted) else ""

@@ -11,7 +11,6 @@ from matplotlib.collections import LineCollection
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from loaderbench.analysis.aggregate import StudyAnalysis
 from loaderbench.analysis.figures.style import (
     cores_palette,
     grid,
@@ -24,7 +23,8 @@ from loaderbench.analysis.figures.style import (
     usual_n,
     workers_axis,
 )
-from loaderbench.analysis.usl import MIN_DISTINCT_N, MIN_R2, usl
+from loaderbench.analysis.table.scaling import StudyAnalysis
+from loaderbench.analysis.table.usl import MIN_DISTINCT_N, MIN_R2, usl
 
 
 def _fmt_n(v: float) -> str:

@@ -1,5 +1,5 @@
 """The batch-size question's figure: loading time per batch and per sample against the batch size (claims:
-loaderbench.analysis.claims.batch_size)."""
+loaderbench.analysis.questions.batch_size)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from loaderbench.analysis.claims.batch_size import batch_rows
 from loaderbench.analysis.figures.questions.shared import NothingToDraw, claims_header, legend_top, save_with_note
+from loaderbench.analysis.questions.batch_size import batch_rows
 
 #: (column, y label, scale to the unit shown)
 PANELS = [("s_per_batch", "loading time per batch (ms)", 1e3), ("s_per_sample", "loading time per sample (µs)", 1e6)]

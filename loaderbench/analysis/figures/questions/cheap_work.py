@@ -1,5 +1,5 @@
 """The cheap-work question's figure: per core count, the per-sample cost below which num_workers = 0 beats every
-num_workers, against the sample's size (claims: loaderbench.analysis.claims.cheap_work)."""
+num_workers, against the sample's size (claims: loaderbench.analysis.questions.cheap_work)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from loaderbench.analysis.claims.cheap_work import OPEN, WORKERS, ZERO, crossovers, size_text
 from loaderbench.analysis.figures.questions.shared import (
     NothingToDraw,
     claims_header,
@@ -17,6 +16,7 @@ from loaderbench.analysis.figures.questions.shared import (
     legend_above,
     save_with_note,
 )
+from loaderbench.analysis.questions.cheap_work import OPEN, WORKERS, ZERO, crossovers, size_text
 
 #: how each cost's state is marked: (marker, colour index, legend label)
 STATES = {

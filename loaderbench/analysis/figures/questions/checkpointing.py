@@ -1,5 +1,5 @@
 """The checkpointing question's figure: what snapshots every n steps cost in throughput against what a resume
-replays, one point per n, so a user picks n from it (claims: loaderbench.analysis.claims.checkpointing)."""
+replays, one point per n, so a user picks n from it (claims: loaderbench.analysis.questions.checkpointing)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from loaderbench.analysis.claims.checkpointing import resume_rows, throughput_rows
 from loaderbench.analysis.figures.questions.shared import (
     NothingToDraw,
     claims_header,
@@ -18,7 +17,8 @@ from loaderbench.analysis.figures.questions.shared import (
     legend_above,
     save_with_note,
 )
-from loaderbench.analysis.table import ok_rows
+from loaderbench.analysis.questions.checkpointing import resume_rows, throughput_rows
+from loaderbench.analysis.table.records import ok_rows
 
 
 def trade_off(rows: pd.DataFrame) -> pd.DataFrame:

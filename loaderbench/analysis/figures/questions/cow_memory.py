@@ -1,5 +1,5 @@
 """The cow-memory question's figure: do forked workers copy the index they read, by how it is stored?
-(claims: loaderbench.analysis.claims.cow_memory)."""
+(claims: loaderbench.analysis.questions.cow_memory)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from loaderbench.analysis.derive import MIB, alive_samples, peak_pss_mib_per_worker, with_growth
 from loaderbench.analysis.figures.questions.shared import NothingToDraw, bars, claims_header, legend_top, save_with_note
-from loaderbench.analysis.table import col, is_true
+from loaderbench.analysis.table.derive import MIB, alive_samples, peak_pss_mib_per_worker, with_growth
+from loaderbench.analysis.table.records import col, is_true
 
 BACKING_ORDER = ["list_str", "numpy_object", "numpy_bytes", "arrow", "decoded"]
 #: The bottom row: (metric, y label, panel title).

@@ -1,5 +1,5 @@
 """The gpu-batch-size question's figure: samples/s and AU of a model trained on the GPU by batch size, the sizes
-that ran out of GPU memory drawn as crosses (claims: loaderbench.analysis.claims.gpu_batch_size)."""
+that ran out of GPU memory drawn as crosses (claims: loaderbench.analysis.questions.gpu_batch_size)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pandas as pd
 
 from loaderbench.analysis.figures.questions.gpu_curves import draw_curves
 from loaderbench.analysis.figures.questions.shared import claims_header, drawable, legend_top, save_with_note
-from loaderbench.analysis.table import col
+from loaderbench.analysis.table.records import col
 
 
 def samples_by_batch_size_on_the_gpu(df: pd.DataFrame, study: str, out: Path) -> list[Path]:

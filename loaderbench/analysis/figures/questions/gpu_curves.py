@@ -11,7 +11,7 @@ import pandas as pd
 import seaborn as sns
 
 from loaderbench.analysis.figures.style import FAILED_MARKER
-from loaderbench.analysis.table import col
+from loaderbench.analysis.table.records import col
 
 PANELS = [("samples_per_s", "throughput (samples/s)"), ("accelerator_busy_fraction", "accelerator utilization (AU)")]
 

@@ -1,6 +1,6 @@
 """The gpu-decode question's figure: decoding on the GPU (nvJPEG) against CPU decoding workers, samples/s and AU by
 num_workers, with the forked workers that use CUDA drawn as the failures they are (claims:
-loaderbench.analysis.claims.gpu_decode)."""
+loaderbench.analysis.questions.gpu_decode)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The gpu-feed question's figure: samples/s against num_workers per model, pinned and not, on the most cores
-measured (claims: loaderbench.analysis.claims.gpu_feed; the accelerator busy fraction has its own figure,
+measured (claims: loaderbench.analysis.questions.gpu_feed; the accelerator busy fraction has its own figure,
 loaderbench.analysis.figures.accelerator_busy)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pandas as pd
 import seaborn as sns
 
 from loaderbench.analysis.figures.questions.shared import bars, claims_header, drawable, legend_top, save_with_note
-from loaderbench.analysis.table import col, is_true
+from loaderbench.analysis.table.records import col, is_true
 
 HUE_ORDER = ["pin_memory=False", "pin_memory=True"]
 

@@ -1,5 +1,5 @@
 """The in-order question's figure: in_order=False with a straggling worker, the tail of the batch wait and
-throughput (claims: loaderbench.analysis.claims.in_order)."""
+throughput (claims: loaderbench.analysis.questions.in_order)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from loaderbench.analysis.derive import straggler_ms
 from loaderbench.analysis.figures.questions.shared import bars, claims_header, drawable, legend_top, save_with_note
-from loaderbench.analysis.table import col, is_true
+from loaderbench.analysis.table.derive import straggler_ms
+from loaderbench.analysis.table.records import col, is_true
 
 HUE_ORDER = ["in_order=True", "in_order=False"]
 #: (metric, y label, panel title)

@@ -1,5 +1,5 @@
 """The ladder question's figure: the PyTorch tutorial's optimization ladder, each rung adding one change to the
-one above, next to the published speed-ups (claims: loaderbench.analysis.claims.ladder)."""
+one above, next to the published speed-ups (claims: loaderbench.analysis.questions.ladder)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pandas as pd
 import seaborn as sns
 
 from loaderbench.analysis.claims import GPU_ONLY, PUBLISHED
-from loaderbench.analysis.derive import RUNGS, ladder_rung, on_gpu
 from loaderbench.analysis.figures.questions.shared import bars, claims_header, drawable, ratio_note, save_with_note
-from loaderbench.analysis.table import col
+from loaderbench.analysis.table.derive import RUNGS, ladder_rung, on_gpu
+from loaderbench.analysis.table.records import col
 from loaderbench.stats.comparison import compare
 
 METRIC = "end_to_end_samples_per_s"

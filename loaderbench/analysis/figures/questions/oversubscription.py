@@ -1,5 +1,5 @@
 """The oversubscription question's figure: CPU-bound loading against the core count, and ranks x workers
-(DDP-like) (claims: loaderbench.analysis.claims.oversubscription)."""
+(DDP-like) (claims: loaderbench.analysis.questions.oversubscription)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from loaderbench.analysis.derive import ranks
-from loaderbench.analysis.environment import env_one
 from loaderbench.analysis.figures.questions.shared import claims_header, drawable, line_points, save_with_note
-from loaderbench.analysis.table import col
+from loaderbench.analysis.table.derive import ranks
+from loaderbench.analysis.table.environment import env_one
+from loaderbench.analysis.table.records import col
 
 
 def _past_the_cores(cores: float, ns) -> float | None:

@@ -1,5 +1,5 @@
 """The persistence question's figure: the cost paid at every epoch boundary when workers restart
-(claims: loaderbench.analysis.claims.persistence)."""
+(claims: loaderbench.analysis.questions.persistence)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from loaderbench.analysis.figures.questions.shared import (
     ratio_note,
     save_with_note,
 )
-from loaderbench.analysis.table import is_true
+from loaderbench.analysis.table.records import is_true
 from loaderbench.stats.comparison import compare
 
 HUE_ORDER = ["restarted each epoch", "persistent"]

@@ -1,6 +1,6 @@
 """The persistence question's figure for the persistence-state study: what the workers hold with a second loader
 beside the first, and the samples that saw a dataset attribute from before the main process changed it
-(claims: loaderbench.analysis.claims.persistence)."""
+(claims: loaderbench.analysis.questions.persistence)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pandas as pd
 import seaborn as sns
 from matplotlib import pyplot as plt
 
-from loaderbench.analysis.claims.persistence import workers_held_mib
 from loaderbench.analysis.figures.questions.shared import bars, claims_header, drawable, legend_top, save_with_note
-from loaderbench.analysis.table import col, is_true
+from loaderbench.analysis.questions.persistence import workers_held_mib
+from loaderbench.analysis.table.records import col, is_true
 
 HUE_ORDER = ["one loader", "with a second loader"]
 X_ORDER = ["persistent", "restarted each epoch"]

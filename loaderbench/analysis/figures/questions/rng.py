@@ -1,5 +1,5 @@
 """The rng question's figure: which random sources repeat their draws across workers and epochs
-(claims: loaderbench.analysis.claims.rng)."""
+(claims: loaderbench.analysis.questions.rng)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from loaderbench.analysis.environment import env_one
 from loaderbench.analysis.figures.questions.shared import NothingToDraw, claims_header, save_with_note
 from loaderbench.analysis.figures.style import usual_n
-from loaderbench.analysis.table import col, is_true, ok_rows
+from loaderbench.analysis.table.environment import env_one
+from loaderbench.analysis.table.records import col, is_true, ok_rows
 
 COLUMNS = [f"rng_dup_{s}_{p}" for p in ("within", "across") for s in ("python", "numpy", "torch")]
 

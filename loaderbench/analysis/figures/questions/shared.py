@@ -19,7 +19,7 @@ import seaborn as sns
 from loaderbench.analysis.claims import claims_for
 from loaderbench.analysis.figures.style import mark_n, provenance, repetitions_text, usual_n
 from loaderbench.analysis.figures.style import save as save_figure
-from loaderbench.analysis.table import ok_mask, ok_rows
+from loaderbench.analysis.table.records import ok_mask, ok_rows
 from loaderbench.stats.intervals import pct
 
 

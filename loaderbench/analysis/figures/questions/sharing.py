@@ -1,5 +1,5 @@
 """The sharing question's figure: file_descriptor against file_system, descriptors held, failures and
-per-tensor cost (claims: loaderbench.analysis.claims.sharing)."""
+per-tensor cost (claims: loaderbench.analysis.questions.sharing)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from loaderbench.analysis.derive import MIB, fd_exhausted, open_file_limit
 from loaderbench.analysis.figures.questions.shared import NothingToDraw, bars, claims_header, legend_top, save_with_note
-from loaderbench.analysis.table import ok_mask, ok_rows
+from loaderbench.analysis.table.derive import MIB, fd_exhausted, open_file_limit
+from loaderbench.analysis.table.records import ok_mask, ok_rows
 
 STRATEGIES = ("file_descriptor", "file_system")
 #: The right three panels: (metric, y label, panel title, log scale).

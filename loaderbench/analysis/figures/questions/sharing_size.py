@@ -1,5 +1,5 @@
 """The sharing-size question's figures: the time per tensor of each strategy against the tensor's size, and the
-strategy batches arrived by after set_sharing_strategy (claims: loaderbench.analysis.claims.sharing_size)."""
+strategy batches arrived by after set_sharing_strategy (claims: loaderbench.analysis.questions.sharing_size)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from loaderbench.analysis.claims.sharing_size import STRATEGIES, kib, size_rows, switch_rows
 from loaderbench.analysis.figures.questions.shared import (
     NothingToDraw,
     claims_header,
@@ -19,7 +18,8 @@ from loaderbench.analysis.figures.questions.shared import (
     plain_log,
     save_with_note,
 )
-from loaderbench.analysis.table import is_true
+from loaderbench.analysis.questions.sharing_size import STRATEGIES, kib, size_rows, switch_rows
+from loaderbench.analysis.table.records import is_true
 
 
 def cost_per_tensor_by_size(df: pd.DataFrame, study: str, out: Path) -> list[Path]:

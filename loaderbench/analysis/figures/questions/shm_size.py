@@ -1,5 +1,5 @@
 """The shm-size question's figures: the /dev/shm peak against workers, prefetch_factor and batch size with the
-sizes that failed, and the segments a killed worker left behind (claims: loaderbench.analysis.claims.shm_size)."""
+sizes that failed, and the segments a killed worker left behind (claims: loaderbench.analysis.questions.shm_size)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from loaderbench.analysis.claims.shm_size import SWEEPS, cell_states, leak_rows, sized_rows
 from loaderbench.analysis.figures.questions.shared import (
     NothingToDraw,
     claims_header,
@@ -18,7 +17,8 @@ from loaderbench.analysis.figures.questions.shared import (
     legend_top,
     save_with_note,
 )
-from loaderbench.analysis.table import col
+from loaderbench.analysis.questions.shm_size import SWEEPS, cell_states, leak_rows, sized_rows
+from loaderbench.analysis.table.records import col
 
 LABELS = {"num_workers": "workers", "prefetch_factor": "prefetch_factor", "batch_size": "batch size"}
 

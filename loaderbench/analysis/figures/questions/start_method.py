@@ -1,5 +1,5 @@
 """The start-method question's figure: what a worker costs to start under fork, spawn and forkserver
-(claims: loaderbench.analysis.claims.start_method)."""
+(claims: loaderbench.analysis.questions.start_method)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from loaderbench.analysis.derive import MIB, payload_mb, start_method_label
 from loaderbench.analysis.figures.questions.shared import bars, claims_header, drawable, legend_top, save_with_note
-from loaderbench.analysis.table import col
+from loaderbench.analysis.table.derive import MIB, payload_mb, start_method_label
+from loaderbench.analysis.table.records import col
 
 METHOD_ORDER = ["fork", "forkserver+preload", "forkserver", "spawn"]
 #: (metric, y label, log scale, panel title), drawn where the records carry the metric.

@@ -1,5 +1,5 @@
 """The storage question's figure: where more workers stop hiding the network (claims:
-loaderbench.analysis.claims.storage).
+loaderbench.analysis.questions.storage).
 
 Six panels: throughput vs num_workers at each latency with Little's law as the ideal; a bandwidth cap in Mbit/s
 of payload; a connection per request against a kept-alive one; the full CPU pipeline against reading only;

@@ -1,5 +1,5 @@
 """The threads question's figure: per workload, throughput against num_workers with thread and process workers side
-by side, and the memory (PSS of the cell) beside it (claims: loaderbench.analysis.claims.threads)."""
+by side, and the memory (PSS of the cell) beside it (claims: loaderbench.analysis.questions.threads)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from loaderbench.analysis.claims.threads import GIL_RELEASING, PURE_PYTHON
 from loaderbench.analysis.figures.questions.shared import (
     NothingToDraw,
     claims_header,
@@ -17,7 +16,8 @@ from loaderbench.analysis.figures.questions.shared import (
     legend_above,
     save_with_note,
 )
-from loaderbench.analysis.table import col
+from loaderbench.analysis.questions.threads import GIL_RELEASING, PURE_PYTHON
+from loaderbench.analysis.table.records import col
 
 #: line style per worker kind; the main process (num_workers = 0) starts both lines
 STYLES = {"thread": ("-", "o"), "process": ("--", "s")}

@@ -1,0 +1,317 @@
+"""Copy-on-write: do forked workers copy the index they read, by how it is stored?
+
+numpy_bytes is the control: the same worker, loop and samples, with an index that is one object. Private memory
+it has too is not the index's; the index's share is a backing's peak USS per worker minus the control's. (The
+peak, not the growth over the probe's timeline: a worker has read a good part of its share before the first
+probe sample with every worker alive, and what it copied by then is missing from the growth; both start from
+the same private memory, so the peaks' difference counts it all.) The largest memory every backing shares is
+a full pass of Python's cyclic GC in the worker, which writes to the header of every tracked object the
+worker inherited: it runs in some repetitions and not others, so it swamps the index's share with noise.
+Where the study has cells with `gc_freeze` (gc.freeze() in the parent before the workers start: the pass then
+leaves inherited objects alone, while reading an object still writes its refcount), the backing claims read
+those cells, and a claim of its own compares the control with and without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pandas as pd
+
+from loaderbench.analysis.rules.claim import EXTENSION, Claim, Question, finite, g, missing, pick
+from loaderbench.analysis.table.derive import with_growth
+from loaderbench.analysis.table.records import col, is_true
+from loaderbench.stats.verdicts import (
+    Outcome,
+    all_of,
+    at_least,
+    at_most,
+    both,
+    decide_median,
+    decide_shift,
+    either,
+    within,
+)
+
+#: "copies what it reads": at least this much more peak USS per worker than the control (the run reads ~400k
+#: index entries, about 35 MiB of str objects).
+GROW_MIB = 10.0
+#: "does not grow": at most this per worker (torch's own first allocations fit in it), or within it of the control.
+FLAT_MIB = 4.0
+#: each worker copies for itself: all workers' copies together at the most workers, at least this times that
+#: at the fewest.
+COW_WORKERS_RATIO = 2.0
+#: the metrics: workers' USS growth over the probe's timeline, and their peak USS, per worker
+#: (loaderbench.analysis.table.derive)
+GROWTH, PEAK = "growth_mib_per_worker", "end_mib_per_worker"
+#: an eager dataset's workers duplicate its decoded images when each holds at least this share of them privately
+#: beyond what a lazy dataset's workers hold
+DUPLICATE_SHARE = 0.5
+DECODED_BYTES = 3 * 224 * 224  # one image of the decoded backing (loaderbench.workloads.claim_axes.DECODED_SHAPE)
+
+
+def _frozen(rows: pd.DataFrame) -> pd.Series:
+    return col(rows, "gc_freeze", False).map(is_true).astype(bool)
+
+
+def _isolated(rows: pd.DataFrame) -> pd.DataFrame:
+    """The cells that isolate the index: those with gc.freeze() where the records have any."""
+    frozen = _frozen(rows)
+    return rows[frozen] if frozen.any() else rows
+
+
+def _cow(rows, backing, nw, value: str = PEAK):
+    ok = rows[
+        (col(rows, "index_backing") == backing) & (rows["num_workers"] == nw) & (col(rows, "start_method") == "fork")
+    ]
+    return finite(ok[value])
+
+
+def gc_pass_copies(rows: pd.DataFrame) -> Outcome:
+    """The control's peak USS per worker without gc.freeze() minus with it, at every num_workers."""
+    ok = with_growth(rows)
+    frozen = _frozen(ok)
+    if not frozen.any() or frozen.all():
+        return missing("needs fork cells of numpy_bytes with and without gc_freeze (cow-memory)")
+    checks = []
+    for nw in sorted(set(ok["num_workers"])):
+        off, on = _cow(ok[~frozen], "numpy_bytes", nw), _cow(ok[frozen], "numpy_bytes", nw)
+        if len(off) < 3 or len(on) < 3:
+            continue
+        checks.append(
+            _diff(
+                on,
+                off,
+                at_least(GROW_MIB),
+                f"fork, w={nw}: numpy_bytes peak USS per worker without gc.freeze() - with it",
+            )
+        )
+    return all_of(checks, "needs fork numpy_bytes cells with and without gc_freeze, 3 ok repetitions each")
+
+
+def _diff(a, b, region, label) -> Outcome:
+    return decide_shift(a, b, region, log=False, unit=" MiB", label=label)
+
+
+def cow_grows(backing: str) -> Callable[[pd.DataFrame], Outcome]:
+    def rule(rows: pd.DataFrame) -> Outcome:
+        ok = _isolated(with_growth(rows))
+        checks = []
+        for nw in sorted(set(ok["num_workers"])):
+            gr, ctl = _cow(ok, backing, nw), _cow(ok, "numpy_bytes", nw)
+            if len(gr) < 3 or len(ctl) < 3:
+                continue
+            checks.append(
+                _diff(
+                    ctl, gr, at_least(GROW_MIB), f"fork, w={nw}: peak USS per worker {backing} - numpy_bytes (control)"
+                )
+            )
+        return all_of(checks, f"needs fork cells of {backing} and numpy_bytes with a memory timeline, 3 ok repetitions")
+
+    rule.__name__ = f"cow_grows_{backing}"
+    return rule
+
+
+def cow_flat(rows: pd.DataFrame) -> Outcome:
+    ok = _isolated(with_growth(rows))
+    checks = []
+    for nw in sorted(set(ok["num_workers"])):
+        ref, nb, ar = (_cow(ok, b, nw) for b in ("list_str", "numpy_bytes", "arrow"))
+        nb_growth, ar_growth = _cow(ok, "numpy_bytes", nw, GROWTH), _cow(ok, "arrow", nw, GROWTH)
+        if len(nb_growth) < 3 or len(ar_growth) < 3:
+            continue
+        flat = both(
+            decide_median(nb_growth, at_most(FLAT_MIB), label="numpy_bytes growth per worker", unit=" MiB"),
+            decide_median(ar_growth, at_most(FLAT_MIB), label="arrow growth per worker", unit=" MiB"),
+        )
+        common = both(
+            _diff(nb, ar, within(-FLAT_MIB, FLAT_MIB), "peak USS per worker arrow - numpy_bytes"),
+            _diff(nb, ref, at_least(GROW_MIB), "peak USS per worker list_str - numpy_bytes"),
+        )
+        o = either(flat, common)
+        checks.append(Outcome(o.verdict, f"fork, w={nw}: {o.evidence}"))
+    return all_of(checks, "needs fork cells of numpy_bytes and arrow with a memory timeline, 3 ok repetitions")
+
+
+def cow_grows_with_workers(rows: pd.DataFrame) -> Outcome:
+    ok = _isolated(with_growth(rows))
+    ns = sorted(set(pick(ok, start_method="fork", index_backing="list_str")["num_workers"]))
+    if len(ns) < 2:
+        return missing("needs fork list_str cells at two or more num_workers")
+    tot = {}
+    for n in (ns[0], ns[-1]):
+        ctl = _cow(ok, "numpy_bytes", n)
+        if len(ctl) < 3:
+            return missing(f"needs the numpy_bytes control at w={n} (3 ok repetitions; has {len(ctl)})")
+        tot[n] = (pd.Series(_cow(ok, "list_str", n)) - pd.Series(ctl).median()) * n
+    if min(len(t) for t in tot.values()) < 3:
+        return missing(f"fewer than 3 ok repetitions (w={ns[0]}: {len(tot[ns[0]])}, w={ns[-1]}: {len(tot[ns[-1]])})")
+    o = both(
+        decide_shift(
+            tot[ns[0]],
+            tot[ns[-1]],
+            at_least(COW_WORKERS_RATIO),
+            label=f"all workers' peak USS beyond the control w={ns[-1]} / w={ns[0]}",
+        ),
+        _diff(
+            _cow(ok, "numpy_bytes", ns[-1]),
+            _cow(ok, "list_str", ns[-1]),
+            at_least(GROW_MIB),
+            f"w={ns[-1]}: peak USS per worker list_str - numpy_bytes",
+        ),
+    )
+    return Outcome(
+        o.verdict,
+        f"fork list_str (totals w={ns[0]} +{g(tot[ns[0]].median())} MiB, w={ns[-1]} "
+        f"+{g(tot[ns[-1]].median())} MiB): {o.evidence}",
+    )
+
+
+#: the eager backings: decoded images as NumPy arrays, or as Python objects (each image a list of its pixel rows)
+EAGER = ("decoded", "decoded_objects")
+
+
+def _eager_lazy(ok: pd.DataFrame, eager: str, sm: str, nw: int):
+    """Peak USS per worker of the eager (`eager` backing) and lazy (list_str) cells at one start method and
+    num_workers."""
+    at = ok[(col(ok, "start_method") == sm) & (ok["num_workers"] == nw)]
+    return tuple(finite(at[col(at, "index_backing") == b][PEAK]) for b in (eager, "list_str"))
+
+
+def lazy_avoids_duplication(eager: str, start_method: str) -> Callable[[pd.DataFrame], Outcome]:
+    """#24 under one start method: at every num_workers, the eager dataset's (`eager` backing) workers' peak USS per
+    worker minus the lazy one's, against DUPLICATE_SHARE of the decoded images' size: a worker that holds its own
+    copy of them duplicates, a lazy one reads only file names."""
+
+    def rule(rows: pd.DataFrame) -> Outcome:
+        ok = with_growth(rows)
+        held = ok[col(ok, "index_backing") == eager]
+        if held.empty:
+            return missing(f"needs cells of the {eager} (eager) and list_str (lazy) backings")
+        data_mib = float(pd.to_numeric(held["index_items"]).max()) * DECODED_BYTES / 2**20
+        checks = []
+        for nw in sorted(set(held["num_workers"])):
+            a, b = _eager_lazy(ok, eager, start_method, nw)
+            if len(a) < 3 or len(b) < 3:
+                continue
+            checks.append(
+                _diff(
+                    b,
+                    a,
+                    at_least(DUPLICATE_SHARE * data_mib),
+                    f"{start_method}, w={nw}: peak USS per worker {eager} - list_str",
+                )
+            )
+        o = all_of(
+            checks,
+            f"needs {eager} and list_str cells under {start_method} at the same num_workers, 3 ok repetitions",
+        )
+        return Outcome(o.verdict, f"decoded images held: {g(data_mib)} MiB of pixels; {o.evidence}")
+
+    rule.__name__ = f"lazy_avoids_duplication_{eager}_{start_method}"
+    return rule
+
+
+def _needs_eager(eager: str) -> Callable[[pd.DataFrame], bool]:
+    def needs(rows: pd.DataFrame) -> bool:
+        return bool((col(rows, "index_backing") == eager).any())
+
+    return needs
+
+
+def _needs(rows: pd.DataFrame) -> bool:
+    return "index_backing" in rows and (rows["index_backing"].dropna() != "none").any()
+
+
+QUESTION = Question("cow-memory", ("index_backing", "num_workers", "start_method", "gc_freeze"), _needs)
+QUESTION.claims.extend(
+    [
+        Claim(
+            "cow-memory",
+            "forked workers reading a Python list of str copy the index pages they touch: their memory grows",
+            f"fork, workers' peak USS per worker (memory_timeline, the samples with all workers alive): holds if at "
+            f"every num_workers list_str's is at least {GROW_MIB:g} MiB above the numpy_bytes control's (same loop, "
+            f"an index that is one object); cells with gc.freeze() in the parent where the study has them",
+            cow_grows("list_str"),
+            number=22,
+        ),
+        Claim(
+            "cow-memory",
+            "a NumPy object array behaves like a list (its elements carry refcounts)",
+            f"as above for numpy_object: a peak USS per worker at least {GROW_MIB:g} MiB above numpy_bytes'",
+            cow_grows("numpy_object"),
+            number=22,
+        ),
+        Claim(
+            "cow-memory",
+            "NumPy fixed-width bytes and Arrow indexes add no copy-on-write growth",
+            f"holds if at every num_workers (fork) numpy_bytes and arrow both grow by at most {FLAT_MIB:g} MiB per "
+            f"worker over the probe's timeline (each cell's median), or peak alike (arrow's peak USS per worker "
+            f"within +-{FLAT_MIB:g} MiB of numpy_bytes') while list_str's is at least {GROW_MIB:g} MiB above: memory "
+            f"common to every backing is not the index's",
+            cow_flat,
+            number=21,
+        ),
+        Claim(
+            "cow-memory",
+            "the copies grow with the number of workers (each copies for itself)",
+            f"fork list_str, all workers' peak USS together beyond the numpy_bytes control's (its median per worker "
+            f"subtracted): holds if at the most workers it is at least {COW_WORKERS_RATIO:g}x that at the fewest, "
+            f"and list_str's peak per worker is at least {GROW_MIB:g} MiB above the control's there",
+            cow_grows_with_workers,
+            number=23,
+        ),
+        Claim(
+            "cow-memory",
+            "a full GC pass in a forked worker copies what it inherited, whatever it reads; gc.freeze() "
+            "in the parent before the workers start avoids it",
+            f"fork, the numpy_bytes control (its index is one object): holds if at every num_workers its peak USS "
+            f"per worker without gc_freeze is at least {GROW_MIB:g} MiB above that with it; the backing claims above "
+            f"read the gc_freeze cells where the study has them",
+            gc_pass_copies,
+            number=25,
+        ),
+        Claim(
+            "cow-memory",
+            "lazy loading (paths, not decoded data, in the dataset) avoids the duplication forked workers make of "
+            "an eager dataset of Python objects",
+            "fork, an eager dataset holding decoded images as Python objects (decoded_objects: each image a list of "
+            "its pixel rows, bytes objects whose refcounts every read writes) against a lazy one holding file names "
+            "(list_str): holds if at every num_workers the eager workers' peak USS per worker minus the lazy ones' "
+            f"is at least {DUPLICATE_SHARE:g}x the decoded images' pixels (every worker holds its own copy of what "
+            "it read), does not hold if it is shown below",
+            lazy_avoids_duplication("decoded_objects", "fork"),
+            needs=_needs_eager("decoded_objects"),
+            number=24,
+            study="cow-memory-lazy",
+        ),
+        Claim(
+            "cow-memory",
+            "lazy loading avoids duplication: an eager dataset of NumPy arrays under fork",
+            f"as above with the images held as NumPy arrays (decoded): reading an array writes only its header, so "
+            f"forked workers share its pixels; holds if the difference is at least {DUPLICATE_SHARE:g}x the pixels",
+            lazy_avoids_duplication("decoded", "fork"),
+            needs=_needs_eager("decoded"),
+            number=24,
+            study="cow-memory-lazy",
+            role=EXTENSION,
+            setting="under fork with images held as NumPy arrays",
+        ),
+        *[
+            Claim(
+                "cow-memory",
+                f"lazy loading avoids duplication: an eager dataset ({eager}) under spawn",
+                f"as above under spawn, where every worker unpickles its own copy of whatever the dataset holds (the "
+                f"cost of pickling, not of copy-on-write); holds if the difference is at least {DUPLICATE_SHARE:g}x "
+                "the pixels",
+                lazy_avoids_duplication(eager, "spawn"),
+                needs=_needs_eager(eager),
+                number=24,
+                study="cow-memory-lazy",
+                role=EXTENSION,
+                setting=f"under spawn ({'NumPy arrays' if eager == 'decoded' else 'Python objects'})",
+            )
+            for eager in EAGER
+        ],
+    ]
+)

@@ -1,0 +1,239 @@
+"""Does the accelerator starve? Two rules of thumb put to a real GPU step: a few workers per GPU are enough, and
+pin_memory always helps; and what pinned and non_blocking copies do. Every rule reads only cells whose step ran on
+a GPU (a simulated step proves none of them). The cells with blocking copies (non_blocking = false) are the
+control of the non_blocking rule alone; the other rules read the cells with non_blocking copies."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from loaderbench.analysis.rules.claim import GPU_REFERENCE, Claim, Question, finite, g, missing
+from loaderbench.analysis.rules.step_overlap import CLAIMS as STEP_OVERLAP
+from loaderbench.analysis.table.derive import copies_non_blocking, on_gpu
+from loaderbench.analysis.table.records import col, is_true, ok_rows
+from loaderbench.stats.verdicts import (
+    MIN_EFFECT,
+    NOT_MEASURABLE,
+    Outcome,
+    all_of,
+    at_least,
+    at_most,
+    both,
+    decide_median,
+    decide_shift,
+)
+
+#: the upper end of the rule of thumb "2-4 workers per GPU"
+FEW_WORKERS = 4
+#: "enough": at least this share of the samples/s of the best num_workers measured
+ENOUGH = 0.9
+#: "pin_memory speeds the loop up": pinned over not pinned, samples/s, at least this
+PIN_GAIN = 1.0
+#: "pinned copies are faster": host-to-device GB/s pinned over pageable, at least this
+PINNED_H2D_MIN = 2.0
+#: "the pin-memory thread becomes a bottleneck": at the most workers it is busy at least this share of one core
+#: (its CPU seconds over the run's), having grown from the fewest workers by at least 1 + MIN_EFFECT
+PIN_BUSY = 0.8
+#: "non_blocking lets the host go on while the copy is in flight": the host's time inside the copy calls, over the
+#: copies' time on the device, non_blocking at most this share of that with blocking copies
+HOST_FREE = 0.5
+AU = "accelerator_busy_fraction"
+HOST_BLOCKED = "h2d_host_blocked_fraction"
+_NEEDS_PIN = "needs pinned and unpinned cells (3 ok repetitions each) of the same model, cores and num_workers"
+
+
+def _gpu(rows: pd.DataFrame, blocking_too: bool = False) -> tuple[pd.DataFrame | None, Outcome | None]:
+    """The ok rows whose step ran on a GPU (those with non_blocking copies unless `blocking_too`), or the outcome
+    that says why there are none."""
+    ok = ok_rows(rows)
+    ok = ok if blocking_too else ok[copies_non_blocking(ok)]
+    if ok.empty:
+        return None, missing("no ok records")
+    gpu = ok[col(ok, "consumer").astype(str) == "gpu"]
+    if gpu.empty:
+        kinds = ", ".join(sorted(set(col(ok, "consumer").dropna().astype(str)))) or "?"
+        return None, Outcome(
+            NOT_MEASURABLE,
+            f"the step ran on: {kinds}; the rules of thumb are about a GPU: run {QUESTION.study_file} on a GPU node",
+        )
+    return gpu, None
+
+
+def few_workers_suffice(rows: pd.DataFrame) -> Outcome:
+    gpu, why = _gpu(rows)
+    if why:
+        return why
+    checks = []
+    for model, m in gpu.groupby(col(gpu, "model", "none").astype(str)):
+        if "pin_memory" in m and m["pin_memory"].map(is_true).any():
+            m = m[m["pin_memory"].map(is_true)]  # the rule of thumb comes with pinned memory
+        few = m[m["num_workers"] <= FEW_WORKERS]
+        if few.empty or m["num_workers"].nunique() < 2:  # one num_workers measured says nothing about more
+            continue
+        at = m[m["cores"] == few["cores"].max()]  # the most cores: the rule's best chance
+        nw = at.loc[at["num_workers"] <= FEW_WORKERS, "num_workers"].max()
+        medians = at.groupby("num_workers")["samples_per_s"].median()
+        best = medians.idxmax()
+        a, b = at[at["num_workers"] == best], at[at["num_workers"] == nw]
+        au = f"AU {g(b[AU].median())} against {g(a[AU].median())}"
+        o = decide_shift(
+            finite(a["samples_per_s"]),
+            finite(b["samples_per_s"]),
+            at_least(ENOUGH),
+            label=f"{model} on {int(at['cores'].iloc[0])} cores: samples/s {int(nw)} / {int(best)} workers",
+        )
+        checks.append(Outcome(o.verdict, f"{o.evidence} ({au})"))
+    return all_of(checks, f"needs GPU cells with at most {FEW_WORKERS} workers and the best num_workers")
+
+
+def pin_memory_speeds_up(rows: pd.DataFrame) -> Outcome:
+    gpu, why = _gpu(rows)
+    if why:
+        return why
+    if "pin_memory" not in gpu:
+        return missing(_NEEDS_PIN)
+    checks = []
+    keys = ["model", "cores", "num_workers"] if "model" in gpu else ["cores", "num_workers"]
+    for key, grp in gpu.groupby(keys):
+        pinned = finite(grp.loc[grp["pin_memory"].map(is_true), "samples_per_s"])
+        plain = finite(grp.loc[~grp["pin_memory"].map(is_true), "samples_per_s"])
+        if len(pinned) < 3 or len(plain) < 3:
+            continue
+        where = ", ".join(f"{k}={g(v) if isinstance(v, float) else v}" for k, v in zip(keys, key))
+        checks.append(decide_shift(plain, pinned, at_least(PIN_GAIN), label=f"{where}: samples/s pinned / not"))
+    return all_of(checks, _NEEDS_PIN)
+
+
+def pinned_copies_faster(rows: pd.DataFrame) -> Outcome:
+    gpu, why = _gpu(rows)
+    if why:
+        return why
+    checks = []
+    for (model, cores, nw), grp in gpu.groupby([col(gpu, "model", "none").astype(str), "cores", "num_workers"]):
+        pinned = finite(grp.loc[grp["pin_memory"].map(is_true), "h2d_gbps"])
+        plain = finite(grp.loc[~grp["pin_memory"].map(is_true), "h2d_gbps"])
+        if len(pinned) < 3 or len(plain) < 3:
+            continue
+        o = decide_shift(plain, pinned, at_least(PINNED_H2D_MIN), label=f"{model}, {int(cores)} cores, w={int(nw)}")
+        checks.append(
+            Outcome(o.verdict, f"{o.evidence} ({g(pd.Series(plain).median())} -> {g(pd.Series(pinned).median())} GB/s)")
+        )
+    return all_of(checks, f"host-to-device GB/s: {_NEEDS_PIN}")
+
+
+def non_blocking_frees_host(rows: pd.DataFrame) -> Outcome:
+    gpu, why = _gpu(rows, blocking_too=True)
+    if why:
+        return why
+    pinned = gpu[gpu["pin_memory"].map(is_true)] if "pin_memory" in gpu else gpu.iloc[0:0]
+    checks = []
+    for (model, cores, nw), grp in pinned.groupby([col(pinned, "model", "none").astype(str), "cores", "num_workers"]):
+        nb = copies_non_blocking(grp)
+        free, blocked = finite(grp.loc[nb, HOST_BLOCKED]), finite(grp.loc[~nb, HOST_BLOCKED])
+        if len(free) < 3 or len(blocked) < 3:
+            continue
+        label = f"{model}, {int(cores)} cores, w={int(nw)}: host in copy calls / copy time, non_blocking / blocking"
+        checks.append(decide_shift(blocked, free, at_most(HOST_FREE), label=label))
+    return all_of(checks, "needs pinned cells with non_blocking and blocking copies on a GPU, 3 ok repetitions each")
+
+
+def pin_thread_share(rows: pd.DataFrame) -> pd.Series:
+    """The pin-memory thread's CPU seconds over the run's wall seconds: the share of one core it kept busy."""
+    return pd.to_numeric(col(rows, "cpu_pin_thread_s"), errors="coerce") / pd.to_numeric(
+        col(rows, "total_s"), errors="coerce"
+    )
+
+
+def pin_thread_bottleneck(rows: pd.DataFrame) -> Outcome:
+    gpu, why = _gpu(rows)
+    if why:
+        return why
+    pinned = gpu[gpu["pin_memory"].map(is_true) & (gpu["num_workers"] > 0)]
+    pinned = pinned.assign(share=pin_thread_share(pinned))
+    checks = []
+    for model, m in pinned.groupby(col(pinned, "model", "none").astype(str)):
+        at = m[m["cores"] == m["cores"].max()]
+        counts = at.groupby("num_workers")["share"].count()
+        ns = sorted(int(n) for n in counts[counts >= 3].index)
+        if len(ns) < 2:
+            continue
+        lo, hi = (finite(at.loc[at["num_workers"] == n, "share"]) for n in (ns[0], ns[-1]))
+        where = f"{model} on {int(at['cores'].iloc[0])} cores"
+        o = both(
+            decide_shift(lo, hi, at_least(1 + MIN_EFFECT), label=f"pin thread's share w={ns[-1]} / w={ns[0]}"),
+            decide_median(hi, at_least(PIN_BUSY), label=f"its share at w={ns[-1]}"),
+        )
+        checks.append(Outcome(o.verdict, f"{where}: {o.evidence}"))
+    return all_of(checks, "needs pinned GPU cells at two or more num_workers, 3 ok repetitions each")
+
+
+def _needs(rows: pd.DataFrame) -> bool:
+    """A model's step ran (on a GPU, or simulated where there is none): the study asks about feeding one."""
+    stepped = on_gpu(rows) or bool(col(rows, "consumer").astype(str).str.startswith("simulated").any())
+    return AU in rows and "model" in rows and bool((rows["model"].astype(str) != "none").any()) and stepped
+
+
+QUESTION = Question(
+    "gpu-feed",
+    ("model", "cores", "num_workers", "pin_memory", "non_blocking", "device", "step_ms", "step_kind", "batch_size"),
+    _needs,
+    reference=GPU_REFERENCE,
+)
+QUESTION.claims.extend(
+    [
+        Claim(
+            "gpu-feed",
+            f'{FEW_WORKERS} workers per GPU are enough (the rule of thumb "2-4 workers per GPU")',
+            f"per model with a GPU step, on the most cores measured (pinned cells where there are): holds if samples/s "
+            f"with the most workers up to {FEW_WORKERS} is at least {ENOUGH:g}x that of the best num_workers, does not "
+            "hold if the interval lies below; every model must hold; not measurable without a GPU (a simulated step "
+            "proves nothing about one)",
+            few_workers_suffice,
+            number=38,
+        ),
+        Claim(
+            "gpu-feed",
+            'pin_memory=True speeds the training loop up at every num_workers ("always pin")',
+            f"at every model, cores and num_workers with pinned and unpinned cells: holds if samples/s pinned over "
+            f"not pinned is at least {PIN_GAIN:g}x, does not hold if its interval lies entirely below; one cell shown "
+            "slower refutes it; not measurable without a GPU (pinning does nothing there)",
+            pin_memory_speeds_up,
+            number=36,
+        ),
+        Claim(
+            "gpu-feed",
+            "pinned memory gives faster host-to-device copies than pageable memory",
+            f"at every model, cores and num_workers with pinned and unpinned cells: holds if the host-to-device GB/s "
+            f"pinned over not pinned is at least {PINNED_H2D_MIN:g}x (CUDA events around each batch's copies); not "
+            "measurable without a GPU",
+            pinned_copies_faster,
+            needs=lambda rows: _needs(rows) and "h2d_gbps" in rows,
+            number=33,
+        ),
+        Claim(
+            "gpu-feed",
+            "the single pin-memory thread becomes a bottleneck as workers grow",
+            f"per model on the most cores, pinned cells: holds if the share of one core the pin-memory thread keeps "
+            f"busy (its CPU seconds over the run's) grows from the fewest to the most workers by at least "
+            f"{1 + MIN_EFFECT:g}x and reaches at least {PIN_BUSY:g} there (a median needs 5 repetitions); not "
+            "measurable without a GPU",
+            pin_thread_bottleneck,
+            needs=lambda rows: _needs(rows) and "cpu_pin_thread_s" in rows,
+            number=35,
+        ),
+    ]
+)
+QUESTION.claims.append(
+    Claim(
+        "gpu-feed",
+        "non_blocking host-to-device copies from pinned memory let the host go on while the copy is in flight",
+        f"pinned cells of the same model, cores and num_workers with non_blocking and blocking copies: the host's "
+        f"time inside the copy calls over the copies' time on the device (CUDA events); holds if non_blocking's is "
+        f"at most {HOST_FREE:g}x the blocking one's, does not hold if its interval lies above; not measurable without "
+        "a GPU",
+        non_blocking_frees_host,
+        needs=lambda rows: _needs(rows) and HOST_BLOCKED in rows,
+        number=34,
+    )
+)
+QUESTION.claims.extend(STEP_OVERLAP)

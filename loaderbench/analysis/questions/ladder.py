@@ -1,0 +1,181 @@
+"""The tutorial's optimization ladder: each rung adds one change to the one above."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pandas as pd
+
+from loaderbench.analysis.rules.claim import GPU_REFERENCE, NOISY, Claim, Question, finite, missing, quiet
+from loaderbench.analysis.table.derive import RUNGS, ladder_rung, on_gpu
+from loaderbench.analysis.table.records import col, ok_rows
+from loaderbench.stats.verdicts import (
+    NOT_MEASURABLE,
+    NOT_MEASURED,
+    Outcome,
+    at_least,
+    decide_shift,
+    within,
+)
+
+#: The PyTorch tutorial's published cumulative speed-ups over its baseline (on a GPU).
+PUBLISHED = {"+workers": 3.30, "+pin_memory": 3.33, "+persistent": 3.76, "+prefetcher": 3.77, "+batched": 11.55}
+GPU_ONLY = ("+pin_memory", "+prefetcher")
+#: "matches the published speed-up": the ratio's interval lies within this factor of it, either way.
+LADDER_MATCH_FACTOR = 1.25
+#: "speeds the loop up": each rung at least this many times the one before.
+LADDER_STEP_MIN = 1.05
+METRIC = "end_to_end_samples_per_s"
+#: "a step gains about 1.0x": its ratio to the rung before lies within 1 -+ this (the equivalence margin of
+#: in_order's "about the same throughput").
+ABOUT_ONE = 0.10
+#: the steps the tutorial reports as about 1.0x: (rung, the rung before)
+FLAT_STEPS = (("+pin_memory", "+workers"), ("+prefetcher", "+persistent"))
+#: "non_blocking copies overlap compute": the median share of copy time that overlapped compute is at least this.
+OVERLAP_MIN = 0.10
+OVERLAP = "h2d_overlap_fraction"
+
+
+def _ladder(rows):
+    ok = ok_rows(rows).copy()
+    if not ok.empty:
+        ok["rung"] = ladder_rung(ok)
+    return ok
+
+
+def ladder_matches(rung: str) -> Callable[[pd.DataFrame], Outcome]:
+    published = PUBLISHED[rung]
+
+    def rule(rows: pd.DataFrame) -> Outcome:
+        ok = _ladder(rows)
+        if ok.empty:
+            return missing("no ok records")
+        base, this = ok[ok["rung"] == "baseline"], ok[ok["rung"] == rung]
+        o = decide_shift(
+            finite(base[METRIC]),
+            finite(this[METRIC]),
+            within(published / LADDER_MATCH_FACTOR, published * LADDER_MATCH_FACTOR),
+            label=f"{rung} / baseline (published {published:g}x)",
+        )
+        if o.verdict == NOT_MEASURED or on_gpu(this):
+            return o
+        device = ", ".join(sorted(set(col(this, "consumer").dropna().astype(str)))) or "?"
+        why = (
+            "pin_memory was not in effect (no GPU)"
+            if rung == "+pin_memory"
+            else "the CUDA-stream prefetcher needs a GPU"
+            if rung == "+prefetcher"
+            else "the published numbers are for the model on a GPU"
+        )
+        ours = o.evidence.split(": ")[0]
+        return Outcome(
+            NOT_MEASURABLE,
+            f"{ours}; consumer ran on {device}: {why}; run {QUESTION.study_file} on a machine with a GPU",
+        )
+
+    rule.__name__ = f"ladder_matches_{rung}"
+    return rule
+
+
+def ladder_step_helps(rung: str, previous: str) -> Callable[[pd.DataFrame], Outcome]:
+    def rule(rows: pd.DataFrame) -> Outcome:
+        ok = _ladder(rows)
+        if ok.empty:
+            return missing("no ok records")
+        a, b = ok[ok["rung"] == previous], ok[ok["rung"] == rung]
+        pub = PUBLISHED[rung] / PUBLISHED.get(previous, 1.0)
+        device = ", ".join(sorted(set(col(b, "consumer").dropna().astype(str)))) or "?"
+        o = decide_shift(
+            finite(a[METRIC]),
+            finite(b[METRIC]),
+            at_least(LADDER_STEP_MIN),
+            label=f"end-to-end samples/s {rung} / {previous}",
+        )
+        return Outcome(o.verdict, f"{o.evidence} (tutorial: {pub:.3g}x; model step on {device})")
+
+    rule.__name__ = f"ladder_step_{rung}"
+    return rule
+
+
+def ladder_step_about_one(rung: str, previous: str) -> Callable[[pd.DataFrame], Outcome]:
+    def rule(rows: pd.DataFrame) -> Outcome:
+        ok = _ladder(rows)
+        if ok.empty:
+            return missing("no ok records")
+        a, b = ok[ok["rung"] == previous], ok[ok["rung"] == rung]
+        o = decide_shift(
+            finite(a[METRIC]),
+            finite(b[METRIC]),
+            within(1 - ABOUT_ONE, 1 + ABOUT_ONE),
+            label=f"end-to-end samples/s {rung} / {previous}",
+        )
+        if o.verdict == NOT_MEASURED or on_gpu(b):
+            return o
+        return Outcome(NOT_MEASURABLE, f"{o.evidence.split(': ')[0]}; the step did nothing here: it needs a GPU")
+
+    rule.__name__ = f"ladder_step_about_one_{rung}"
+    return rule
+
+
+def _needs(rows: pd.DataFrame) -> bool:
+    return (
+        "model" in rows
+        and "workload" in rows
+        and bool((rows["model"] == "tutorial").all())
+        and bool((rows["workload"] == "tutorial").all())
+    )
+
+
+QUESTION = Question(
+    "ladder",
+    ("num_workers", "pin_memory", "persistent_workers", "prefetcher", "batched", "prefetch_factor"),
+    _needs,
+    reference=GPU_REFERENCE,
+)
+QUESTION.claims.extend(
+    [
+        *[
+            Claim(
+                "ladder",
+                f"tutorial ladder {rung}: {PUBLISHED[rung]}x over the baseline (published, GPU)",
+                f"end-to-end samples/s over all batches, ratio to the baseline: holds if its interval lies within a "
+                f"factor {LADDER_MATCH_FACTOR:g} of the published ratio, does not hold if it lies entirely outside; "
+                "not measurable here unless the model step ran on a GPU (like-for-like with the tutorial; pin_memory "
+                "and the prefetcher do nothing without one)",
+                ladder_matches(rung),
+                number=39,
+            )
+            for rung in RUNGS[1:]
+        ],
+        *[
+            Claim(
+                "ladder",
+                f"{rung} speeds the tutorial's training loop up over {prev}"
+                + (": restarting workers every epoch cost it time" if number == 26 else ""),
+                f"holds if end-to-end samples/s of {rung} over {prev} is at least {LADDER_STEP_MIN:g}x; inconclusive "
+                f"when repetitions scatter by more than {NOISY:.0%} of their median (the cores were not the cells' "
+                f"own)",
+                quiet(ladder_step_helps(rung, prev), METRIC),
+                number=number,
+            )
+            for rung, prev, number in (
+                ("+workers", "baseline", 1),
+                ("+persistent", "+pin_memory", 26),
+                ("+persistent", "+pin_memory", 27),
+                ("+batched", "+prefetcher", 42),
+            )
+        ],
+        *[
+            Claim(
+                "ladder",
+                f"{rung} alone gains about 1.0x over {prev} (the tutorial's step)",
+                f"an equivalence: holds if end-to-end samples/s of {rung} over {prev} lies within "
+                f"{1 - ABOUT_ONE:g}..{1 + ABOUT_ONE:g}x, does not hold if it lies entirely outside; not measurable "
+                "unless the model step ran on a GPU (without one the step does nothing)",
+                ladder_step_about_one(rung, prev),
+                number=40,
+            )
+            for rung, prev in FLAT_STEPS
+        ],
+    ]
+)

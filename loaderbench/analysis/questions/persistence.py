@@ -1,0 +1,230 @@
+"""Persistent workers: the cost paid at every epoch boundary when workers restart."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+from loaderbench.analysis.rules.claim import EXTENSION, Claim, Question, finite, g, missing, pick, values_of, varies
+from loaderbench.analysis.table.records import col, is_true, ok_rows
+from loaderbench.stats.verdicts import FAILS, HOLDS, INCONCLUSIVE, Outcome, at_least, decide_shift
+
+#: persistent workers remove the start-up: the restarted gap is at least this many times the persistent one.
+PERSIST_GAP_RATIO = 2.0
+#: spawn's epoch-boundary gap (workers restarted) is at least this many times fork's.
+SPAWN_GAP_RATIO = 2.0
+#: persistent workers speed a run of short epochs up by at least this factor (tutorial: 1.13x over 10 epochs).
+RUN_SPEEDUP = 1.05
+#: a second loader's persistent workers double what the workers hold: with it at least this times without
+SECOND_RATIO = 1.6
+
+
+def _pers(rows):
+    ok = ok_rows(rows)
+    ok = ok[ok["num_workers"] > 0]
+    if ok.empty:
+        return ok, 0
+    top = int(pd.to_numeric(ok["epochs"], errors="coerce").max())
+    return ok[ok["epochs"] == top], top
+
+
+def persistent_removes_gap(start_method: str) -> Callable[[pd.DataFrame], Outcome]:
+    def rule(rows: pd.DataFrame) -> Outcome:
+        ok, epochs = _pers(rows)
+        if epochs < 2:
+            return missing("needs cells with 2 or more epochs")
+        off, on = (
+            finite(pick(ok, start_method=start_method, persistent_workers=p)["epoch_gap_s"]) for p in (False, True)
+        )
+        o = decide_shift(on, off, at_least(PERSIST_GAP_RATIO), label="epoch gap restarted / persistent")
+        return Outcome(
+            o.verdict,
+            f"{start_method}, {epochs} epochs: gap restarting workers "
+            f"{g(pd.Series(off).median())} s, persistent {g(pd.Series(on).median())} s: "
+            f"{o.evidence}",
+        )
+
+    rule.__name__ = f"persistent_removes_gap_{start_method}"
+    return rule
+
+
+def gap_grows_with_spawn(rows: pd.DataFrame) -> Outcome:
+    ok, epochs = _pers(rows)
+    if epochs < 2:
+        return missing("needs cells with 2 or more epochs")
+    f, s = (finite(pick(ok, start_method=m, persistent_workers=False)["epoch_gap_s"]) for m in ("fork", "spawn"))
+    fs = finite(pick(ok, start_method="forkserver", persistent_workers=False)["epoch_gap_s"])
+    extra = f" (forkserver {g(pd.Series(fs).median())} s)" if len(fs) else ""
+    o = decide_shift(f, s, at_least(SPAWN_GAP_RATIO), label="epoch gap without persistent workers, spawn / fork")
+    return Outcome(o.verdict, o.evidence + extra)
+
+
+def persistent_speeds_up_run(rows: pd.DataFrame) -> Outcome:
+    ok, epochs = _pers(rows)
+    if epochs < 2:
+        return missing("needs cells with 2 or more epochs")
+    parts, decided = [], None
+    for sm in values_of(ok, "start_method"):
+        on, off = (finite(pick(ok, start_method=sm, persistent_workers=p)["total_s"]) for p in (True, False))
+        o = decide_shift(on, off, at_least(RUN_SPEEDUP), label=f"{sm}: total_s restarted / persistent")
+        if sm == "fork":
+            decided = o
+        elif len(on) and len(off):
+            parts.append(o.evidence.split(": ")[0] + f" ({o.verdict} for {sm})")
+    if decided is None:
+        return missing("needs persistent and non-persistent fork cells")
+    return Outcome(
+        decided.verdict,
+        f"whole-run speed-up over {epochs} epochs: {decided.evidence}"
+        + ("; " + "; ".join(parts) if parts else "")
+        + "; tutorial: 1.13x over 10 epochs (GPU, its model)",
+    )
+
+
+def _needs(rows: pd.DataFrame) -> bool:
+    epochs = pd.to_numeric(rows.get("epochs", pd.Series(dtype=float)), errors="coerce")
+    return varies(rows, "persistent_workers") and bool((epochs > 1).any())
+
+
+def _state_rows(rows: pd.DataFrame, flag: str) -> pd.DataFrame:
+    ok = ok_rows(rows)
+    if ok.empty or flag not in ok:
+        return ok.iloc[0:0]
+    return ok[ok[flag].map(is_true) & (ok["num_workers"] > 0)]
+
+
+def persistent_miss_state(rows: pd.DataFrame) -> Outcome:
+    """#29: samples after the first epoch that carried the dataset attribute as it was before the main process
+    changed it, with persistent workers and with fresh workers each epoch (the control). Counted facts."""
+    r = _state_rows(rows, "epoch_attribute")
+    r = r[r["epoch_attr_samples"].notna()] if not r.empty else r
+    parts, stale_all, control_clean, any_stale = [], False, False, False
+    for persistent in (True, False):
+        cells = r[r["persistent_workers"].map(is_true) == persistent] if not r.empty else r
+        if len(cells) < 3:
+            return missing("needs epoch_attribute cells with and without persistent workers, 2 or more epochs, 3 each")
+        stale, total = cells["epoch_attr_stale"].astype(int), cells["epoch_attr_samples"].astype(int)
+        who = "persistent workers" if persistent else "fresh workers each epoch"
+        parts.append(
+            f"{who}: {int(stale.sum())} of {int(total.sum())} samples after the first epoch saw the old value "
+            f"({int((stale > 0).sum())} of {len(cells)} repetitions)"
+        )
+        if persistent:
+            stale_all = bool((stale == total).all() and (total > 0).all())
+            any_stale = bool((stale > 0).any())
+        else:
+            control_clean = bool((stale == 0).all())
+    text = "; ".join(parts)
+    if not any_stale:
+        return Outcome(FAILS, text)
+    if stale_all and control_clean:
+        return Outcome(HOLDS, text)
+    return Outcome(INCONCLUSIVE, text)
+
+
+def workers_held_mib(timeline) -> float | None:
+    """Workers' USS over a cell's run: the median over the probe's samples with a worker alive (MiB)."""
+    samples = json.loads(timeline) if isinstance(timeline, str) else timeline
+    if not isinstance(samples, list):
+        return None
+    held = [s[5] for s in samples if len(s) > 5 and s[1] > 1]
+    return float(np.median(held)) / 2**20 if held else None
+
+
+def second_loader_doubles(rows: pd.DataFrame) -> Outcome:
+    """#28: with persistent workers, the workers' USS held over the run with a second (validation) loader beside
+    the training one, over that without, at least SECOND_RATIO; fresh workers each epoch are the control."""
+    ok = ok_rows(rows)
+    if ok.empty or "second_loader" not in ok:
+        return missing("needs cells with and without second_loader")
+    ok = ok[ok["num_workers"] > 0].assign(
+        held=[workers_held_mib(t) for t in col(ok[ok["num_workers"] > 0], "memory_timeline")]
+    )
+    out = None
+    parts = []
+    for persistent in (True, False):
+        cells = ok[ok["persistent_workers"].map(is_true) == persistent]
+        without, with_ = (finite(cells[cells["second_loader"].map(is_true) == s]["held"]) for s in (False, True))
+        label = (
+            f"{'persistent' if persistent else 'fresh workers each epoch'}: workers' USS with / without a second loader"
+        )
+        o = decide_shift(without, with_, at_least(SECOND_RATIO), label=label)
+        parts.append(o.evidence)
+        if persistent:
+            out = o
+    if out is None:
+        return missing("needs persistent cells with and without second_loader")
+    return Outcome(out.verdict, "; ".join(parts))
+
+
+def _needs_state(rows: pd.DataFrame) -> bool:
+    return not _state_rows(rows, "epoch_attribute").empty
+
+
+def _needs_second(rows: pd.DataFrame) -> bool:
+    return "second_loader" in rows and bool(rows["second_loader"].map(is_true).any())
+
+
+QUESTION = Question(
+    "persistence", ("persistent_workers", "epochs", "start_method", "second_loader", "epoch_attribute"), _needs
+)
+QUESTION.claims.extend(
+    [
+        *[
+            Claim(
+                "persistence",
+                f"persistent workers remove the per-epoch start-up cost ({sm})",
+                f"at the most epochs: holds if the epoch-boundary gap restarting workers is at least "
+                f"{PERSIST_GAP_RATIO:g}x the persistent one (what is left is the refill: one batch made after iter())",
+                persistent_removes_gap(sm),
+                number=26,
+                **({} if sm == "spawn" else {"role": EXTENSION, "setting": f"under {sm} on this machine"}),
+            )
+            for sm in ("fork", "forkserver", "spawn")
+        ],
+        Claim(
+            "persistence",
+            "the epoch-boundary gap grows with spawn",
+            f"non-persistent workers: holds if spawn's epoch gap is at least {SPAWN_GAP_RATIO:g}x fork's",
+            gap_grows_with_spawn,
+            number=26,
+        ),
+        Claim(
+            "persistence",
+            "persistent workers speed up a run of short epochs (tutorial: 1.13x over 10 epochs)",
+            f"fork, at the most epochs: holds if total_s without / with persistent workers is at least "
+            f"{RUN_SPEEDUP:g}x",
+            persistent_speeds_up_run,
+            number=27,
+            role=EXTENSION,
+            setting="with a simulated loop of short epochs, fork, on this machine",
+        ),
+        Claim(
+            "persistence",
+            "persistent workers hold their memory between epochs; a second (validation) loader doubles it",
+            "a second loader over the same dataset and settings reads 4 batches after every epoch: the workers' "
+            "USS held over the run (the median over the probe's samples with a worker alive), with it over "
+            f"without, at least {SECOND_RATIO:g}x with persistent workers; fresh workers each epoch are the "
+            "control",
+            second_loader_doubles,
+            needs=_needs_second,
+            number=28,
+            study="persistence-state",
+        ),
+        Claim(
+            "persistence",
+            "persistent workers miss dataset state changed between epochs",
+            "the main process counts epochs on an attribute of the dataset; each sample carries the count its "
+            "worker saw: holds if with persistent workers every sample after the first epoch saw the old value in "
+            "every repetition and with fresh workers each epoch none did; does not hold if no persistent worker "
+            "sample did (counted facts)",
+            persistent_miss_state,
+            needs=_needs_state,
+            number=29,
+            study="persistence-state",
+        ),
+    ]
+)

@@ -1,0 +1,192 @@
+"""What every question's rules share: the Claim and Question records, picking rows, and the noise guard of
+scaling rules. (Which rows carry metrics and how a value reads back from the table:
+loaderbench.analysis.table.records; columns
+the figures derive too: loaderbench.analysis.table.derive.)"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from loaderbench.analysis.table.records import col, is_true, ok_rows
+from loaderbench.stats.intervals import MIN_N
+from loaderbench.stats.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED, Outcome, g
+
+#: a rule's role in its numbered claim: it tests the source's statement in the source's own setting, and decides
+#: the claim with the other such rules ...
+SEED = "seed"
+#: ... or it tests a setting the suite added (another start method, a harsher straggler, another machine), reported
+#: beside the claim's verdict, never deciding it
+EXTENSION = "extension"
+ROLES = (SEED, EXTENSION)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim the studies test, the rule that decides it (its text prints the rule's constants) and the
+    function that applies the rule to one study's rows. `needs`, when given, says whether rows carry
+    what this claim reads (else the question's `needs` does). `number`: the claim of the numbered catalogue
+    (loaderbench.analysis.rules.catalogue) the rule decides, or None for one of the suite's own. `study`: the
+    shipped study that measures it, where that is not the question's own. `role`: SEED when the rule tests the
+    numbered claim in the setting its source describes (the claim's verdict combines these rules), EXTENSION when
+    it tests a setting the suite added (reported beside the verdict as `setting`, a few words)."""
+
+    question: str
+    claim: str
+    rule: str
+    decide: Callable[[pd.DataFrame], Outcome]
+    needs: Callable[[pd.DataFrame], bool] | None = None
+    number: int | None = None
+    study: str | None = None
+    role: str = SEED
+    setting: str = ""
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"{self.claim!r}: role {self.role!r}; allowed: {', '.join(ROLES)}")
+        if self.role == EXTENSION and not (self.number and self.setting):
+            raise ValueError(f"{self.claim!r}: an extension names its numbered claim and its setting")
+
+
+#: shipped records from a GPU node (an H100), for the questions this machine may not be able to answer
+GPU_REFERENCE = "results/reference/h100"
+#: shipped records from another GPU node (an H200): GPU decoding, CUDA in forked workers, batch size on the GPU
+H200_REFERENCE = "results/reference/h200"
+
+
+@dataclass(frozen=True)
+class Question:
+    """A question a study answers: the axes its rules tell apart (a study varying any other axis is not used, so
+    no rule mixes cells that differ in what it does not look at), and what the rows must carry. `reference`: a
+    folder of shipped records that decide its claims where this machine cannot (results/reference/...)."""
+
+    name: str
+    axes: tuple[str, ...]
+    needs: Callable[[pd.DataFrame], bool]
+    claims: list[Claim] = field(default_factory=list)
+    reference: str | None = None
+
+    @property
+    def study_file(self) -> str:
+        return f"loaderbench/studies/{self.name}.toml"
+
+    @property
+    def command(self) -> str:
+        return f"make local STUDY={self.study_file}"
+
+
+def finite(values) -> np.ndarray:
+    """The finite numbers among `values` (anything not a number dropped)."""
+    try:
+        x = np.asarray(values, dtype=float).ravel()
+    except (TypeError, ValueError):
+        x = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(dtype=float)
+    return x[np.isfinite(x)]
+
+
+def missing(what: str) -> Outcome:
+    return Outcome(NOT_MEASURED, what)
+
+
+def pick(rows: pd.DataFrame, **eq) -> pd.DataFrame:
+    """Rows whose columns equal the given values (None matches a missing value; a missing column matches
+    only None)."""
+    mask = pd.Series(True, index=rows.index)
+    for name, want in eq.items():
+        if name not in rows:
+            if want is not None:
+                return rows.iloc[0:0]
+            continue
+        c = rows[name]
+        if want is None:
+            mask &= c.isna()
+        else:
+            mask &= c.map(lambda v, w=want: _same(v, w)).astype(bool)
+    return rows[mask]
+
+
+def _same(v, w) -> bool:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return False
+    if isinstance(w, bool) or isinstance(v, (bool, np.bool_)):
+        return is_true(v) == bool(w) if isinstance(v, (bool, np.bool_, int, float, np.integer, np.floating)) else False
+    if isinstance(w, (int, float)) and isinstance(v, (int, float, np.integer, np.floating)):
+        return float(v) == float(w)
+    return v == w
+
+
+def values_of(rows: pd.DataFrame, name: str) -> list:
+    if name not in rows:
+        return []
+    return sorted(v for v in rows[name].dropna().unique())
+
+
+def varies(rows: pd.DataFrame, name: str) -> bool:
+    """The column takes two or more values (missing values, e.g. worker-only axes at num_workers = 0, aside)."""
+    if name not in rows:
+        return False
+    values = rows[name].dropna()
+    try:
+        return values.nunique() > 1
+    except TypeError:  # unhashable values (lists kept as objects): compare their text
+        return values.astype(str).nunique() > 1
+
+
+def narrow(rows: pd.DataFrame, names) -> pd.DataFrame:
+    """Only the named columns that exist: filtering a record table of hundreds of columns costs seconds at scale."""
+    return rows[[c for c in dict.fromkeys(names) if c in rows]]
+
+
+def with_workers(rows: pd.DataFrame) -> pd.DataFrame:
+    n = pd.to_numeric(col(rows, "num_workers", 0), errors="coerce").fillna(0)
+    return rows[n > 0]
+
+
+#: Repetitions may scatter by at most this share of their median (median over cells of range / median) for a
+#: scaling rule to be judged: beyond it the cores were not the cells' own.
+NOISY = 0.25
+
+
+def too_noisy(rows: pd.DataFrame, metric: str = "samples_per_s") -> str | None:
+    """Scaling can only be judged on cores the cells have to themselves: when other work competes for them,
+    more workers win a bigger share of the machine and repetitions scatter, a bias no interval corrects.
+    None when the spread is fine, else why not."""
+    if metric not in rows or "cell_id" not in rows:
+        return None
+    ok = ok_rows(rows[[c for c in ("status", "cell_id", metric) if c in rows]])
+    v = pd.to_numeric(ok[metric], errors="coerce")
+    by = v.groupby(ok["cell_id"])
+    s = pd.DataFrame({"n": by.count(), "lo": by.min(), "hi": by.max(), "med": by.median()})
+    s = s[(s["n"] >= MIN_N) & (s["med"] > 0)]
+    spreads = ((s["hi"] - s["lo"]) / s["med"]).tolist()
+    if spreads and float(np.median(spreads)) > NOISY:
+        return (
+            f"repetitions scatter by {g(100 * float(np.median(spreads)))}% of the median (median over "
+            f"{len(spreads)} cells; at most {g(100 * NOISY)}% to judge): other work competes for the cores, so "
+            "more repetitions will not settle it; measure on cores of its own (a quiet machine or a Slurm "
+            "allocation)"
+        )
+    return None
+
+
+def quiet(
+    rule: Callable[[pd.DataFrame], Outcome],
+    metric: str = "samples_per_s",
+    select: Callable[[pd.DataFrame], pd.DataFrame] | None = None,
+) -> Callable[[pd.DataFrame], Outcome]:
+    """`rule`, made inconclusive (with the reason) when the repetitions of the cells it reads (`select`, default
+    all) scatter too much to judge."""
+
+    def checked(rows: pd.DataFrame) -> Outcome:
+        out = rule(rows)
+        noise = too_noisy(select(rows) if select else rows, metric)
+        if noise and out.verdict in (HOLDS, FAILS, INCONCLUSIVE):
+            return Outcome(INCONCLUSIVE, f"{noise}; {out.evidence}")
+        return out
+
+    checked.__name__ = rule.__name__
+    return checked
