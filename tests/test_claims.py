@@ -534,13 +534,12 @@ def test_a_study_varying_axes_the_rules_do_not_tell_apart_is_not_used():
     assert (t[t["question"] == "start-method"]["verdict"] == N).all()
 
 
-def test_question_of_by_name_and_by_axes():
-    assert C.question_of("start-method") == "start-method"
-    assert C.question_of("in-order-64c") == "in-order"
-    assert C.question_of("quick") is None
+def test_question_of_a_study_is_declared_never_guessed():
+    assert C.question_of("start-method") == "start-method"  # its shipped study file's
+    assert C.question_of("quick") is None  # scaling: no claim question
     renamed = sharing_table().assign(study="fd-vs-fs")
-    assert C.question_of("fd-vs-fs", renamed) == "sharing"
-    assert C.question_of("x", cow_table(COW_OK)) == "cow-memory"
+    assert C.question_of("fd-vs-fs", renamed) is None  # sharing's axes, but nothing declares it
+    assert C.question_of("fd-vs-fs", renamed.assign(question="sharing")) == "sharing"
 
 
 def test_a_rule_that_cannot_read_the_records_is_not_measured():

@@ -34,9 +34,8 @@ def test_every_shipped_study_names_a_known_question():
     for path in files.values():
         settings = tomllib.loads(path.read_text())["study"]
         assert settings.get("question") in STUDY_QUESTIONS, path.name
-        # the question its name says, where its name is a question's (the guess older records still need)
-        guessed = question_of(settings["name"])
-        assert settings["question"] == (guessed or SCALING), path.name
+        # records made before they carried the key read it from the shipped study file of their study's name
+        assert (question_of(settings["name"]) or SCALING) == settings["question"], path.name
 
 
 @pytest.mark.parametrize("bad", ["shm-sise", "", "scaling-64c"])
@@ -44,7 +43,7 @@ def test_an_unknown_question_is_one_error_naming_the_key_and_the_allowed_values(
     with pytest.raises(StudyError) as err:
         parse_study(_raw(bad), where="q.toml", path=tmp_path / "q.toml")
     said = str(err.value)
-    assert f"[study] question = {bad!r}: unknown question; allowed: one of scaling, start-method, " in said
+    assert f"[study] question = {bad!r}: unknown question; allowed: one of scaling, batch-size, " in said
     assert "gpu-batch-size" in said and "Traceback" not in said
 
 
@@ -76,27 +75,29 @@ def _rows(question=None, n: int = 2, **axes) -> pd.DataFrame:
     return rows
 
 
-def test_the_declared_question_comes_before_any_guess():
+def test_the_declared_question_else_the_shipped_study_file_and_never_a_guess():
     # its name says start-method, its axes say rng: the declared question wins
-    assert question_of("start-method-64c", _rows("sharing", workload="rng")) == "sharing"
+    assert question_of("start-method", _rows("sharing", workload="rng")) == "sharing"
     assert question_of("rng", _rows(SCALING, workload="rng")) is None  # scaling asks no claim question
-    # records made before the key existed: guessed by name, else by axes
-    assert question_of("start-method-64c", _rows(workload="cpu")) == "start-method"
-    assert question_of("mine", _rows(workload="rng")) == "rng"
-    assert question_of("mine", _rows([None, None], workload="rng")) == "rng"
-    # records of one study declaring two questions (its file changed): guessed, as for older records
-    assert question_of("rng-2", _rows(["sharing", "threads"], workload="cpu")) == "rng"
+    # records made before the key existed: the shipped study file of the study's name (less a machine's)
+    assert question_of("gpu-feed-small", _rows(workload="cpu")) == "gpu-feed"
+    assert question_of("gpu-feed (h200)", _rows([None, None])) == "gpu-feed"
+    # nothing declares one: no question, whatever the name or the axes suggest
+    assert question_of("mine", _rows(workload="rng")) is None
+    assert question_of("start-method-64c", _rows(workload="cpu")) is None
+    # records of one study declaring two questions (its file changed): none
+    assert question_of("rng", _rows(["sharing", "threads"], workload="cpu")) is None
 
 
 def test_studies_are_listed_under_their_declared_question():
     df = pd.concat(
         [
             _rows("sharing", study="mine", workload="cpu"),
-            _rows(None, study="rng-old", workload="rng"),
+            _rows(None, study="rng", workload="rng"),
             _rows(SCALING, study="quick", workload="cpu"),
         ],
         ignore_index=True,
     )
     by = studies_by_question(df)
-    assert by["sharing"] == ["mine"] and by["rng"] == ["rng-old"]
+    assert by["sharing"] == ["mine"] and by["rng"] == ["rng"]
     assert all("quick" not in studies for studies in by.values())

@@ -11,35 +11,20 @@ study carries is "not measured yet", with the command that measures it.
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
 import pandas as pd
 
-from loaderbench.analysis.questions.batch_size import QUESTION as BATCH_SIZE
-from loaderbench.analysis.questions.cheap_work import QUESTION as CHEAP_WORK
-from loaderbench.analysis.questions.checkpointing import QUESTION as CHECKPOINTING
-from loaderbench.analysis.questions.cow_memory import QUESTION as COW
-from loaderbench.analysis.questions.gpu_batch_size import QUESTION as GPU_BATCH_SIZE
-from loaderbench.analysis.questions.gpu_decode import QUESTION as GPU_DECODE
-from loaderbench.analysis.questions.gpu_feed import QUESTION as GPU_FEED
-from loaderbench.analysis.questions.in_order import QUESTION as IN_ORDER
-from loaderbench.analysis.questions.ladder import QUESTION as LADDER
-from loaderbench.analysis.questions.oversubscription import QUESTION as OVERSUBSCRIPTION
-from loaderbench.analysis.questions.oversubscription import cpu_rows
-from loaderbench.analysis.questions.persistence import QUESTION as PERSISTENCE
-from loaderbench.analysis.questions.rng import QUESTION as RNG
-from loaderbench.analysis.questions.sharing import QUESTION as SHARING
-from loaderbench.analysis.questions.sharing_size import QUESTION as SHARING_SIZE
-from loaderbench.analysis.questions.shm_size import QUESTION as SHM_SIZE
-from loaderbench.analysis.questions.start_method import QUESTION as START_METHOD
-from loaderbench.analysis.questions.storage import QUESTION as STORAGE
-from loaderbench.analysis.questions.threads import QUESTION as THREADS
+from loaderbench.analysis.questions import QUESTIONS as DECLARED
 from loaderbench.analysis.report.layout import md_table
 from loaderbench.analysis.rules.catalogue import BY_NUMBER, CATALOGUE, SOURCES, WHERE
 from loaderbench.analysis.rules.claim import EXTENSION, SEED, Claim, Question, narrow, varies, with_workers
 from loaderbench.analysis.rules.machines import SEPARATOR, base_study, on_machine
 from loaderbench.analysis.table.records import AXIS_COLUMNS, ok_rows
+from loaderbench.locations import shipped_studies
 from loaderbench.stats.verdicts import (
     MEANING,
     NOT_MEASURABLE,
@@ -56,26 +41,7 @@ COLUMNS = ["number", "source", "question", "study", "claim", "rule", "evidence",
 NUMBERED_COLUMNS = ["number", "claim", "source", "where", "verdict", "rows", "elsewhere"]
 #: the question of the rows of claims no rule decides yet
 LATER = "later studies"
-QUESTION_LIST: list[Question] = [
-    START_METHOD,
-    COW,
-    PERSISTENCE,
-    SHARING,
-    LADDER,
-    GPU_FEED,
-    OVERSUBSCRIPTION,
-    RNG,
-    IN_ORDER,
-    STORAGE,
-    CHEAP_WORK,
-    SHM_SIZE,
-    BATCH_SIZE,
-    SHARING_SIZE,
-    THREADS,
-    CHECKPOINTING,
-    GPU_DECODE,
-    GPU_BATCH_SIZE,
-]
+QUESTION_LIST: list[Question] = list(DECLARED)
 BY_NAME = {q.name: q for q in QUESTION_LIST}
 #: The questions the studies answer, each with a study file of the same name in loaderbench/studies/.
 QUESTIONS = tuple(BY_NAME)
@@ -87,64 +53,33 @@ CLAIMS: list[Claim] = [c for q in QUESTION_LIST for c in q.claims]
 
 
 def question_of(study: str, rows: pd.DataFrame | None = None) -> str | None:
-    """The question a study was made for: the one its study file declares (`[study] question`, carried in each
-    record's config as `question`; loaderbench.schema.questions), None when that is "scaling" (no claim question
-    of its own). Records made before study files declared their question carry none, nor do rows whose records
-    declare more than one: for those only, the question is guessed, by the study's name (the question's name, or
-    it followed by '-' or '_' and a suffix, e.g. 'start-method-64c'), else by the axes its records vary; None for
-    other studies. (This picks a study's question figure; the claims are bound to records by `carries`.)"""
-    if rows is not None and "question" in rows:
-        declared = rows["question"].dropna().unique()
-        if len(declared) == 1:
-            return str(declared[0]) if declared[0] in QUESTIONS else None
-    for q in sorted(QUESTIONS, key=len, reverse=True):
-        if study == q or study.startswith((q + "-", q + "_")):
-            return q
-    if rows is None or rows.empty:
+    """The question a study was made for: the one its records declare (`[study] question` of its study file,
+    carried in each record's config as `question`), else, for records made before records carried it, the one the
+    shipped study file of the same name declares (a study measured on several machines: its name less the machine).
+    None when that is "scaling" (no claim question of its own), when the records declare more than one, or when
+    nothing declares one. (This picks a study's question figure; the claims are bound to records by `carries`.)"""
+    declared = rows["question"].dropna().unique() if rows is not None and "question" in rows else []
+    if len(declared) > 1:
         return None
-    if "shm_size_mb" in rows and rows["shm_size_mb"].notna().any():
-        return "shm-size"
-    if varies(rows, "worker_method"):
-        return "threads"
-    if varies(rows, "snapshot_every_n_steps"):
-        return "checkpointing"
-    if "workload" in rows and (rows["workload"] == "inmem").all():
-        return "cheap-work"
-    if "index_backing" in rows and (rows["index_backing"].dropna() != "none").any():
-        return "cow-memory"
-    if "sharing_switch" in rows and (rows["sharing_switch"].fillna("none") != "none").any():
-        return "sharing-size"
-    if varies(rows, "sharing_strategy") and varies(rows, "sample_kb"):
-        return "sharing-size"
-    if varies(rows, "sharing_strategy"):
-        return "sharing"
-    if "workload" in rows and (rows["workload"] == "rng").all():
-        return "rng"
-    if varies(rows, "in_order") and "slow_worker_ms" in rows:
-        return "in-order"
-    if "model" in rows and (rows["model"] == "tutorial").all() and (rows["workload"] == "tutorial").all():
-        return "ladder"
-    stepped = "model" in rows and (rows["model"].fillna("none").astype(str) != "none").any()
-    if stepped and "decoder" in rows and (rows["decoder"] == "nvjpeg").any():
-        return "gpu-batch-size" if varies(rows, "batch_size") and not varies(rows, "num_workers") else "gpu-decode"
-    if stepped:
-        return "gpu-feed"
-    if varies(rows, "persistent_workers") and "epochs" in rows and rows["epochs"].max() > 1:
-        return "persistence"
-    if varies(rows, "start_method") and (varies(rows, "parent_payload_mb") or varies(rows, "forkserver_preload")):
-        return "start-method"
-    if "storage" in rows and (rows["storage"] == "http").any():
-        return "storage"
-    if varies(rows, "ranks"):
-        return "oversubscription"
-    if varies(rows, "batch_size") and "workload" in rows and (rows["workload"] == "cpu").all():
-        return "batch-size"
-    return None
+    name = str(declared[0]) if len(declared) else shipped_question(base_study(study))
+    return name if name in BY_NAME else None
+
+
+@cache
+def shipped_question(study: str) -> str | None:
+    """The question the shipped study file named `study` declares, or None (no such file, or none declared)."""
+    path = shipped_studies().get(study)
+    if path is None:
+        return None
+    try:
+        return tomllib.loads(path.read_text()).get("study", {}).get("question")
+    except (OSError, ValueError):
+        return None
 
 
 def studies_by_question(df: pd.DataFrame) -> dict[str, list[str]]:
-    """The studies made for each question (as `question_of`: the question their records declare, else guessed by
-    name or axes for records made before the key existed)."""
+    """The studies made for each question (as `question_of`: the question their records declare, else their shipped
+    study file for records made before records carried it)."""
     out: dict[str, list[str]] = {q: [] for q in QUESTIONS}
     if df.empty or "study" not in df:
         return out
@@ -186,7 +121,7 @@ def carries(question: Question, claim: Claim, rows: pd.DataFrame, foreign: list[
 
 def _amount(question: Question, rows: pd.DataFrame) -> int:
     rows = narrow(rows, ["status", *AXIS_COLUMNS, "samples_per_s"])
-    read = cpu_rows(rows) if question is OVERSUBSCRIPTION else with_workers(rows) if "num_workers" in rows else rows
+    read = question.counted(rows) if question.counted else with_workers(rows) if "num_workers" in rows else rows
     return len(ok_rows(read))
 
 

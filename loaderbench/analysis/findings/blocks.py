@@ -41,27 +41,21 @@ from loaderbench.analysis.findings.reference_records import (
 from loaderbench.analysis.findings.shm import sharing_size_block, shm_size_block
 from loaderbench.analysis.findings.threads import threads_block
 from loaderbench.analysis.findings.verdict_history import flips_by_number
+from loaderbench.analysis.questions import QUESTIONS
 from loaderbench.analysis.questions.cheap_work import crossovers, inmem_rows, size_text
 from loaderbench.analysis.report.layout import md_table
 from loaderbench.analysis.report.tables import fmt_num
 from loaderbench.analysis.rules.catalogue import SOURCES, WHERE
+from loaderbench.analysis.rules.claim import GPU_REFERENCE, H200_REFERENCE, Metric
 from loaderbench.analysis.table.derive import MIB, start_method_label, with_growth
 from loaderbench.analysis.table.environment import env_one
 from loaderbench.analysis.table.records import AXIS_COLUMNS, col
 
-#: The claim studies measured on the CPU machine: their records decide every claim a CPU can.
-CLAIM_STUDIES = (
-    "start-method",
-    "cow-memory",
-    "persistence",
-    "sharing",
-    "oversubscription",
-    "rng",
-    "in-order",
-    "storage",
-)
-GPU_STUDIES = ("ladder", "gpu-feed")
-H200_STUDIES = ("gpu-decode", "gpu-batch-size")
+
+def studies_of(reference: str | None) -> tuple[str, ...]:
+    """The studies that feed the questions whose records come from `reference` (None: this machine's): those with
+    a table of cells declared, else the question's own study."""
+    return tuple(dict.fromkeys(s for q in QUESTIONS if q.reference == reference for s in (q.tables or (q.name,))))
 
 
 @dataclass(frozen=True)
@@ -211,56 +205,8 @@ def quick_measures(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> s
 # a claim study: its cells' medians, then its verdicts
 
 
-@dataclass(frozen=True)
-class Metric:
-    column: str
-    header: str
-    scale: float = 1.0
-    agg: str = "median"  # "median" (starred when unstable) or "max" (exact counts: any repetition's)
-
-
-SAMPLES = Metric("samples_per_s", "samples/s")
-ON_GPU = [SAMPLES, Metric("accelerator_busy_fraction", "AU")]
-STUDY_METRICS: dict[str, list[Metric]] = {
-    "start-method": [
-        Metric("time_to_first_batch_s", "first batch (s)"),
-        Metric("epoch_gap_s", "epoch-2 restart gap (s)"),
-        Metric("cpu_main_s", "main-process CPU (s)"),
-        Metric("uss_peak_bytes", "USS (MiB)", MIB),
-    ],
-    "cow-memory": [
-        Metric("end_mib_per_worker", "peak USS per worker (MiB)"),
-        Metric("growth_mib_per_worker", "USS growth per worker (MiB)"),
-    ],
-    "cow-memory-lazy": [
-        Metric("end_mib_per_worker", "peak USS per worker (MiB)"),
-        Metric("growth_mib_per_worker", "USS growth per worker (MiB)"),
-    ],
-    "persistence": [
-        Metric("epoch_gap_s", "epoch-boundary gap (s)"),
-        Metric("total_s", "whole run (s)"),
-        Metric("end_to_end_samples_per_s", "end-to-end samples/s"),
-    ],
-    "sharing": [SAMPLES, Metric("open_fds_peak", "open descriptors (peak)")],
-    "rng": [
-        Metric(f"rng_dup_{src}_{when}", f"{src} {when.replace('_', ' ')}", agg="max")
-        for src in ("python", "numpy", "torch")
-        for when in ("within", "across")
-    ],
-    "in-order": [Metric("batch_wait_p99_s", "batch wait p99 (ms)", 1e-3), SAMPLES],
-    "oversubscription": [SAMPLES],
-    "oversubscription-ddp": [
-        SAMPLES,
-        Metric("ddp_step_s", "DDP step (ms)", 1e-3),
-        Metric("ddp_allreduce_s", "all-reduce (ms)", 1e-3),
-        Metric("ddp_share_overlap", "shares overlapping", agg="max"),
-        Metric("ddp_share_missing", "indices missed", agg="max"),
-    ],
-    "storage": [SAMPLES],
-    "batch-size": [SAMPLES],
-    "gpu-decode": ON_GPU,
-    "gpu-batch-size": ON_GPU,
-}
+#: per study, the metrics of its table of cells, as its question declares them
+STUDY_METRICS: dict[str, tuple[Metric, ...]] = {s: m for q in QUESTIONS for s, m in q.tables.items()}
 
 
 def _prepared(study: str, rows: pd.DataFrame) -> pd.DataFrame:
@@ -393,26 +339,28 @@ def lazy_block(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
 CPU = "the CPU machine"
 GPU = "a GPU node"
 H200 = "the H200 node"
+#: what each machine folder of a marker is, by where its question's records come from
+MACHINE = {None: CPU, GPU_REFERENCE: GPU, H200_REFERENCE: H200}
+CPU_STUDIES, GPU_STUDIES, H200_STUDIES = (studies_of(r) for r in MACHINE)
 BLOCKS: dict[str, Block] = {
     b.name: b
     for b in [
-        Block("where", (("quick", *CLAIM_STUDIES), GPU_STUDIES, H200_STUDIES), f"{CPU}, {GPU}, {H200}", where),
+        Block("where", (("quick", *CPU_STUDIES), GPU_STUDIES, H200_STUDIES), f"{CPU}, {GPU}, {H200}", where),
         Block("quick-throughput", (("quick",),), CPU, quick_throughput),
         Block("quick-measures", (("quick",),), CPU, quick_measures),
-        *[Block(s, ((s,),), CPU, study_block(s)) for s in CLAIM_STUDIES],
         Block("cheap-work", (("cheap-work",),), CPU, cheap_work),
         Block("shm-size", (("shm-size", "shm-size-leaks"),), CPU, shm_size_block),
-        Block("batch-size", (("batch-size",),), CPU, study_block("batch-size")),
         Block("cow-memory-lazy", (("cow-memory-lazy",),), CPU, lazy_block),
         Block("sharing-size", (("sharing-size", "sharing-size-switch"),), CPU, sharing_size_block),
         Block("threads", (("threads",),), CPU, threads_block),
         Block("checkpointing", (("checkpointing",),), CPU, which_n),
-        Block("oversubscription-ddp", (("oversubscription-ddp",),), CPU, study_block("oversubscription-ddp")),
         Block("claims", ((), (), ()), f"{CPU}, {GPU}, {H200}", all_claims),
         Block("ladder", (("ladder",),), GPU, ladder_rungs),
         Block("gpu-feed", (("gpu-feed",),), GPU, gpu_feed_cells),
-        Block("gpu-decode", (("gpu-decode",),), H200, study_block("gpu-decode")),
-        Block("gpu-batch-size", (("gpu-batch-size",),), H200, study_block("gpu-batch-size")),
         Block("study-times", ((),), "any machine", study_times),
     ]
 }
+# every other study with a table of cells declared by its question: that table and the question's verdicts
+BLOCKS.update(
+    {s: Block(s, ((s,),), MACHINE[q.reference], study_block(s)) for q in QUESTIONS for s in q.tables if s not in BLOCKS}
+)

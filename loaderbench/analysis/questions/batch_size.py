@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import Claim, Question, finite, narrow
+from loaderbench.analysis.rules.claim import Claim, Metric, Question, finite, narrow
 from loaderbench.analysis.table.records import col, ok_rows
 from loaderbench.stats.verdicts import Outcome, all_of, at_least, decide_shift, within
 
@@ -86,7 +86,13 @@ def _needs(rows: pd.DataFrame) -> bool:
     return not r.empty and r["batch_size"].nunique() >= 2
 
 
-QUESTION = Question("batch-size", ("batch_size", "num_workers"), _needs)
+QUESTION = Question(
+    "batch-size",
+    ("batch_size", "num_workers"),
+    _needs,
+    figure="loaderbench.analysis.figures.questions.batch_size:loading_time_by_batch_size",
+    tables={"batch-size": (Metric("samples_per_s", "samples/s"),)},
+)
 QUESTION.claims.extend(
     [
         Claim(

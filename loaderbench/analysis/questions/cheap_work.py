@@ -148,7 +148,12 @@ def _needs(rows: pd.DataFrame) -> bool:
     return not ok.empty and bool((ok["num_workers"] == 0).any()) and bool((ok["num_workers"] > 0).any())
 
 
-QUESTION = Question("cheap-work", ("work_us", "sample_bytes", "num_workers", "cores"), _needs)
+QUESTION = Question(
+    "cheap-work",
+    ("work_us", "sample_bytes", "num_workers", "cores"),
+    _needs,
+    figure="loaderbench.analysis.figures.questions.cheap_work:crossover_by_sample_size",
+)
 QUESTION.claims.append(
     Claim(
         "cheap-work",

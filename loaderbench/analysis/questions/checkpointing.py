@@ -166,7 +166,10 @@ def _needs_resume(rows: pd.DataFrame) -> bool:
 
 
 QUESTION = Question(
-    "checkpointing", ("snapshot_every_n_steps", "resume_at", "num_workers", "cores", "workload"), _needs
+    "checkpointing",
+    ("snapshot_every_n_steps", "resume_at", "num_workers", "cores", "workload"),
+    _needs,
+    figure="loaderbench.analysis.figures.questions.checkpointing:snapshot_cost_against_replay",
 )
 QUESTION.claims.extend(
     [

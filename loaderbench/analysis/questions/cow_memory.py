@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import EXTENSION, Claim, Question, finite, g, missing, pick
+from loaderbench.analysis.rules.claim import EXTENSION, Claim, Metric, Question, finite, g, missing, pick
 from loaderbench.analysis.table.derive import with_growth
 from loaderbench.analysis.table.records import col, is_true
 from loaderbench.stats.verdicts import (
@@ -223,7 +223,22 @@ def _needs(rows: pd.DataFrame) -> bool:
     return "index_backing" in rows and (rows["index_backing"].dropna() != "none").any()
 
 
-QUESTION = Question("cow-memory", ("index_backing", "num_workers", "start_method", "gc_freeze"), _needs)
+QUESTION = Question(
+    "cow-memory",
+    ("index_backing", "num_workers", "start_method", "gc_freeze"),
+    _needs,
+    figure="loaderbench.analysis.figures.questions.cow_memory:memory_growth_by_backing",
+    tables={
+        "cow-memory": (
+            Metric("end_mib_per_worker", "peak USS per worker (MiB)"),
+            Metric("growth_mib_per_worker", "USS growth per worker (MiB)"),
+        ),
+        "cow-memory-lazy": (
+            Metric("end_mib_per_worker", "peak USS per worker (MiB)"),
+            Metric("growth_mib_per_worker", "USS growth per worker (MiB)"),
+        ),
+    },
+)
 QUESTION.claims.extend(
     [
         Claim(

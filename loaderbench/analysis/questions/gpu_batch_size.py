@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import H200_REFERENCE, Claim, Question, finite, missing
+from loaderbench.analysis.rules.claim import H200_REFERENCE, Claim, Metric, Question, finite, missing
 from loaderbench.analysis.table.derive import on_gpu
 from loaderbench.analysis.table.records import col, ok_rows
 from loaderbench.stats.verdicts import INCONCLUSIVE, NOT_MEASURABLE, Outcome, at_least, both, decide_shift, fact
@@ -78,6 +78,8 @@ QUESTION = Question(
     ("batch_size", "model", "device", "decoder", "num_workers", "cores", "pin_memory", "non_blocking"),
     _needs,
     reference=H200_REFERENCE,
+    figure="loaderbench.analysis.figures.questions.gpu_batch_size:samples_by_batch_size_on_the_gpu",
+    tables={"gpu-batch-size": (Metric("samples_per_s", "samples/s"), Metric("accelerator_busy_fraction", "AU"))},
 )
 QUESTION.claims.append(
     Claim(

@@ -9,7 +9,7 @@ import re
 
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import H200_REFERENCE, Claim, Question, missing
+from loaderbench.analysis.rules.claim import H200_REFERENCE, Claim, Metric, Question, missing
 from loaderbench.analysis.table.records import col, ok_rows
 from loaderbench.stats.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURABLE, Outcome
 
@@ -92,6 +92,8 @@ QUESTION = Question(
     ),
     _needs,
     reference=H200_REFERENCE,
+    figure="loaderbench.analysis.figures.questions.gpu_decode:decoding_on_the_gpu_against_cpu_workers",
+    tables={"gpu-decode": (Metric("samples_per_s", "samples/s"), Metric("accelerator_busy_fraction", "AU"))},
 )
 QUESTION.claims.append(
     Claim(

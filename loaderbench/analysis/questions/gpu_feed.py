@@ -178,6 +178,7 @@ QUESTION = Question(
     ("model", "cores", "num_workers", "pin_memory", "non_blocking", "device", "step_ms", "step_kind", "batch_size"),
     _needs,
     reference=GPU_REFERENCE,
+    figure="loaderbench.analysis.figures.questions.gpu_feed:pin_memory_by_workers",
 )
 QUESTION.claims.extend(
     [

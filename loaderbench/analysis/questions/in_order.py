@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import EXTENSION, Claim, Question, finite, g, missing, pick, varies
+from loaderbench.analysis.rules.claim import EXTENSION, Claim, Metric, Question, finite, g, missing, pick, varies
 from loaderbench.analysis.table.derive import straggler_ms
 from loaderbench.analysis.table.records import col, ok_rows
 from loaderbench.stats.verdicts import (
@@ -144,7 +144,15 @@ def _needs(rows: pd.DataFrame) -> bool:
     return varies(rows, "in_order") and "slow_worker_ms" in rows
 
 
-QUESTION = Question("in-order", ("in_order", "slow_worker_ms", "slow_every", "num_workers"), _needs)
+QUESTION = Question(
+    "in-order",
+    ("in_order", "slow_worker_ms", "slow_every", "num_workers"),
+    _needs,
+    figure="loaderbench.analysis.figures.questions.in_order:tail_latency_in_order",
+    tables={
+        "in-order": (Metric("batch_wait_p99_s", "batch wait p99 (ms)", 1e-3), Metric("samples_per_s", "samples/s"))
+    },
+)
 QUESTION.claims.extend(
     [
         Claim(

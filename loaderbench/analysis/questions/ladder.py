@@ -131,6 +131,7 @@ QUESTION = Question(
     ("num_workers", "pin_memory", "persistent_workers", "prefetcher", "batched", "prefetch_factor"),
     _needs,
     reference=GPU_REFERENCE,
+    figure="loaderbench.analysis.figures.questions.ladder:ladder_speedups",
 )
 QUESTION.claims.extend(
     [

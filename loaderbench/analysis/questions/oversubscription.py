@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import NOISY, Claim, Question, finite, narrow, quiet, with_workers
+from loaderbench.analysis.rules.claim import NOISY, Claim, Metric, Question, finite, narrow, quiet, with_workers
 from loaderbench.analysis.rules.worker_costs import CLAIMS as WORKER_COSTS
 from loaderbench.analysis.table.derive import ranks
 from loaderbench.analysis.table.environment import env_one
@@ -211,7 +211,23 @@ def _cpu_read(rows: pd.DataFrame) -> pd.DataFrame:
     return cpu_rows(narrow(rows, _READ))
 
 
-QUESTION = Question("oversubscription", (), lambda rows: _has_curves(rows) or _has_ranks(rows) or _has_ddp(rows))
+QUESTION = Question(
+    "oversubscription",
+    (),
+    lambda rows: _has_curves(rows) or _has_ranks(rows) or _has_ddp(rows),
+    counted=cpu_rows,
+    figure="loaderbench.analysis.figures.questions.oversubscription:oversubscription_ranks_x_workers",
+    tables={
+        "oversubscription": (Metric("samples_per_s", "samples/s"),),
+        "oversubscription-ddp": (
+            Metric("samples_per_s", "samples/s"),
+            Metric("ddp_step_s", "DDP step (ms)", 1e-3),
+            Metric("ddp_allreduce_s", "all-reduce (ms)", 1e-3),
+            Metric("ddp_share_overlap", "shares overlapping", agg="max"),
+            Metric("ddp_share_missing", "indices missed", agg="max"),
+        ),
+    },
+)
 _NOISE = (
     f"inconclusive when repetitions scatter by more than {NOISY:.0%} of their median (median over cells of "
     "range/median): the cores were not the cells' own"

@@ -8,7 +8,18 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import EXTENSION, Claim, Question, finite, g, missing, pick, values_of, varies
+from loaderbench.analysis.rules.claim import (
+    EXTENSION,
+    Claim,
+    Metric,
+    Question,
+    finite,
+    g,
+    missing,
+    pick,
+    values_of,
+    varies,
+)
 from loaderbench.analysis.table.records import col, is_true, ok_rows
 from loaderbench.stats.verdicts import FAILS, HOLDS, INCONCLUSIVE, Outcome, at_least, decide_shift
 
@@ -169,7 +180,17 @@ def _needs_second(rows: pd.DataFrame) -> bool:
 
 
 QUESTION = Question(
-    "persistence", ("persistent_workers", "epochs", "start_method", "second_loader", "epoch_attribute"), _needs
+    "persistence",
+    ("persistent_workers", "epochs", "start_method", "second_loader", "epoch_attribute"),
+    _needs,
+    figure="loaderbench.analysis.figures.questions.persistence:epoch_gap_by_persistence",
+    tables={
+        "persistence": (
+            Metric("epoch_gap_s", "epoch-boundary gap (s)"),
+            Metric("total_s", "whole run (s)"),
+            Metric("end_to_end_samples_per_s", "end-to-end samples/s"),
+        )
+    },
 )
 QUESTION.claims.extend(
     [

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import MIN_N, Claim, Question, finite, g, missing, pick
+from loaderbench.analysis.rules.claim import MIN_N, Claim, Metric, Question, finite, g, missing, pick
 from loaderbench.analysis.table.environment import env_one
 from loaderbench.analysis.table.records import is_true, ok_rows
 from loaderbench.stats.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED, Outcome, all_of
@@ -167,7 +167,19 @@ def _needs(rows: pd.DataFrame) -> bool:
 
 
 _SPLIT = f"inconclusive where a cell's repetitions fall on both sides of {DUP:.0%}"
-QUESTION = Question("rng", ("num_workers", "worker_init", "persistent_workers", "start_method", "epochs"), _needs)
+QUESTION = Question(
+    "rng",
+    ("num_workers", "worker_init", "persistent_workers", "start_method", "epochs"),
+    _needs,
+    figure="loaderbench.analysis.figures.questions.rng:rng_duplicates",
+    tables={
+        "rng": tuple(
+            Metric(f"rng_dup_{src}_{when}", f"{src} {when}", agg="max")
+            for src in SOURCES
+            for when in ("within", "across")
+        )
+    },
+)
 QUESTION.claims.extend(
     [
         Claim(

@@ -6,7 +6,7 @@ from functools import partial
 
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import Claim, Question, finite, g, missing, pick, values_of, varies
+from loaderbench.analysis.rules.claim import Claim, Metric, Question, finite, g, missing, pick, values_of, varies
 from loaderbench.analysis.table.derive import fd_exhausted, open_file_limit
 from loaderbench.analysis.table.records import ok_mask, ok_rows
 from loaderbench.stats.verdicts import (
@@ -151,7 +151,13 @@ def _needs(rows: pd.DataFrame) -> bool:
     return varies(rows, "sharing_strategy")
 
 
-QUESTION = Question("sharing", ("sharing_strategy", "num_workers", "tensors_per_sample", "ulimit_nofile"), _needs)
+QUESTION = Question(
+    "sharing",
+    ("sharing_strategy", "num_workers", "tensors_per_sample", "ulimit_nofile"),
+    _needs,
+    figure="loaderbench.analysis.figures.questions.sharing:sharing_strategy_limits",
+    tables={"sharing": (Metric("samples_per_s", "samples/s"), Metric("open_fds_peak", "open descriptors (peak)"))},
+)
 QUESTION.claims.extend(
     [
         Claim(

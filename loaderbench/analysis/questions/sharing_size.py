@@ -144,6 +144,7 @@ QUESTION = Question(
     "sharing-size",
     ("sharing_strategy", "sample_kb", "sharing_switch", "persistent_workers", "epochs"),
     _needs,
+    figure="loaderbench.analysis.figures.questions.sharing_size:cost_per_tensor_by_size",
 )
 QUESTION.claims.extend(
     [

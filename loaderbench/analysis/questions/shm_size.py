@@ -289,7 +289,12 @@ def _needs_leaks(rows: pd.DataFrame) -> bool:
     return not leak_rows(rows).empty
 
 
-QUESTION = Question("shm-size", (*SWEEPS, "shm_size_mb", "fault", "sharing_strategy"), _needs)
+QUESTION = Question(
+    "shm-size",
+    (*SWEEPS, "shm_size_mb", "fault", "sharing_strategy"),
+    _needs,
+    figure="loaderbench.analysis.figures.questions.shm_size:shm_peak_by_setting",
+)
 QUESTION.claims.extend(
     [
         Claim(

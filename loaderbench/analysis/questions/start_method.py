@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import EXTENSION, Claim, Question, finite, g, missing, varies, with_workers
-from loaderbench.analysis.table.derive import payload_mb, start_method_label
+from loaderbench.analysis.rules.claim import (
+    EXTENSION,
+    Claim,
+    Metric,
+    Question,
+    finite,
+    g,
+    missing,
+    varies,
+    with_workers,
+)
+from loaderbench.analysis.table.derive import MIB, payload_mb, start_method_label
 from loaderbench.analysis.table.records import col, ok_rows
 from loaderbench.stats.verdicts import MIN_EFFECT, Outcome, all_of, at_least, at_most, both, decide_shift, fact
 
@@ -224,7 +234,20 @@ def _needs(rows: pd.DataFrame) -> bool:
 
 
 _B = f"{1 + MIN_EFFECT:g}x"
-QUESTION = Question("start-method", ("start_method", "forkserver_preload", "num_workers", "parent_payload_mb"), _needs)
+QUESTION = Question(
+    "start-method",
+    ("start_method", "forkserver_preload", "num_workers", "parent_payload_mb"),
+    _needs,
+    figure="loaderbench.analysis.figures.questions.start_method:time_to_first_batch_by_start_method",
+    tables={
+        "start-method": (
+            Metric("time_to_first_batch_s", "first batch (s)"),
+            Metric("epoch_gap_s", "epoch-2 restart gap (s)"),
+            Metric("cpu_main_s", "main-process CPU (s)"),
+            Metric("uss_peak_bytes", "USS (MiB)", MIB),
+        )
+    },
+)
 QUESTION.claims.extend(
     [
         Claim(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import EXTENSION, NOISY, Claim, Question, finite, narrow, pick, quiet
+from loaderbench.analysis.rules.claim import EXTENSION, NOISY, Claim, Metric, Question, finite, narrow, pick, quiet
 from loaderbench.analysis.rules.worker_costs import IO_ENOUGH
 from loaderbench.analysis.table.derive import ranks
 from loaderbench.analysis.table.records import col, ok_rows
@@ -284,7 +284,13 @@ def _http_read(rows: pd.DataFrame) -> pd.DataFrame:
     return http_rows(rows)
 
 
-QUESTION = Question("storage", AXES, lambda rows: _has_http(rows) or _has_shards(rows))
+QUESTION = Question(
+    "storage",
+    AXES,
+    lambda rows: _has_http(rows) or _has_shards(rows),
+    figure="loaderbench.analysis.figures.questions.storage:workers_hide_latency",
+    tables={"storage": (Metric("samples_per_s", "samples/s"),)},
+)
 _NOISE = (
     f"inconclusive when repetitions scatter by more than {NOISY:.0%} of their median (median over cells of "
     "range/median): the cores were not the cells' own"

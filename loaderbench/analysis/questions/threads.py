@@ -172,6 +172,7 @@ QUESTION = Question(
         "jpeg_stage",
     ),
     _needs,
+    figure="loaderbench.analysis.figures.questions.threads:thread_process_curves",
 )
 QUESTION.claims.extend(
     [

@@ -105,9 +105,9 @@ def _caption_of(name: str) -> str:
     from loaderbench.analysis.figures.accelerator_busy import (
         accelerator_utilization_vs_workers,  # matplotlib, only when needed
     )
-    from loaderbench.analysis.figures.questions import FIGURES
+    from loaderbench.analysis.figures.questions import figures
 
-    drawn_by = {fn.__name__: fn for fn in (*FIGURES.values(), accelerator_utilization_vs_workers)}
+    drawn_by = {fn.__name__: fn for fn in (*figures().values(), accelerator_utilization_vs_workers)}
     doc = " ".join((getattr(drawn_by.get(name), "__doc__", None) or "").split())
     return doc.split(". ")[0].rstrip(".") + "." if doc else name.replace("_", " ")
 

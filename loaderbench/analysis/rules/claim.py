@@ -59,16 +59,34 @@ H200_REFERENCE = "results/reference/h200"
 
 
 @dataclass(frozen=True)
+class Metric:
+    """A column a findings table shows per cell: its header, the scale it is divided by, and how repetitions
+    combine ("median", starred when unstable, or "max" for exact counts, any repetition's)."""
+
+    column: str
+    header: str
+    scale: float = 1.0
+    agg: str = "median"
+
+
+@dataclass(frozen=True)
 class Question:
-    """A question a study answers: the axes its rules tell apart (a study varying any other axis is not used, so
-    no rule mixes cells that differ in what it does not look at), and what the rows must carry. `reference`: a
-    folder of shipped records that decide its claims where this machine cannot (results/reference/...)."""
+    """A question the studies answer, declared by its module in loaderbench.analysis.questions: the axes its rules
+    tell apart (a study varying any other axis is not used, so no rule mixes cells that differ in what it does not
+    look at), what the rows must carry (`needs`), its claims, and where records decide them where this machine
+    cannot (`reference`: a folder of shipped records, results/reference/...). `figure`: the function drawing its
+    figure, "module:function", imported only to draw. `tables`: per study that feeds it, the metrics of that
+    study's table of cells on the findings page. `counted`: the rows whose ok repetitions count when several
+    studies carry a claim (default: the cells with workers)."""
 
     name: str
     axes: tuple[str, ...]
     needs: Callable[[pd.DataFrame], bool]
     claims: list[Claim] = field(default_factory=list)
     reference: str | None = None
+    figure: str = ""
+    tables: dict[str, tuple[Metric, ...]] = field(default_factory=dict)
+    counted: Callable[[pd.DataFrame], pd.DataFrame] | None = None
 
     @property
     def study_file(self) -> str:
