@@ -201,8 +201,8 @@ def test_compare_gives_the_normalized_verdict_beside_the_raw_one(tmp_path):
 
 
 def test_the_cell_summary_shows_the_normalized_median_and_the_disturbed_counts(tmp_path):
-    from loaderbench.analysis.table.cell_summary import cell_summary
     from loaderbench.analysis.table.records import load_records
+    from loaderbench.analysis.table.summary import cell_summary
 
     write_study(tmp_path, {(0, 0)})
     df, _ = load_records(tmp_path)

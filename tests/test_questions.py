@@ -144,9 +144,10 @@ def test_oversubscription_shades_only_more_workers_than_cores(kept, tmp_path):
         assert cores < p.get_x() < above[0]  # the point at workers = cores is not shaded
 
 
-def test_picks_by_axes_when_the_name_says_nothing(tmp_path):
+def test_draws_the_declared_question_whatever_the_name(tmp_path):
     df = cow_table(COW_OK).assign(study="my-memory-run")
-    paths = Q.draw_question_figures(df, "my-memory-run", tmp_path)
+    assert Q.draw_question_figures(df, "my-memory-run", tmp_path) == []  # nothing declares its question
+    paths = Q.draw_question_figures(df.assign(question="cow-memory"), "my-memory-run", tmp_path)
     assert paths and paths[0].stem == "memory_growth_by_backing"
 
 

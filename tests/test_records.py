@@ -2,8 +2,8 @@
 
 import json
 
-from loaderbench.analysis.table.cell_summary import cell_summary
 from loaderbench.analysis.table.records import load_records
+from loaderbench.analysis.table.summary import cell_summary
 
 
 def record(cell, rep, sps, status="ok", **config):

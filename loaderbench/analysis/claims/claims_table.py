@@ -376,7 +376,7 @@ def write_claims(df: pd.DataFrame, out_dir: str | Path, table: pd.DataFrame | No
     lines = [
         "# Claims the studies test, decided from the records",
         "",
-        "Each verdict is computed from the records by the rule next to it (loaderbench/analysis/claims/); none is "
+        "Each verdict is computed from the records by the rule next to it (loaderbench/analysis/questions/); none is "
         "written by hand. The verdicts:",
         "",
     ]

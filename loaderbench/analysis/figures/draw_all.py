@@ -63,7 +63,7 @@ def _scaling_figure(name: str):
 
 def _tables(a, df: pd.DataFrame, folder: Path) -> list[Path]:
     from loaderbench.analysis.report.page import write_tables
-    from loaderbench.analysis.table.cell_summary import cell_summary, write_summary
+    from loaderbench.analysis.table.summary import cell_summary, write_summary
 
     return write_summary(cell_summary(df), folder, a.study) + write_tables(a, folder)
 

@@ -11,8 +11,8 @@ import seaborn as sns
 from matplotlib.patches import Rectangle
 
 from loaderbench.analysis.figures.style import NOTE_PT, TITLE_PT, fit_text, repetitions_text, save, usual_n
-from loaderbench.analysis.report.tables import fmt_pct
 from loaderbench.analysis.table.scaling import StudyAnalysis
+from loaderbench.analysis.text import fmt_pct
 from loaderbench.stats.rules_of_thumb import NEEDS_GPU, NO_GPU, RULE_LABELS
 
 _SHORT = {

@@ -33,7 +33,7 @@ from matplotlib.ticker import FuncFormatter, NullLocator
 from matplotlib.transforms import Bbox
 
 from loaderbench.analysis.figures import formats
-from loaderbench.analysis.table.environment import provenance  # noqa: F401  (re-exported: figures name their data)
+from loaderbench.analysis.table.environment import provenance  # noqa: F401  re-exported: figures name their data
 
 #: Marker conventions, the same in every figure (and explained in every legend that uses them).
 UNSTABLE_FACE = "white"  # hollow marker: the cell's IQR is over 10% of its median

@@ -25,10 +25,7 @@ from loaderbench.analysis.figures.style import (
 )
 from loaderbench.analysis.table.scaling import StudyAnalysis
 from loaderbench.analysis.table.usl import MIN_DISTINCT_N, MIN_R2, usl
-
-
-def _fmt_n(v: float) -> str:
-    return "inf" if not np.isfinite(v) else f"{v:.1f}"
+from loaderbench.analysis.text import n_text
 
 
 def _cores(c) -> str:
@@ -68,7 +65,7 @@ def _fits(sub: pd.DataFrame, curves: list, palette: dict) -> tuple[list, list, l
             if np.isfinite(pn) and 1 <= pn <= cmax:
                 peaks.append((pn, float(usl(pn, c["usl_lam"], c["usl_sigma"], c["usl_kappa"]))))
                 peak_colors.append(color)
-            label += f"σ={c['usl_sigma']:.3f} κ={c['usl_kappa']:.2g} N*={_fmt_n(pn)} R²={c['usl_r2']:.2f}"
+            label += f"σ={c['usl_sigma']:.3f} κ={c['usl_kappa']:.2g} N*={n_text(pn)} R²={c['usl_r2']:.2f}"
         else:
             label += "no fit shown: " + why_not_drawn(c)
         lines.append((label, color))

@@ -19,7 +19,6 @@ from loaderbench.analysis.claims.claims_table import apart
 from loaderbench.analysis.findings.checkpointing import which_n
 from loaderbench.analysis.findings.common import (
     STAR,
-    axis_text,
     cells_where,
     counts_text,
     decided,
@@ -42,14 +41,14 @@ from loaderbench.analysis.findings.shm import sharing_size_block, shm_size_block
 from loaderbench.analysis.findings.threads import threads_block
 from loaderbench.analysis.findings.verdict_history import flips_by_number
 from loaderbench.analysis.questions import QUESTIONS
-from loaderbench.analysis.questions.cheap_work import crossovers, inmem_rows, size_text
+from loaderbench.analysis.questions.cheap_work import crossovers, inmem_rows
 from loaderbench.analysis.report.layout import md_table
-from loaderbench.analysis.report.tables import fmt_num
 from loaderbench.analysis.rules.catalogue import SOURCES, WHERE
 from loaderbench.analysis.rules.claim import GPU_REFERENCE, H200_REFERENCE, Metric
 from loaderbench.analysis.table.derive import MIB, start_method_label, with_growth
 from loaderbench.analysis.table.environment import env_one
 from loaderbench.analysis.table.records import AXIS_COLUMNS, col
+from loaderbench.analysis.text import axis_text, fmt_num, size_text
 
 
 def studies_of(reference: str | None) -> tuple[str, ...]:
@@ -220,7 +219,7 @@ def _prepared(study: str, rows: pd.DataFrame) -> pd.DataFrame:
     return rows
 
 
-def cells_table(study: str, rows: pd.DataFrame) -> str:
+def study_cells_md(study: str, rows: pd.DataFrame) -> str:
     """One line per cell: the axes the study varies, ok repetitions of all, and each metric's median."""
     rows = _prepared(study, rows)
     axes = [a for a in AXIS_COLUMNS if a in rows and rows[a].astype(str).nunique() > 1]
@@ -261,7 +260,7 @@ def study_block(study: str) -> Callable[[list[pd.DataFrame], list[dict[str, str]
             if exact
             else f"Per cell of {reps} repetitions, the median over the ok ones"
         )
-        parts = [f"{head} (ok: ok repetitions of all):", cells_table(study, rows)]
+        parts = [f"{head} (ok: ok repetitions of all):", study_cells_md(study, rows)]
         parts += [] if exact else [STAR]
         # each claim study is named for the question it answers, or measures some of its claims
         question, picked = PART_STUDIES.get(study, (study, ()))
@@ -330,7 +329,7 @@ def lazy_block(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:
     reps = rows.groupby("cell_id")["repetition"].nunique().max()
     return (
         f"Per cell of {reps} repetitions, the median over the ok ones (ok: ok repetitions of all):\n\n"
-        f"{cells_table('cow-memory-lazy', rows)}\n\n{STAR}"
+        f"{study_cells_md('cow-memory-lazy', rows)}\n\n{STAR}"
     )
 
 

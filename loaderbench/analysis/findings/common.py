@@ -12,9 +12,9 @@ import pandas as pd
 
 from loaderbench.analysis.claims import StudyClaims, claims_table, study_claims
 from loaderbench.analysis.report.layout import md_table
-from loaderbench.analysis.report.tables import fmt_num
 from loaderbench.analysis.table.records import col, ok_rows
 from loaderbench.analysis.table.summary import UNSTABLE_IQR
+from loaderbench.analysis.text import fmt_num
 from loaderbench.stats.comparison import compare
 from loaderbench.stats.verdicts import VERDICTS
 
@@ -116,12 +116,3 @@ def verdict_table(
 def counts_text(table: pd.DataFrame) -> str:
     counts = table["verdict"].value_counts()
     return ", ".join(f"{int(counts[v])} {v}" for v in VERDICTS if counts.get(v, 0))
-
-
-def axis_text(v) -> str:
-    """An axis value as a study file writes it ("–" for none)."""
-    if isinstance(v, (bool, np.bool_)):
-        return str(bool(v)).lower()
-    if isinstance(v, float) and v.is_integer():
-        return str(int(v))
-    return "–" if v is None or (isinstance(v, float) and np.isnan(v)) else str(v)

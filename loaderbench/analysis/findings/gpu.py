@@ -5,20 +5,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-from loaderbench.analysis.findings.common import (
-    STAR,
-    axis_text,
-    median_text,
-    metric_values,
-    ratio_text,
-    study_rows,
-    verdict_table,
-)
+from loaderbench.analysis.findings.common import STAR, median_text, metric_values, ratio_text, study_rows, verdict_table
 from loaderbench.analysis.questions.gpu_feed import HOST_BLOCKED
 from loaderbench.analysis.questions.ladder import PUBLISHED
 from loaderbench.analysis.report.layout import md_table
 from loaderbench.analysis.table.derive import RUNGS, copies_non_blocking, ladder_rung
 from loaderbench.analysis.table.records import is_true, ok_rows
+from loaderbench.analysis.text import axis_text
 
 
 def ladder_rungs(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str:

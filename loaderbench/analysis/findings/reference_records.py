@@ -27,7 +27,8 @@ import pandas as pd
 from loaderbench.analysis.findings.provenance import commit_problem, conditions, unrecoverable
 from loaderbench.analysis.findings.verdict_history import HISTORY, flips, remember
 from loaderbench.analysis.report.layout import md_table
-from loaderbench.analysis.table.environment import env_one, fmt_bytes
+from loaderbench.analysis.table.environment import env_one
+from loaderbench.analysis.text import fmt_bytes
 from loaderbench.errors import LoaderbenchError
 from loaderbench.schema.record import SCHEMA
 

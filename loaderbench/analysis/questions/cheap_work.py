@@ -16,6 +16,7 @@ import pandas as pd
 
 from loaderbench.analysis.rules.claim import NOISY, Claim, Question, finite, narrow, quiet
 from loaderbench.analysis.table.records import col, ok_rows
+from loaderbench.analysis.text import size_text
 from loaderbench.stats.verdicts import (
     FAILS,
     HOLDS,
@@ -70,15 +71,6 @@ class Crossover:
 def us(x: float) -> str:
     """Microseconds as printed: 1,000 rather than 1e+03."""
     return f"{x:,.0f}" if x >= 10 else g(x)
-
-
-def size_text(n: float) -> str:
-    """Bytes as B, KiB or MiB."""
-    n = float(n)
-    for unit, scale in (("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
-            return f"{g(n / scale)} {unit}"
-    return f"{g(n)} B"
 
 
 def inmem_rows(rows: pd.DataFrame) -> pd.DataFrame:

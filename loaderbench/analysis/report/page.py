@@ -36,10 +36,7 @@ from loaderbench.analysis.report.tables import (
     cells_table,
     curve_table,
     cut_rows,
-    fmt_int,
-    fmt_num,
     machine_noise,
-    plural,
     problem_table,
     reading,
     rules_table,
@@ -48,6 +45,7 @@ from loaderbench.analysis.report.tables import (
 from loaderbench.analysis.table.records import LoadReport
 from loaderbench.analysis.table.scaling import StudyAnalysis
 from loaderbench.analysis.table.usl import MIN_DISTINCT_N, MIN_R2
+from loaderbench.analysis.text import fmt_int, fmt_num, plural
 from loaderbench.locations import shipped_studies
 from loaderbench.stats.intervals import (
     coverage_text,
@@ -501,7 +499,7 @@ def _claims(df: pd.DataFrame, table: pd.DataFrame | None) -> Section:
     claims.blocks.append(
         _table(
             text,
-            "Claims checked against these records (loaderbench/analysis/claims/): each decided once, on "
+            "Claims checked against these records (loaderbench/analysis/questions/): each decided once, on "
             "the study named in its row.",
             "claims.csv",
         )

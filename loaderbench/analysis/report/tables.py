@@ -7,14 +7,12 @@ the sections out.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
-
 import numpy as np
 import pandas as pd
 
 from loaderbench.analysis.table.records import ok_rows
 from loaderbench.analysis.table.scaling import StudyAnalysis
+from loaderbench.analysis.text import fmt_coverage, fmt_int, fmt_interval, fmt_mib, fmt_num, fmt_pct, fmt_test, plural
 from loaderbench.stats.intervals import pct
 from loaderbench.stats.rules_of_thumb import NEEDS_GPU, NO_GPU
 
@@ -23,75 +21,6 @@ MAX_TABLE_ROWS = 300  # longer tables are cut (the CSV next to the figures has e
 
 # ----------------------------------------------------------------------------------------------
 # numbers as text
-
-
-def fmt_num(v, digits: int = 3) -> str:
-    try:
-        v = float(v)
-    except (TypeError, ValueError):
-        return "" if v is None else str(v)
-    if math.isnan(v):
-        return "–"
-    if math.isinf(v):
-        return "∞" if v > 0 else "−∞"
-    if v != 0 and (abs(v) >= 10 ** (digits + 2) or abs(v) < 10 ** -(digits - 1)):
-        return f"{v:.{digits}g}"
-    if abs(v) >= 100:
-        return f"{v:,.0f}"
-    return f"{v:.{digits}g}"
-
-
-def fmt_int(v) -> str:
-    try:
-        return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{int(v)}"
-    except (TypeError, ValueError):
-        return str(v)
-
-
-def fmt_pct(v, signed: bool = False) -> str:
-    try:
-        v = float(v)
-    except (TypeError, ValueError):
-        return "–"
-    if math.isnan(v):
-        return "–"
-    return f"{v:+.1%}" if signed else f"{v:.1%}"
-
-
-def fmt_mib(v) -> str:
-    try:
-        v = float(v)
-    except (TypeError, ValueError):
-        return "–"
-    return "–" if math.isnan(v) else f"{v / 2**20:+,.0f}"
-
-
-def fmt_interval(lo, hi, fmt: Callable = fmt_num) -> str:
-    try:
-        if math.isnan(float(lo)) or math.isnan(float(hi)):
-            return "–"
-    except (TypeError, ValueError):
-        return "–"
-    return f"{fmt(lo)} – {fmt(hi)}"
-
-
-def fmt_coverage(c) -> str:
-    try:
-        return pct(float(c)) if np.isfinite(float(c)) else "–"
-    except (TypeError, ValueError):
-        return "–"
-
-
-def fmt_test(verdict, reason) -> str:
-    """A comparison's verdict, with its reason when it has one."""
-    verdict = verdict or "–"
-    return f"{verdict}: {reason}" if isinstance(reason, str) and reason else verdict
-
-
-def plural(n, noun: str) -> str:
-    """ "1 worker", "3 workers"."""
-    n = int(n)
-    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def cut_rows(frame: pd.DataFrame, csv_name: str) -> tuple[pd.DataFrame, str]:

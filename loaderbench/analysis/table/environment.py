@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from loaderbench.analysis.text import fmt_bytes
+
 #: (column, label, how to format) in the order a reader wants them.
 FIELDS = [
     ("env_host", "host", None),
@@ -44,18 +46,6 @@ FIELDS = [
     ("env_slurm_partition", "Slurm partition", None),
     ("env_slurm_node", "Slurm node", None),
 ]
-
-
-def fmt_bytes(v) -> str:
-    try:
-        v = float(v)
-    except (TypeError, ValueError):
-        return str(v)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(v) < 1024 or unit == "TiB":
-            return f"{v:.0f} {unit}" if unit == "B" else f"{v:.1f} {unit}"
-        v /= 1024
-    return str(v)
 
 
 def _fmt(v, how: str | None) -> str:

@@ -28,6 +28,7 @@ from loaderbench.analysis.table.environment import environment_table, provenance
 from loaderbench.analysis.table.records import AXIS_COLUMNS, as_objects, ok_mask, ok_rows, plain
 from loaderbench.analysis.table.summary import summarize
 from loaderbench.analysis.table.usl import fit_usl_groups
+from loaderbench.analysis.text import value_text
 from loaderbench.schema.axes import WORKER_ONLY_AXES
 from loaderbench.stats.comparison import Comparison, compare
 from loaderbench.stats.verdicts import NOT_MEASURED
@@ -84,12 +85,6 @@ class StudyAnalysis:
         return len(values) == 1 and str(values.iloc[0]) == "False"
 
 
-def _fmt_value(v) -> str:
-    if isinstance(v, float) and v.is_integer():
-        return str(int(v))
-    return str(v)
-
-
 def is_reference(df: pd.DataFrame) -> pd.Series:
     """Rows of decode-only reference cells (`jpeg_stage == "decode"`)."""
     if "jpeg_stage" not in df:
@@ -116,7 +111,7 @@ def assign_panels(cells: pd.DataFrame) -> pd.DataFrame:
         varying = [a for a in axes if len({repr(v) for v in values[a] if v is not None}) > 1]
 
         def label(vals: dict, varying=varying, workload=workload) -> str:
-            parts = [f"{a}={_fmt_value(vals[a])}" for a in varying if vals.get(a) is not None]
+            parts = [f"{a}={value_text(vals[a])}" for a in varying if vals.get(a) is not None]
             return " · ".join([str(workload)] + parts)
 
         panel_of: dict[tuple, str] = {}

@@ -16,7 +16,8 @@ from loaderbench.analysis.figures.questions.shared import (
     legend_above,
     save_with_note,
 )
-from loaderbench.analysis.questions.cheap_work import OPEN, WORKERS, ZERO, crossovers, size_text
+from loaderbench.analysis.questions.cheap_work import OPEN, WORKERS, ZERO, crossovers
+from loaderbench.analysis.text import size_text
 
 #: how each cost's state is marked: (marker, colour index, legend label)
 STATES = {
