@@ -85,3 +85,15 @@ def test_one_list_of_worker_only_axes_for_the_expansion_and_the_analysis():
     defaults = {name: a.default for name, a in AXES.items()} | {"start_method": "forkserver"}
     with_workers, without = normalize(defaults | {"num_workers": 2}), normalize(defaults | {"num_workers": 0})
     assert [a for a in AXES if without[a] is None and with_workers[a] is not None] == list(WORKER_ONLY_AXES)
+
+
+def test_an_axis_blanked_by_another_blanks_what_depends_on_it():
+    defaults = {name: a.default for name, a in AXES.items()}
+    thread = normalize(defaults | {"num_workers": 2, "worker_method": "thread", "start_method": "forkserver"})
+    assert thread["start_method"] is None and thread["forkserver_preload"] is None  # no start method, no preload
+    process = normalize(defaults | {"num_workers": 2, "start_method": "forkserver", "forkserver_preload": True})
+    assert process["forkserver_preload"] is True
+    on_cpu = normalize(defaults | {"model": "resnet18", "device": "cpu", "step_ms": 25.0})
+    assert on_cpu["step_ms"] == 0.0 and on_cpu["step_kind"] is None  # the model runs: nothing is simulated
+    no_model = normalize(defaults | {"device": "cpu", "step_ms": 25.0})
+    assert no_model["device"] is None and no_model["step_ms"] == 25.0

@@ -52,6 +52,18 @@ class Axis:
     allowed: str  # what is allowed, in words, for error messages
     applies_to: tuple[str, ...] | None = None  # workloads this axis means something for (None: all)
     needs_workers: bool = False  # meaningless when num_workers == 0: None in such cells (WORKER_ONLY_AXES)
+    only_when: tuple[tuple[str, tuple], ...] = ()  # meaningful only while each named axis takes one of its values
+    unless: tuple[tuple[str, tuple], ...] = ()  # meaningless while a named axis takes one of its values
+    blank: Any = None  # what a cell holds for this axis where it means nothing
+
+    def means_nothing(self, cell: dict[str, Any]) -> bool:
+        """Whether this axis means nothing for the cell (its other axes' values as they are)."""
+        return (
+            (self.applies_to is not None and cell["workload"] not in self.applies_to)
+            or (self.needs_workers and cell["num_workers"] == 0)
+            or any(cell.get(other) not in values for other, values in self.only_when)
+            or any(cell.get(other) in values for other, values in self.unless)
+        )
 
     def validate(self, value: Any) -> Any:
         return _adapter(self.type_).validate_python(value, strict=True)
@@ -91,10 +103,24 @@ def axis(
     *,
     applies_to: tuple[str, ...] | None = None,
     needs_workers: bool = False,
+    only_when: dict[str, tuple] | None = None,
+    unless: dict[str, tuple] | None = None,
+    blank: Any = None,
 ) -> Any:
     """One row of the axis table: an AxisValues field whose default is the axis default, with what validates a
-    study's values (`type_`, strict pydantic), its help and what is allowed, in words."""
-    row = {"type_": type_, "help": help, "allowed": allowed, "applies_to": applies_to, "needs_workers": needs_workers}
+    study's values (`type_`, strict pydantic), its help and what is allowed, in words; and when it means nothing
+    (the cell then holds `blank`): for workloads other than `applies_to`, without workers (`needs_workers`), while
+    another axis takes other values than `only_when` names, or one of those `unless` names."""
+    row = {
+        "type_": type_,
+        "help": help,
+        "allowed": allowed,
+        "applies_to": applies_to,
+        "needs_workers": needs_workers,
+        "only_when": tuple((only_when or {}).items()),
+        "unless": tuple((unless or {}).items()),
+        "blank": blank,
+    }
     return field(default=default, metadata={_ROW: row})
 
 
@@ -123,6 +149,7 @@ class AxisValues:
         "multiprocessing start method of the workers",
         f"one of {', '.join(START_METHODS)} on this platform",
         needs_workers=True,
+        unless={"worker_method": ("thread",)},
     )
     sharing_strategy: str | None = axis(
         _choice(SHARING_STRATEGIES),
@@ -130,6 +157,7 @@ class AxisValues:
         "torch.multiprocessing sharing strategy",
         f"one of {', '.join(SHARING_STRATEGIES)}",
         needs_workers=True,
+        unless={"worker_method": ("thread",)},
     )
     batch_size: int = axis(_int(1, 65536), 32, "samples per batch", "an integer from 1 to 65536")
     prefetch_factor: int | None = axis(
@@ -137,7 +165,12 @@ class AxisValues:
     )
     pin_memory: bool = axis(bool, False, "copy batches into page-locked memory (needs an accelerator)", "true or false")
     persistent_workers: bool | None = axis(
-        bool, False, "keep workers alive across epochs", "true or false", needs_workers=True
+        bool,
+        False,
+        "keep workers alive across epochs",
+        "true or false",
+        needs_workers=True,
+        unless={"loader": ("nodes",)},
     )
     in_order: bool | None = axis(bool, True, "deliver batches in sampler order", "true or false", needs_workers=True)
     batched: bool | None = axis(
@@ -149,10 +182,19 @@ class AxisValues:
     )
     epochs: int = axis(_int(1, 10000), 1, "passes over the measured window", "an integer from 1 to 10000")
     step_ms: float = axis(
-        _float(0, 600_000), 0.0, "simulated training step per batch, in ms", "a number of milliseconds from 0 to 600000"
+        _float(0, 600_000),
+        0.0,
+        "simulated training step per batch, in ms",
+        "a number of milliseconds from 0 to 600000",
+        unless={"device": ("cpu",)},
+        blank=0.0,
     )
     step_kind: str | None = axis(
-        _choice(("sleep", "busy")), "sleep", "how the simulated step spends its time", "sleep or busy"
+        _choice(("sleep", "busy")),
+        "sleep",
+        "how the simulated step spends its time",
+        "sleep or busy",
+        unless={"step_ms": (0.0,)},
     )
     sleep_ms: float | None = axis(
         _float(0, 60_000),
@@ -225,6 +267,7 @@ class AxisValues:
         "forkserver: preload torch and the workload in the fork server",
         "true or false",
         needs_workers=True,
+        only_when={"start_method": ("forkserver",)},
     )
     parent_payload_mb: float | None = axis(
         _float(0, 65_536),
@@ -248,6 +291,7 @@ class AxisValues:
         "entries in the per-sample index",
         "an integer from 1 to 100000000",
         applies_to=SUITE_DATASETS,
+        unless={"index_backing": ("none",)},
     )
     gc_freeze: bool | None = axis(
         bool,
@@ -256,6 +300,7 @@ class AxisValues:
         "pass in a forked worker leaves the objects it inherited (and their pages) alone",
         "true or false",
         needs_workers=True,
+        unless={"worker_method": ("thread",)},
     )
     ranks: int = axis(
         _int(1, 1024),
@@ -314,10 +359,17 @@ class AxisValues:
         "auto",
         "where a real model step runs (auto: cuda if present)",
         "auto, cpu or cuda",
+        unless={"model": ("none",)},
     )
-    non_blocking: bool | None = axis(bool, True, "host-to-device copies with non_blocking=True", "true or false")
+    non_blocking: bool | None = axis(
+        bool, True, "host-to-device copies with non_blocking=True", "true or false", unless={"model": ("none",)}
+    )
     prefetcher: bool | None = axis(
-        bool, False, "copy batch N+1 on a side CUDA stream while N computes", "true or false"
+        bool,
+        False,
+        "copy batch N+1 on a side CUDA stream while N computes",
+        "true or false",
+        unless={"model": ("none",)},
     )
     # --- faults and limits (the fault workload is a self-test of the harness: loaderbench/workloads/fault.py) ---
     fault: str | None = axis(
@@ -377,6 +429,7 @@ class AxisValues:
         "paths; unset: the suite starts nginx",
         "an http:// URL",
         applies_to=STORAGE_WORKLOADS,
+        only_when={"storage": ("http",)},
     )
     latency_ms: float | None = axis(
         _float(0, 60_000),
@@ -384,6 +437,7 @@ class AxisValues:
         "round-trip time added to the network path, in ms",
         "a number of milliseconds from 0 to 60000",
         applies_to=STORAGE_WORKLOADS,
+        only_when={"storage": ("http",)},
     )
     jitter_ms: float | None = axis(
         _float(0, 60_000),
@@ -391,6 +445,7 @@ class AxisValues:
         "uniform jitter on the added delay, in ms",
         "a number of milliseconds from 0 to 60000",
         applies_to=STORAGE_WORKLOADS,
+        only_when={"storage": ("http",)},
     )
     bandwidth_mbit: float | None = axis(
         _float(0, 1_000_000),
@@ -398,6 +453,7 @@ class AxisValues:
         "bandwidth cap of the path, in Mbit/s (0: none)",
         "a number of Mbit/s from 0 to 1000000",
         applies_to=STORAGE_WORKLOADS,
+        only_when={"storage": ("http",)},
     )
     shaping: str | None = axis(
         _choice(("auto", "kernel", "proxy")),
@@ -406,6 +462,7 @@ class AxisValues:
         "suite's delaying proxy, or auto (kernel where the machine allows, else the proxy)",
         "auto, kernel or proxy",
         applies_to=STORAGE_WORKLOADS,
+        only_when={"storage": ("http",)},
     )
     http_client: str | None = axis(
         _choice(("pooled", "per_request")),
@@ -413,6 +470,7 @@ class AxisValues:
         "a kept-alive connection per loader process, or a new connection per request",
         "pooled or per_request",
         applies_to=STORAGE_WORKLOADS,
+        only_when={"storage": ("http",)},
     )
     http_timeout_s: float | None = axis(
         _float(0.1, 3600),
@@ -420,6 +478,7 @@ class AxisValues:
         "seconds a request may wait for an answer",
         "a number of seconds from 0.1 to 3600",
         applies_to=STORAGE_WORKLOADS,
+        only_when={"storage": ("http",)},
     )
     storage_fault: str | None = axis(
         _choice(STORAGE_FAULTS),
@@ -434,6 +493,7 @@ class AxisValues:
         "requests served before the server fault happens",
         "an integer from 0 to 100000000",
         applies_to=STORAGE_WORKLOADS,
+        unless={"storage_fault": (None, "none")},
     )
     sharding: str | None = axis(
         _choice(("split", "none")),
@@ -511,8 +571,8 @@ AXES: dict[str, Axis] = {f.name: Axis(f.name, default=f.default, **f.metadata[_R
 #: num_workers = 0 cells under each worker_init_fn as controls.
 WORKER_ONLY_AXES = tuple(name for name, a in AXES.items() if a.needs_workers)
 
-# meaningful only with storage = "http" (loaderbench.study.study_file.normalize sets them to None otherwise)
-HTTP_ONLY = ("storage_url", "latency_ms", "jitter_ms", "bandwidth_mbit", "shaping", "http_client", "http_timeout_s")
+#: Axes meaningful only with storage = "http" (normalize sets them to None otherwise).
+HTTP_ONLY = tuple(name for name, a in AXES.items() if ("storage", ("http",)) in a.only_when)
 
 
 def validation_message(axis: Axis, exc: ValidationError) -> str:

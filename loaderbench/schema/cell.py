@@ -94,32 +94,12 @@ def cell_id_of(axes: dict[str, Any], measure: dict[str, Any]) -> str:
 
 
 def describe(config: dict) -> str:
-    """A cell in one line: workload, workers, cores, then every other axis away from its usual value."""
+    """A cell in one line: workload, workers, cores, then every other axis that has a value away from its default
+    (loaderbench.schema.axes)."""
     parts = [config["workload"], f"w={config['num_workers']}", f"c={config['cores']}"]
-    for key in (
-        "factory",
-        "start_method",
-        "sharing_strategy",
-        "batch_size",
-        "decoder",
-        "batched",
-        "persistent_workers",
-        "pin_memory",
-        "step_ms",
-        "storage",
-        "latency_ms",
-        "bandwidth_mbit",
-        "http_client",
-        "sharding",
-        "storage_fault",
-        "loader",
-        "worker_method",
-        "snapshot_every_n_steps",
-        "resume_at",
-    ):
+    for key, axis in AXES.items():
         value = config.get(key)
-        usual = (None, False, 0, 0.0, "fork", "file_descriptor", 32, "pil", "local", "pooled", "split", "none")
-        if value not in (*usual, "dataloader", "process"):
+        if key not in ("workload", "num_workers", "cores") and value is not None and value != axis.default:
             parts.append(f"{key}={value}")
     return " ".join(parts)
 

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from loaderbench.errors import StudyError
-from loaderbench.schema.axes import AXES, HTTP_ONLY, START_METHODS, Axis, validation_message
+from loaderbench.schema.axes import AXES, START_METHODS, Axis, validation_message
 from loaderbench.schema.cell import Cell
 from loaderbench.schema.disturbance import OTHERS_MARGIN, REMEASURE_BUDGET, SPEED_MARGIN
 from loaderbench.schema.questions import STUDY_QUESTIONS
@@ -315,32 +315,21 @@ def _close_match(key: str) -> str:
 
 
 def normalize(axes: dict[str, Any]) -> dict[str, Any]:
-    """Set axes that mean nothing for this cell to None, so equivalent cells collapse into one."""
+    """Give every axis that means nothing for this cell its blank value, so equivalent cells collapse into one.
+    When an axis means nothing is declared in loaderbench.schema.axes, on the other axes' values as normalized:
+    threads have no start method, so no forkserver preload either; without a model there is no device, so no
+    "the model runs on the CPU" to zero the simulated step. Repeated from the given values until nothing changes
+    (the conditions form no cycle)."""
     out = dict(axes)
-    for name, axis in AXES.items():
-        if axis.applies_to is not None and out["workload"] not in axis.applies_to:
-            out[name] = None
-        if axis.needs_workers and out["num_workers"] == 0:
-            out[name] = None
-    if out["step_ms"] == 0:
-        out["step_kind"] = None
-    if out["model"] == "none":
-        out["device"] = out["non_blocking"] = out["prefetcher"] = None
-    elif out["device"] == "cpu":
-        out["step_ms"], out["step_kind"] = 0.0, None  # the model runs on the CPU: nothing is simulated
-    if out["index_backing"] == "none":
-        out["index_items"] = None
-    if out.get("worker_method") == "thread":  # nothing is started, forked, pickled or shared: threads share memory
-        out["start_method"] = out["sharing_strategy"] = out["gc_freeze"] = None
-    if out.get("loader") == "nodes":  # torchdata.nodes starts its workers again at every epoch
-        out["persistent_workers"] = None
-    if out["start_method"] != "forkserver" and out["forkserver_preload"] is not None:
-        out["forkserver_preload"] = None
-    if out["storage"] != "http":  # latency, bandwidth, client... describe a network path local storage has not
-        out.update(dict.fromkeys(HTTP_ONLY))
-    if out["storage_fault"] in (None, "none"):
-        out["storage_fault_at"] = None
-    return out
+    for _ in range(len(AXES) + 1):
+        new = dict(axes)
+        for name, axis in AXES.items():
+            if name in axes and axis.means_nothing(out):
+                new[name] = axis.blank
+        if new == out:
+            return out
+        out = new
+    raise ValueError(f"the axes' conditions form a cycle: {sorted(axes)}")
 
 
 def expand(
