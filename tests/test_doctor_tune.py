@@ -4,6 +4,7 @@ validated in the script's own loop before it is recommended."""
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 import time
@@ -12,6 +13,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from loaderbench.doctor import watch
 from loaderbench.doctor.doctor_json import SCHEMA, VERSION, read
 from loaderbench.doctor.settings import changes_line, read_settings
 from loaderbench.doctor.tuning import TuneBudget, search_space, tune_loader
@@ -93,6 +95,33 @@ def test_the_budget_counts_trials():
     assert result["best"]["repetitions"] == 1  # the best of what was measured, not confirmed
 
 
+def test_the_budget_counts_seconds_too(monkeypatch):
+    """On a clock that advances one second per read, a budget of 20 s ends the search after 20 reads."""
+    import loaderbench.doctor.tuning as tuning
+
+    ticks = itertools.count()
+    monkeypatch.setattr(tuning, "clock", lambda: float(next(ticks)))
+    loader = DataLoader(Sleepy(), batch_size=4)
+    result = tune_loader(loader, read_settings(loader), 2, 0.002, TuneBudget(seconds=20, trials=24))
+    assert result["stop"] == "budget spent (20 s)" and 1 <= len(result["trials"]) < 20
+
+
+def test_a_loop_that_does_not_wait_for_data_is_not_searched():
+    loader = DataLoader(list(range(100)), batch_size=4)  # a list: each batch is ready at once
+    w = watch(loader, steps=20, warmup=2, headspace=0, echo=False, tune=True)
+    for _ in w:
+        time.sleep(0.02)
+    (lo,) = w.report()["processes"][0]["loaders"]
+    assert lo["verdict"] == "not data-bound"
+    assert lo["tune"]["stop"] == "not searched" and "trials" not in lo["tune"]
+    assert lo["in_loop"]["note"].startswith("nothing to search") and lo["paste"] is None
+
+
+def test_tune_and_validate_together_is_bad_input():
+    with pytest.raises(LoaderbenchError, match="either tune=True or validate"):
+        watch(DataLoader(list(range(8))), tune=True, validate={"num_workers": 2})
+
+
 def test_a_setting_that_fails_is_never_the_answer():
     class Breaks(Sleepy):  # fails in a worker process only
         def __getitem__(self, i: int):
@@ -129,7 +158,7 @@ from torch.utils.data import DataLoader, Dataset
 
 class Sleepy(Dataset):
     def __len__(self):
-        return 64
+        return 256  # epochs long enough that the workers' start at each one is a small part of a round
     def __getitem__(self, i):
         time.sleep({SAMPLE_S})
         return torch.tensor([i])
@@ -137,7 +166,7 @@ class Sleepy(Dataset):
 if __name__ == "__main__":
     loader = DataLoader(Sleepy(), batch_size=4)
     steps = 0
-    for epoch in range(8):
+    for epoch in range(4):
         for batch in loader:
             time.sleep(0.002)
             steps += 1
@@ -148,7 +177,10 @@ if __name__ == "__main__":
 @pytest.mark.slow
 def test_tune_finds_workers_and_the_loop_runs_faster_with_them(tmp_path):
     r = _doctor(
-        tmp_path, SLEEPY_SCRIPT, "--steps", "10", "--warmup", "2", "--no-headspace", "--tune", "--budget-trials", "12"
+        tmp_path,
+        SLEEPY_SCRIPT,
+        *("--steps", "10", "--warmup", "2", "--no-headspace", "--rounds", "6", "--round-steps", "16"),
+        *("--tune", "--budget-trials", "12"),
     )
     assert r.returncode == 0 and "script done" in r.stdout, r.stderr[-3000:]
     doc = read(tmp_path / "out" / "doctor.json")

@@ -59,12 +59,16 @@ class Session:
         if w is None:
             if len(self.watches) >= MAX_LOADERS:
                 return None
-            w = self.watches[key] = LoaderWatch(loader, f"#{len(self.watches) + 1} ({site})", self.plan, self._done)
+            name = f"#{len(self.watches) + 1} ({site})"
+            w = self.watches[key] = LoaderWatch(loader, name, self.plan, self._done, self.say if self.echo else None)
             if self.echo:
                 print(f"{self.prefix}watching loader {w.name}", file=sys.stderr, flush=True)
         elif w.state == DONE:
             return None
         return w
+
+    def say(self, text: str) -> None:
+        print(f"{self.prefix}{text}", file=sys.stderr, flush=True)
 
     def _done(self, watch: LoaderWatch) -> None:
         report = loader_report(watch, timeline=False)

@@ -66,7 +66,14 @@ def _pinned(batch: Any) -> bool | None:
 class LoaderWatch:
     """One watched loader (or loaders built again at the same place): its settings, its steps, its workers."""
 
-    def __init__(self, loader: Any, name: str, plan: WatchPlan, on_done: Callable[[LoaderWatch], None]):
+    def __init__(
+        self,
+        loader: Any,
+        name: str,
+        plan: WatchPlan,
+        on_done: Callable[[LoaderWatch], None],
+        say: Callable[[str], None] | None = None,
+    ):
         from loaderbench.doctor.cores import allowed_cores
         from loaderbench.doctor.settings import read_settings
         from loaderbench.doctor.workers import WorkerSampler, worker_pids
@@ -94,6 +101,7 @@ class LoaderWatch:
         self.ab: Any = None
         self.ab_result: dict | None = None
         self.tune_result: dict | None = None
+        self.say = say  # progress for the terminal (None: say nothing)
 
     # --- the phases ----------------------------------------------------------------------------------------
 
@@ -138,8 +146,6 @@ class LoaderWatch:
 
     def _tune(self) -> dict:
         """Search the loader's settings while the loop waits; the winner's changes ({}: none to validate)."""
-        import sys
-
         from loaderbench.doctor.report import loader_report
         from loaderbench.doctor.tuning import TuneBudget, tune_loader
 
@@ -149,12 +155,11 @@ class LoaderWatch:
             self.tune_result = {"changes": {}, "stop": "not searched", "note": f"the loop is {report['verdict']}"}
             self.ab_result = {"note": f"nothing to search: {report['diagnosis']}"}
             return {}
-        print(
-            f"loaderbench doctor: loader {self.name}: searching its settings (at most {budget.trials} trials, "
-            f"{budget.seconds:g} s) while the loop waits",
-            file=sys.stderr,
-            flush=True,
-        )
+        if self.say is not None:
+            self.say(
+                f"loader {self.name}: searching its settings (at most {budget.trials} trials, {budget.seconds:g} s) "
+                "while the loop waits"
+            )
         step_s = report["steps"].get("step_p50_s")
         self.tune_result = tune_loader(self.loader, self.settings, float(self.cores["cores"]), step_s, budget)
         changes = self.tune_result["changes"]
