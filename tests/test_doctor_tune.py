@@ -122,17 +122,29 @@ def test_tune_and_validate_together_is_bad_input():
         watch(DataLoader(list(range(8))), tune=True, validate={"num_workers": 2})
 
 
-def test_a_setting_that_fails_is_never_the_answer():
-    class Breaks(Sleepy):  # fails in a worker process only
-        def __getitem__(self, i: int):
-            if torch.utils.data.get_worker_info() is not None:
-                raise RuntimeError("no workers here")
-            return super().__getitem__(i)
+def test_a_setting_that_fails_is_never_the_answer(monkeypatch):
+    """Every setting with workers fails to start (as a dataset that cannot be pickled fails under spawn)."""
+    import loaderbench.doctor.tuning as tuning
 
-    loader = DataLoader(Breaks(), batch_size=4)
+    real = tuning.variant_loader
+
+    def variant(loader, changes):
+        if changes.get("num_workers", loader.num_workers):
+            raise RuntimeError("cannot start workers here")
+        return real(loader, changes)
+
+    monkeypatch.setattr(tuning, "variant_loader", variant)
+    loader = DataLoader(Sleepy(), batch_size=4)
     result = tune_loader(loader, read_settings(loader), 2, 0.002, TuneBudget(seconds=120, trials=8))
     assert any(t["batches_per_s"] is None for t in result["trials"])
     assert result["changes"] == {}  # loading in the main process is what works
+    # from workers kept alive, back to none: the line to paste drops what DataLoader refuses without workers
+    loader = DataLoader(Sleepy(), batch_size=4, num_workers=2, persistent_workers=True)
+    result = tune_loader(loader, read_settings(loader), 2, 0.002, TuneBudget(seconds=120, trials=8))
+    assert result["changes"] == {"num_workers": 0, "prefetch_factor": None, "persistent_workers": False}
+    line = changes_line(result["changes"])
+    assert line == "DataLoader(..., num_workers=0, prefetch_factor=None, persistent_workers=False)"
+    DataLoader(Sleepy(), batch_size=4, **result["changes"])  # what it says can be pasted
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ a candidate: the watch then validates it in the script's own loop (A B rounds) b
 
 from __future__ import annotations
 
+import gc
 import math
 import warnings
 from dataclasses import dataclass
@@ -136,7 +137,7 @@ class LoaderTrials:
         from loaderbench.tune.evidence import Observation
 
         start = clock()
-        it = None
+        it = variant = None
         try:
             with warnings.catch_warnings():  # torch's warning of more workers than cores: the search weighs that
                 warnings.simplefilter("ignore", UserWarning)
@@ -155,9 +156,13 @@ class LoaderTrials:
                 got += 1
             rate = got / (clock() - t0)
         except Exception as exc:  # noqa: BLE001 - a setting that fails here is no answer, and the script goes on
-            return Observation("failed", cell_s=clock() - start, error=f"{type(exc).__name__}: {exc}"[:300])
-        finally:
-            del it  # the trial's workers end with its iterator
+            error = f"{type(exc).__name__}: {exc}"[:300]
+            del exc, it, variant
+            # the error's traceback holds the iterator in a reference cycle: collect it now, so that its workers
+            # end here and not in a process the next trial forks
+            gc.collect()
+            return Observation("failed", cell_s=clock() - start, error=error)
+        del it, variant  # the trial's workers end with its iterator and loader
         return Observation("ok", rate, None, clock() - start)
 
     @staticmethod
@@ -222,5 +227,11 @@ def tune_loader(loader: Any, settings: dict, cores: float, step_s: float | None,
     best = changes_of(answer.candidate, varied)
     out["best"] = {"settings": best, "batches_per_s": answer.median, "repetitions": answer.n}
     current = {**TORCH_DEFAULTS, **{a: v for a, v in settings.items() if v is not None}}
-    out["changes"] = {a: v for a, v in best.items() if current.get(a) != v}
+    changes = {a: v for a, v in best.items() if current.get(a) != v}
+    if changes.get("num_workers") == 0 and settings.get("num_workers"):
+        # DataLoader refuses these without workers: the line to paste drops them too
+        changes["prefetch_factor"] = None
+        if settings.get("persistent_workers"):
+            changes["persistent_workers"] = False
+    out["changes"] = changes
     return out
