@@ -114,7 +114,8 @@ def test_a_loop_that_does_not_wait_for_data_is_not_searched():
     (lo,) = w.report()["processes"][0]["loaders"]
     assert lo["verdict"] == "not data-bound"
     assert lo["tune"]["stop"] == "not searched" and "trials" not in lo["tune"]
-    assert lo["in_loop"]["note"].startswith("nothing to search") and lo["paste"] is None
+    assert lo["in_loop"] is None and lo["recommendation"] is None and lo["paste"] is None
+    assert lo["tune"]["note"] == "the loop is not data-bound: leave the loader"
 
 
 def test_tune_and_validate_together_is_bad_input():

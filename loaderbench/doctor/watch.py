@@ -152,8 +152,8 @@ class LoaderWatch:
         budget = TuneBudget(self.plan.tune_budget_s, self.plan.tune_trials)
         report = loader_report(self, timeline=False)
         if report["verdict"] == "not data-bound":
-            self.tune_result = {"changes": {}, "stop": "not searched", "note": f"the loop is {report['verdict']}"}
-            self.ab_result = {"note": f"nothing to search: {report['diagnosis']}"}
+            note = f"the loop is {report['verdict']}: leave the loader"
+            self.tune_result = {"changes": {}, "stop": "not searched", "note": note}
             return {}
         if self.say is not None:
             self.say(
