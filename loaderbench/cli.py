@@ -124,13 +124,23 @@ def _doctor_args(s) -> None:
         "pin_memory, start method: those that apply), then validate the winner in the script's own loop",
     )
     s.add_argument(
-        "--budget-s", type=float, default=60.0, help="seconds the --tune search may take (default: %(default)s)"
+        "--budget-s",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="seconds the --tune search may take (default: %(default)s)",
     )
     s.add_argument(
-        "--budget-trials", type=int, default=24, help="trials the --tune search may run (default: %(default)s)"
+        "--budget-trials",
+        type=int,
+        default=24,
+        metavar="N",
+        help="trials the --tune search may run (default: %(default)s)",
     )
-    s.add_argument("--rounds", type=int, default=4, help="A B round pairs of --try (default: %(default)s)")
-    s.add_argument("--round-steps", type=int, default=10, help="steps per round of --try (default: %(default)s)")
+    s.add_argument("--rounds", type=int, default=4, help="A B round pairs of --try or --tune (default: %(default)s)")
+    s.add_argument(
+        "--round-steps", type=int, default=10, help="steps per round of --try or --tune (default: %(default)s)"
+    )
     s.add_argument("--out", default=".", help="doctor.json and doctor.html go here (default: the current folder)")
     s.add_argument("--json", action="store_true", help="print doctor.json at the end")
     s.add_argument(
