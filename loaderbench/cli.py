@@ -87,6 +87,7 @@ def _tune_args(s) -> None:
 DOCTOR_EPILOG = """examples:
   loaderbench doctor -- python train.py --epochs 1
   loaderbench doctor --steps 100 --stop -m mypackage.train
+  loaderbench doctor --tune --budget-s 60 -- python train.py
   loaderbench doctor --out doctor-run -- torchrun --nproc-per-node 2 train.py
 
 exit status: the script's own, or
@@ -116,8 +117,30 @@ def _doctor_args(s) -> None:
         "(num_workers, prefetch_factor, persistent_workers, pin_memory, start_method; repeat or comma-separate), "
         "or `auto`: the change the diagnosis suggests",
     )
-    s.add_argument("--rounds", type=int, default=4, help="A B round pairs of --try (default: %(default)s)")
-    s.add_argument("--round-steps", type=int, default=10, help="steps per round of --try (default: %(default)s)")
+    s.add_argument(
+        "--tune",
+        action="store_true",
+        help="search the loader's settings on its own dataset (num_workers, prefetch_factor, persistent_workers, "
+        "pin_memory, start method: those that apply), then validate the winner in the script's own loop",
+    )
+    s.add_argument(
+        "--budget-s",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="seconds the --tune search may take (default: %(default)s)",
+    )
+    s.add_argument(
+        "--budget-trials",
+        type=int,
+        default=24,
+        metavar="N",
+        help="trials the --tune search may run (default: %(default)s)",
+    )
+    s.add_argument("--rounds", type=int, default=4, help="A B round pairs of --try or --tune (default: %(default)s)")
+    s.add_argument(
+        "--round-steps", type=int, default=10, help="steps per round of --try or --tune (default: %(default)s)"
+    )
     s.add_argument("--out", default=".", help="doctor.json and doctor.html go here (default: the current folder)")
     s.add_argument("--json", action="store_true", help="print doctor.json at the end")
     s.add_argument(

@@ -429,7 +429,16 @@ def cmd_doctor(args) -> int:
         try_changes = {"auto": True} if args.try_ == ["auto"] else parse_changes(args.try_)
     if args.rounds < 1 or args.round_steps < 2:
         raise LoaderbenchError("--rounds must be >= 1 and --round-steps >= 2")
+    if args.tune:
+        from loaderbench.doctor.tuning import TuneBudget
+
+        if try_changes is not None:
+            raise LoaderbenchError("give either --tune (search, then validate) or --try (validate one setting)")
+        TuneBudget(args.budget_s, args.budget_trials)  # one clear error for a bad budget
     plan = WatchPlan(
+        tune=args.tune,
+        tune_budget_s=args.budget_s,
+        tune_trials=args.budget_trials,
         try_changes=try_changes,
         ab_rounds=args.rounds,
         ab_steps=args.round_steps,

@@ -11,6 +11,7 @@ from typing import Any
 
 from loaderbench.doctor.session import Session
 from loaderbench.doctor.watch import WatchedIterator, WatchPlan
+from loaderbench.errors import LoaderbenchError
 
 
 class Watched:
@@ -77,11 +78,22 @@ def watch(
     validate: dict | None = None,
     rounds: int = 4,
     round_steps: int = 10,
+    tune: bool = False,
+    budget_s: float = 60.0,
+    budget_trials: int = 24,
 ) -> Watched:
     """Watch ``loader`` in this loop: ``warmup`` steps, then ``steps`` measured (or ``seconds``), then
     ``headspace`` steps replayed from memory (0: none; the loop sees those batches again); then, with
     ``validate`` (DataLoader changes such as ``{"num_workers": 4}``, or ``{"auto": True}``), ``rounds`` pairs of
-    A B rounds of ``round_steps`` steps, the loop fed by the loader and by one with the changes in turn."""
+    A B rounds of ``round_steps`` steps, the loop fed by the loader and by one with the changes in turn. With
+    ``tune``, the changes are those a search of the loader's settings finds (at most ``budget_trials`` trials and
+    ``budget_s`` seconds), validated the same way."""
+    if tune:
+        from loaderbench.doctor.tuning import TuneBudget
+
+        if validate is not None:
+            raise LoaderbenchError("watch: give either tune=True or validate=..., not both")
+        TuneBudget(budget_s, budget_trials)
     plan = WatchPlan(
         warmup=warmup,
         steps=steps,
@@ -90,5 +102,8 @@ def watch(
         try_changes=validate,
         ab_rounds=rounds,
         ab_steps=round_steps,
+        tune=tune,
+        tune_budget_s=budget_s,
+        tune_trials=budget_trials,
     )
     return Watched(loader, plan, out, echo)

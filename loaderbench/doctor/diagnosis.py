@@ -121,3 +121,29 @@ def validated_text(result: dict | None, settings: dict) -> str | None:
     if result["high"] < 1:
         return f"in {rounds}, {line} was slower ({ratio} the steps per second): keep the current loader"
     return f"in {rounds}, {line} did not beat the current loader ({ratio} the steps per second): keep it"
+
+
+def tune_text(result: dict, settings: dict) -> str:
+    """What `--tune`'s search did and found, in words (the loop's own check follows it)."""
+    from loaderbench.doctor.settings import loader_line
+
+    if result.get("stop") in ("not searched", "nothing to search"):
+        return f"tune: nothing searched: {result.get('note')}"
+    trials = len(result.get("trials") or [])
+    head = f"tune: {trials} trials in {result.get('spent_s', 0):.1f} s ({result.get('stop')})"
+    best = result.get("best")
+    if not best:
+        return f"{head}: {result.get('note') or 'no usable trial'}"
+    changes = result.get("changes") or {}
+    found = loader_line(settings, changes) if changes else "the current setting"
+    then = "; now checked in the script's own loop" if changes else ""
+    return f"{head}: the fastest loading alone was {found} ({best['batches_per_s']:.3g} batches/s){then}"
+
+
+def paste_line(result: dict | None) -> str | None:
+    """The `DataLoader(..., changes)` line to paste: only for a change the loop's own rounds showed faster."""
+    from loaderbench.doctor.settings import changes_line
+
+    if not result or result.get("low") is None or result["low"] <= 1:
+        return None
+    return changes_line(result["changes"])

@@ -11,7 +11,8 @@ from loaderbench.errors import LoaderbenchError
 
 SCHEMA = "loaderbench-doctor"
 #: Version 1: command, status, exit_code, stderr_tail, plan, fingerprint, processes[].loaders[].
-VERSION = 1
+#: Version 2: plan.tune, plan.tune_budget_s, plan.tune_trials, and processes[].loaders[].tune (the `--tune` search).
+VERSION = 2
 
 #: What a run's status says.
 STATUSES = ("ok", "script failed", "no loader", "interrupted", "stopped")

@@ -7,6 +7,7 @@ import html
 import os
 from pathlib import Path
 
+from loaderbench.doctor.diagnosis import tune_text
 from loaderbench.doctor.doctor_json import loaders
 from loaderbench.doctor.settings import loader_line
 
@@ -108,6 +109,20 @@ def _settings_table(settings: dict) -> str:
     return f"<table>{rows}</table>"
 
 
+def _tune_section(tune: dict, settings: dict) -> str:
+    rows = "".join(
+        f"<tr><td>{_e(t['phase'])}</td><td>{_e(t['setting'])}</td>"
+        f"<td>{'failed' if t['batches_per_s'] is None else format(t['batches_per_s'], '.4g')}</td></tr>"
+        for t in tune.get("trials") or []
+    )
+    fixed = "".join(f"<li>{_e(axis)}: {_e(why)}</li>" for axis, why in (tune.get("fixed") or {}).items())
+    return (
+        f"<h3>Search (--tune)</h3><p>{_e(tune_text(tune, settings))}</p>"
+        + (f"<p>Held as they are:</p><ul>{fixed}</ul>" if fixed else "")
+        + (f"<table><tr><th>phase</th><th>setting</th><th>batches/s alone</th></tr>{rows}</table>" if rows else "")
+    )
+
+
 def _loader_section(process: dict, lo: dict) -> str:
     rank = f" (rank {process['rank']})" if process.get("rank") is not None else ""
     st, head = lo.get("steps", {}), lo.get("headspace")
@@ -128,8 +143,12 @@ def _loader_section(process: dict, lo: dict) -> str:
             f"{1e3 * head['median_period_s']:.2f} ms per step: <b>{head['speedup']:.3g}x</b> the measured rate "
             f"[{head['low']:.3g}-{head['high']:.3g}], the most any loader setting can gain.</p>"
         )
+    if lo.get("tune"):
+        parts.append(_tune_section(lo["tune"], lo.get("settings", {})))
     if lo.get("recommendation"):
         parts.append(f"<h3>Validated in the loop</h3><p><b>{_e(lo['recommendation'])}</b></p>")
+    if lo.get("paste"):
+        parts.append(f"<p>To paste: <code>{_e(lo['paste'])}</code></p>")
     parts += ["<h3>Workers</h3>", workers_svg(lo.get("workers", {}))]
     parts += [
         "<h3>Settings</h3>",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from loaderbench.doctor.diagnosis import diagnose, validated_text
+from loaderbench.doctor.diagnosis import diagnose, paste_line, tune_text, validated_text
 from loaderbench.doctor.summary import headspace, summarize_steps
 from loaderbench.doctor.workers import summarize
 
@@ -27,8 +27,10 @@ def loader_report(watch, timeline: bool = True) -> dict:
         "verdict": verdict,
         "diagnosis": sentence,
         "warnings": warnings,
+        "tune": watch.tune_result,
         "in_loop": watch.ab_result,
         "recommendation": validated_text(watch.ab_result, watch.settings),
+        "paste": paste_line(watch.ab_result),
     }
     if timeline:
         out["timeline"] = watch.log.to_json()
@@ -49,8 +51,12 @@ def terminal_lines(report: dict) -> list[str]:
             f"{1e3 * st['wait_p95_s']:.1f} ms; step p50 {1e3 * st['step_p50_s']:.1f} ms; "
             f"{st['steps_per_s']:.3g} steps/s"
         )
+    if report.get("tune"):
+        lines.append(f"  {tune_text(report['tune'], s)}")
     if report.get("recommendation"):
         lines.append(f"  {report['recommendation']}")
+    if report.get("paste"):
+        lines.append(f"  to paste: {report['paste']}")
     if report.get("note"):
         lines.append(f"  note: {report['note']}")
     lines += [f"  warning: {w}" for w in report["warnings"]]

@@ -48,6 +48,9 @@ class Session:
         self.watches: dict[Any, LoaderWatch] = {}
         self.pid = os.getpid()
         self.stopping = False
+        rank = _rank()["rank"]
+        #: what each line this process prints starts with: under torchrun or srun, the rank too
+        self.prefix = "loaderbench doctor: " + (f"rank {rank}: " if rank is not None else "")
 
     def watch_for(self, loader: Any, site: str) -> LoaderWatch | None:
         """The watch of loaders iterated at ``site`` over this kind of dataset; a new one for a new place."""
@@ -56,17 +59,21 @@ class Session:
         if w is None:
             if len(self.watches) >= MAX_LOADERS:
                 return None
-            w = self.watches[key] = LoaderWatch(loader, f"#{len(self.watches) + 1} ({site})", self.plan, self._done)
+            name = f"#{len(self.watches) + 1} ({site})"
+            w = self.watches[key] = LoaderWatch(loader, name, self.plan, self._done, self.say if self.echo else None)
             if self.echo:
-                print(f"loaderbench doctor: watching loader {w.name}", file=sys.stderr, flush=True)
+                print(f"{self.prefix}watching loader {w.name}", file=sys.stderr, flush=True)
         elif w.state == DONE:
             return None
         return w
 
+    def say(self, text: str) -> None:
+        print(f"{self.prefix}{text}", file=sys.stderr, flush=True)
+
     def _done(self, watch: LoaderWatch) -> None:
         report = loader_report(watch, timeline=False)
         if self.echo:
-            print("\n".join(f"loaderbench doctor: {line}" for line in terminal_lines(report)), file=sys.stderr)
+            print("\n".join(f"{self.prefix}{line}" for line in terminal_lines(report)), file=sys.stderr)
             sys.stderr.flush()
         self.write()
         if self.after_done is not None:

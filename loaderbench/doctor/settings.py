@@ -91,3 +91,14 @@ def loader_line(settings: dict, changes: dict | None = None) -> str:
     if changes and changes.get("start_method"):
         parts.append(f"multiprocessing_context={changes['start_method']!r}")
     return f"DataLoader({', '.join(parts)})"
+
+
+def changes_line(changes: dict) -> str:
+    """``DataLoader(..., num_workers=6, persistent_workers=True)``: the arguments to change in the script's own
+    DataLoader call, in the order DataLoader takes them."""
+    order = [*LINE_KEYS, "start_method"]
+    parts = ["..."]
+    for key in sorted(changes, key=lambda k: order.index(k) if k in order else len(order)):
+        name = "multiprocessing_context" if key == "start_method" else key
+        parts.append(f"{name}={changes[key]!r}")
+    return f"DataLoader({', '.join(parts)})"

@@ -28,6 +28,10 @@ class WatchPlan:
     try_changes: dict | None = None
     ab_rounds: int = 4
     ab_steps: int = 10
+    #: search the loader's settings on its dataset (loaderbench.doctor.tuning), then validate the winner in the loop
+    tune: bool = False
+    tune_budget_s: float = 60.0
+    tune_trials: int = 24
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -62,7 +66,14 @@ def _pinned(batch: Any) -> bool | None:
 class LoaderWatch:
     """One watched loader (or loaders built again at the same place): its settings, its steps, its workers."""
 
-    def __init__(self, loader: Any, name: str, plan: WatchPlan, on_done: Callable[[LoaderWatch], None]):
+    def __init__(
+        self,
+        loader: Any,
+        name: str,
+        plan: WatchPlan,
+        on_done: Callable[[LoaderWatch], None],
+        say: Callable[[str], None] | None = None,
+    ):
         from loaderbench.doctor.cores import allowed_cores
         from loaderbench.doctor.settings import read_settings
         from loaderbench.doctor.workers import WorkerSampler, worker_pids
@@ -89,6 +100,8 @@ class LoaderWatch:
         self.loader = loader
         self.ab: Any = None
         self.ab_result: dict | None = None
+        self.tune_result: dict | None = None
+        self.say = say  # progress for the terminal (None: say nothing)
 
     # --- the phases ----------------------------------------------------------------------------------------
 
@@ -113,11 +126,53 @@ class LoaderWatch:
     def _after_headspace(self) -> None:
         self._cache.clear()
         self._replay = None
-        if self.plan.try_changes is None:
+        if self.plan.tune:
+            changes = self._tune()
+            if not changes:
+                self._finish()
+                return
+        elif self.plan.try_changes is None:
             self._finish()
             return
-        from loaderbench.doctor.abtest import InLoopAB, candidate
+        else:
+            changes = self._changes_to_try()
+            if not changes:
+                return
+        from loaderbench.doctor.abtest import InLoopAB
 
+        self.ab = InLoopAB(self.loader, changes, self.plan.ab_rounds, self.plan.ab_steps)
+        self.ab.start()
+        self.state = AB
+
+    def _tune(self) -> dict:
+        """Search the loader's settings while the loop waits; the winner's changes ({}: none to validate)."""
+        from loaderbench.doctor.report import loader_report
+        from loaderbench.doctor.tuning import TuneBudget, tune_loader
+
+        budget = TuneBudget(self.plan.tune_budget_s, self.plan.tune_trials)
+        report = loader_report(self, timeline=False)
+        if report["verdict"] == "not data-bound":
+            note = f"the loop is {report['verdict']}: leave the loader"
+            self.tune_result = {"changes": {}, "stop": "not searched", "note": note}
+            return {}
+        if self.say is not None:
+            self.say(
+                f"loader {self.name}: searching its settings (at most {budget.trials} trials, {budget.seconds:g} s) "
+                "while the loop waits"
+            )
+        step_s = report["steps"].get("step_p50_s")
+        self.tune_result = tune_loader(self.loader, self.settings, float(self.cores["cores"]), step_s, budget)
+        changes = self.tune_result["changes"]
+        if not changes:
+            why = self.tune_result.get("note") or "the best setting the search found is the current one"
+            self.ab_result = {"note": f"nothing to validate in the loop: {why}; keep the current loader"}
+        return changes
+
+    def _changes_to_try(self) -> dict:
+        """The changes `--try` gives, or the diagnosis suggests ({}: none, and the watch is finished)."""
+        from loaderbench.doctor.abtest import candidate
+
+        assert self.plan.try_changes is not None
         changes = dict(self.plan.try_changes)
         if changes.pop("auto", False):
             from loaderbench.doctor.report import loader_report
@@ -127,10 +182,7 @@ class LoaderWatch:
             if not changes:
                 self.ab_result = {"note": f"nothing to try in the loop: {verdict}"}
                 self._finish()
-                return
-        self.ab = InLoopAB(self.loader, changes, self.plan.ab_rounds, self.plan.ab_steps)
-        self.ab.start()
-        self.state = AB
+        return changes
 
     def _close_ab(self) -> None:
         """End an in-loop A/B in progress, keeping its result, and the watch."""

@@ -1,0 +1,99 @@
+"""The doctor under torchrun: every rank watches its own loader, and doctor.json holds one diagnosis per rank (the
+launcher, which iterates no loader, is not one of them)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from loaderbench.doctor.doctor_json import read
+from tests.test_doctor import REPO
+
+DDP_SCRIPT = """
+import os, time
+import torch
+import torch.distributed as dist
+from torch.utils.data import DataLoader, Dataset
+from torch.utils.data.distributed import DistributedSampler
+
+class Slow(Dataset):
+    def __len__(self):
+        return 256
+    def __getitem__(self, i):
+        time.sleep(0.002)
+        return torch.randn(8), torch.tensor(i)
+
+if __name__ == "__main__":
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    data = Slow()
+    loader = DataLoader(data, batch_size=4, sampler=DistributedSampler(data))
+    seen = []
+    for x, ids in loader:
+        loss = model(x).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        seen += ids.tolist()
+    print(f"rank {rank} saw {len(seen)} samples, {len(set(seen))} distinct", flush=True)
+    dist.destroy_process_group()
+"""
+
+
+@pytest.mark.slow
+def test_two_ranks_under_torchrun_get_one_diagnosis_each(tmp_path: Path):
+    script = tmp_path / "train_ddp.py"
+    script.write_text(textwrap.dedent(DDP_SCRIPT))
+    out = tmp_path / "out"
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    r = subprocess.run(
+        [sys.executable, "-m", "loaderbench", "doctor", "--out", str(out), "--steps", "10", "--warmup", "2"]
+        + ["--headspace-steps", "3", "--", *torchrun, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    # each rank's loop ran its own half of the data (32 batches of 4), and 3 batches again (the headspace replay)
+    for rank in (0, 1):
+        assert f"rank {rank} saw 140 samples, 128 distinct" in r.stdout, r.stdout
+    doc = read(out / "doctor.json")
+    assert doc["status"] == "ok"
+    ranks = [p["rank"] for p in doc["processes"]]
+    assert ranks == [0, 1]  # one entry per rank, in rank order; not the launcher
+    pids = {p["pid"] for p in doc["processes"]}
+    assert len(pids) == 2
+    for p in doc["processes"]:
+        (lo,) = p["loaders"]
+        assert p["world_size"] == "2"
+        assert lo["settings"]["sampler"].endswith("DistributedSampler")
+        assert lo["steps"]["measured_steps"] == 10 and lo["state"] == "done"
+        assert lo["verdict"] in ("data-bound", "data-bound and CPU-bound", "not data-bound")
+        assert f"rank {p['rank']}: loader #1" in r.stderr  # each rank's diagnosis is said as that rank's
+
+
+def test_under_srun_the_rank_comes_from_slurm(monkeypatch):
+    from loaderbench.doctor.bootstrap import should_watch
+    from loaderbench.doctor.session import Session
+    from loaderbench.doctor.watch import WatchPlan
+
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SLURM_PROCID", "3")
+    monkeypatch.setenv("SLURM_NTASKS", "4")
+    session = Session(WatchPlan(), echo=False)
+    doc = session.to_json()
+    assert (doc["rank"], doc["world_size"]) == (3, "4")
+    assert session.prefix == "loaderbench doctor: rank 3: "
+    # srun's tasks each watch, even below a watching process of another rank
+    assert should_watch(["train.py"], {"LOADERBENCH_DOCTOR_OWNER": "12:0", "SLURM_PROCID": "3"})

@@ -1,0 +1,221 @@
+"""`loaderbench doctor --tune`: the settings searched are those that apply to the loader, the search on the
+script's own dataset stays within its budget of trials, finds workers where the dataset sleeps, and the winner is
+validated in the script's own loop before it is recommended."""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from loaderbench.doctor import watch
+from loaderbench.doctor.doctor_json import SCHEMA, VERSION, read
+from loaderbench.doctor.settings import changes_line, read_settings
+from loaderbench.doctor.tuning import TuneBudget, search_space, tune_loader
+from loaderbench.errors import LoaderbenchError
+from tests.test_doctor import REPO, _doctor
+from tests.test_doctor_iterable import Split, Whole
+
+SAMPLE_S = 0.005  # each sample sleeps this long: sleeps overlap across workers, whatever the cores
+
+
+class Sleepy(Dataset):
+    def __len__(self) -> int:
+        return 64
+
+    def __getitem__(self, i: int):
+        time.sleep(SAMPLE_S)
+        return torch.tensor([i])
+
+
+def _workers(label: str) -> int:
+    return int(label.split()[0].removeprefix("num_workers="))
+
+
+# --- the space: only the axes that apply ------------------------------------------------------------------------
+
+
+def test_a_map_style_dataset_varies_workers_prefetch_and_persistence():
+    values, fixed = search_space(read_settings(DataLoader(Sleepy(), batch_size=4)), cores=2, accelerator=False)
+    assert values["num_workers"] == [0, 1, 2, 3, 4]  # up to twice the cores
+    assert values["persistent_workers"] == [False, True] and values["prefetch_factor"] == [2, 4]
+    assert "pin_memory" not in values and "no accelerator" in fixed["pin_memory"]
+    assert "start_method" not in values  # fork stays fork: spawn would import the script in every worker
+
+
+def test_the_start_method_varies_only_towards_fork_and_pinning_only_with_an_accelerator():
+    loader = DataLoader(Sleepy(), batch_size=4, num_workers=1, multiprocessing_context="spawn")
+    values, _ = search_space(read_settings(loader), cores=8, accelerator=True)
+    assert values["start_method"] == ["spawn", "fork"]
+    assert values["pin_memory"] == [False, True]
+    assert max(values["num_workers"]) == 16
+
+
+def test_an_iterable_dataset_that_does_not_split_is_not_tuned_over_num_workers():
+    whole = read_settings(DataLoader(Whole(), batch_size=4))
+    values, fixed = search_space(whole, cores=2, accelerator=False)
+    assert values == {"num_workers": [0]} and "does not split" in fixed["num_workers"]
+    result = tune_loader(DataLoader(Whole(), batch_size=4), whole, 2, 0.001, TuneBudget(30, 10))
+    assert result["stop"] == "nothing to search" and result["trials"] == [] and result["changes"] == {}
+    # with workers already, only what keeps the stream as it is: prefetch, never the number of workers
+    loader = DataLoader(Whole(), batch_size=4, num_workers=2)
+    result = tune_loader(loader, read_settings(loader), 2, 0.001, TuneBudget(30, 4))
+    assert result["space"]["num_workers"] == [2] and "persistent_workers" not in result["space"]
+    assert result["trials"] and {_workers(t["setting"]) for t in result["trials"]} == {2}
+    assert "num_workers" not in result["changes"]
+
+
+def test_an_iterable_dataset_that_splits_is_tuned_over_num_workers():
+    values, fixed = search_space(read_settings(DataLoader(Split(), batch_size=4)), cores=2, accelerator=False)
+    assert values["num_workers"] == [0, 1, 2, 3, 4] and "num_workers" not in fixed
+    assert "persistent_workers" not in values
+
+
+# --- the search on the dataset object -----------------------------------------------------------------------------
+
+
+def test_the_search_finds_workers_for_a_sleeping_dataset_within_its_trials():
+    loader = DataLoader(Sleepy(), batch_size=4)
+    result = tune_loader(loader, read_settings(loader), 2, 0.002, TuneBudget(seconds=120, trials=16))
+    assert 0 < len(result["trials"]) <= 16
+    assert result["changes"]["num_workers"] > 0  # four sleeps at a time load faster than one
+    rates = {_workers(t["setting"]): t["batches_per_s"] for t in result["trials"] if t["phase"] == "screen"}
+    assert rates[4] > rates[0]
+
+
+def test_the_budget_counts_trials():
+    loader = DataLoader(Sleepy(), batch_size=4)
+    result = tune_loader(loader, read_settings(loader), 2, 0.002, TuneBudget(seconds=120, trials=3))
+    assert len(result["trials"]) == 3 and result["stop"] == "budget spent (3 trials)"
+    assert result["best"]["repetitions"] == 1  # the best of what was measured, not confirmed
+
+
+def test_the_budget_counts_seconds_too(monkeypatch):
+    """On a clock that advances one second per read, a budget of 20 s ends the search after 20 reads."""
+    import loaderbench.doctor.tuning as tuning
+
+    ticks = itertools.count()
+    monkeypatch.setattr(tuning, "clock", lambda: float(next(ticks)))
+    loader = DataLoader(Sleepy(), batch_size=4)
+    result = tune_loader(loader, read_settings(loader), 2, 0.002, TuneBudget(seconds=20, trials=24))
+    assert result["stop"] == "budget spent (20 s)" and 1 <= len(result["trials"]) < 20
+
+
+def test_a_loop_that_does_not_wait_for_data_is_not_searched():
+    loader = DataLoader(list(range(100)), batch_size=4)  # a list: each batch is ready at once
+    w = watch(loader, steps=20, warmup=2, headspace=0, echo=False, tune=True)
+    for _ in w:
+        time.sleep(0.02)
+    (lo,) = w.report()["processes"][0]["loaders"]
+    assert lo["verdict"] == "not data-bound"
+    assert lo["tune"]["stop"] == "not searched" and "trials" not in lo["tune"]
+    assert lo["in_loop"] is None and lo["recommendation"] is None and lo["paste"] is None
+    assert lo["tune"]["note"] == "the loop is not data-bound: leave the loader"
+
+
+def test_tune_and_validate_together_is_bad_input():
+    with pytest.raises(LoaderbenchError, match="either tune=True or validate"):
+        watch(DataLoader(list(range(8))), tune=True, validate={"num_workers": 2})
+
+
+def test_a_setting_that_fails_is_never_the_answer(monkeypatch):
+    """Every setting with workers fails to start (as a dataset that cannot be pickled fails under spawn)."""
+    import loaderbench.doctor.tuning as tuning
+
+    real = tuning.variant_loader
+
+    def variant(loader, changes):
+        if changes.get("num_workers", loader.num_workers):
+            raise RuntimeError("cannot start workers here")
+        return real(loader, changes)
+
+    monkeypatch.setattr(tuning, "variant_loader", variant)
+    loader = DataLoader(Sleepy(), batch_size=4)
+    result = tune_loader(loader, read_settings(loader), 2, 0.002, TuneBudget(seconds=120, trials=8))
+    assert any(t["batches_per_s"] is None for t in result["trials"])
+    assert result["changes"] == {}  # loading in the main process is what works
+    # from workers kept alive, back to none: the line to paste drops what DataLoader refuses without workers
+    loader = DataLoader(Sleepy(), batch_size=4, num_workers=2, persistent_workers=True)
+    result = tune_loader(loader, read_settings(loader), 2, 0.002, TuneBudget(seconds=120, trials=8))
+    assert result["changes"] == {"num_workers": 0, "prefetch_factor": None, "persistent_workers": False}
+    line = changes_line(result["changes"])
+    assert line == "DataLoader(..., num_workers=0, prefetch_factor=None, persistent_workers=False)"
+    DataLoader(Sleepy(), batch_size=4, **result["changes"])  # what it says can be pasted
+
+
+@pytest.mark.parametrize(
+    "budget, option",
+    [(dict(seconds=0), "--budget-s"), (dict(trials=0), "--budget-trials"), (dict(seconds=float("nan")), "--budget-s")],
+)
+def test_a_bad_budget_is_one_clear_error(budget, option):
+    with pytest.raises(LoaderbenchError, match=f"^{option} .*allowed"):
+        TuneBudget(**budget)
+
+
+def test_the_line_to_paste_names_only_the_changes():
+    line = changes_line({"persistent_workers": True, "num_workers": 6, "start_method": "fork"})
+    assert line == "DataLoader(..., num_workers=6, persistent_workers=True, multiprocessing_context='fork')"
+
+
+# --- a whole script: search, then the loop's own check ------------------------------------------------------------
+
+SLEEPY_SCRIPT = f"""
+import time
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+class Sleepy(Dataset):
+    def __len__(self):
+        return 256  # epochs long enough that the workers' start at each one is a small part of a round
+    def __getitem__(self, i):
+        time.sleep({SAMPLE_S})
+        return torch.tensor([i])
+
+if __name__ == "__main__":
+    loader = DataLoader(Sleepy(), batch_size=4)
+    steps = 0
+    for epoch in range(4):
+        for batch in loader:
+            time.sleep(0.002)
+            steps += 1
+    print("script done", steps)
+"""
+
+
+@pytest.mark.slow
+def test_tune_finds_workers_and_the_loop_runs_faster_with_them(tmp_path):
+    r = _doctor(
+        tmp_path,
+        SLEEPY_SCRIPT,
+        *("--steps", "10", "--warmup", "2", "--no-headspace", "--rounds", "6", "--round-steps", "16"),
+        *("--tune", "--budget-trials", "12"),
+    )
+    assert r.returncode == 0 and "script done" in r.stdout, r.stderr[-3000:]
+    doc = read(tmp_path / "out" / "doctor.json")
+    assert doc["schema"] == SCHEMA and doc["schema_version"] == VERSION == 2 and doc["plan"]["tune"] is True
+    (lo,) = doc["processes"][0]["loaders"]
+    tune, in_loop = lo["tune"], lo["in_loop"]
+    assert len(tune["trials"]) <= 12 and tune["changes"]["num_workers"] > 0
+    assert in_loop["changes"] == tune["changes"]  # the search's winner is what the loop checked
+    assert in_loop["low"] > 1  # the loop's steps overlap with sleeps in the workers
+    assert lo["paste"] == changes_line(tune["changes"]) and "paste it" in lo["recommendation"]
+    assert f"to paste: {lo['paste']}" in r.stderr
+    assert "Search (--tune)" in (tmp_path / "out" / "doctor.html").read_text()
+
+
+def test_tune_with_try_or_a_bad_budget_is_bad_input(tmp_path):
+    for extra in (["--tune", "--try", "num_workers=2"], ["--tune", "--budget-s", "0"]):
+        r = subprocess.run(
+            [sys.executable, "-m", "loaderbench", "doctor", "--out", str(tmp_path), *extra, "--", "python", "x.py"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env={**__import__("os").environ, "PYTHONPATH": str(REPO)},
+        )
+        assert r.returncode == 2 and "Traceback" not in r.stderr
+        assert r.stderr.strip().startswith("error: ") and ("--try" in r.stderr or "--budget-s" in r.stderr)
