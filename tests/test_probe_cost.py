@@ -1,13 +1,18 @@
 """The probe accounts for its own work: the CPU its samples took (never more than the wall time they took, one
-thread), and that CPU as a share of one CPU over the time it sampled, which every record carries."""
+thread), and that CPU as a share of one CPU over the time it sampled, which every record carries. Where the machine
+has CPUs the cell does not use, the probe samples from those."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import time
 
-from loaderbench.measure.probes import TreeProbe
+import pytest
+
+from loaderbench.measure.probes import TreeProbe, off_cell_cpus
 
 
 def test_the_probe_counts_its_own_cpu_within_its_wall_time():
@@ -25,3 +30,23 @@ def test_the_probe_counts_its_own_cpu_within_its_wall_time():
     assert cost["samples"] == 20 and cost["memory_samples"] >= 2
     assert 0 < cost["cpu_s"] <= cost["cost_s"] + 20 * resolution + 1e-4  # rounding to 4 decimals
     assert 0 < cost["cpu_share"] < 1
+
+
+def test_the_probe_samples_off_the_cells_cores_and_gives_them_back(tmp_path):
+    """A one-core cell on a machine with more: the probe runs on the others, and the runner takes its CPUs back
+    before it forks the next repetition (which would otherwise pin itself to the probe's CPUs and leave none)."""
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        pytest.skip("one CPU: the probe can only share it (its record says so with off_cell_cpus = [])")
+    sets = ["workload=sleep", "sleep_ms=1", "num_workers=1", "cores=1", "measure_batches=8", "repetitions=2"]
+    args = [a for s in sets for a in ("--set", s)]
+    out = subprocess.run(
+        [sys.executable, "-m", "loaderbench", "cell", *args, "--results", str(tmp_path), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    records = json.loads(out.stdout[out.stdout.index("[") : out.stdout.rindex("]") + 1])
+    assert [r["metrics"]["probe"]["off_cell_cpus"] for r in records] == [allowed[1:], allowed[1:]]
+    assert off_cell_cpus(len(allowed)) == []  # a cell on every CPU: the probe shares them

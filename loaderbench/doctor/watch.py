@@ -74,7 +74,7 @@ class LoaderWatch:
         on_done: Callable[[LoaderWatch], None],
         say: Callable[[str], None] | None = None,
     ):
-        from loaderbench.doctor.cores import allowed_cores
+        from loaderbench.cores import allowed_cores
         from loaderbench.doctor.settings import read_settings
         from loaderbench.doctor.workers import WorkerSampler, worker_pids
 

@@ -54,7 +54,8 @@ class TreeProbe:
     cell's mmap lock), so they are read every `memory_interval_s` and whenever RSS passes a new high by 5%;
     their peaks are the peaks of those samples. (Reading them every 0.2 s cost the cell 5-15% throughput on
     2 cores, measured by `make bench`; every 2 s they are still most of the probe's CPU.) The probe's own CPU
-    time and its share of one CPU go into every record."""
+    time and its share of one CPU go into every record, with the CPUs it ran on where those were none of the
+    cell's (`off_cell_cpus`)."""
 
     pid: int
     memory_interval_s: float = 2.0
@@ -77,6 +78,7 @@ class TreeProbe:
     seen: dict = field(default_factory=dict)  # pid -> (ppid, name) of every process of the tree ever sampled
     sample_cost_s: float = 0.0
     sample_cpu_s: float = 0.0  # CPU time of the sampling thread inside sample()
+    off_cell_cpus: list = field(default_factory=list)  # where the probe ran off the cell's cores (off_cell_cpus())
     _procs: dict = field(default_factory=dict, repr=False)  # pid -> psutil.Process, kept between ticks
     _last_full: float = float("-inf")
     _rss_at_full: int = 0
@@ -171,9 +173,17 @@ class TreeProbe:
                 "cpu_s": round(self.sample_cpu_s, 4),
                 "cpu_share": round(self.sample_cpu_s / max(time.perf_counter() - self.started, 1e-9), 5),
                 "workers_cpu_s_sampled": round(workers_cpu, 4),
+                "off_cell_cpus": list(self.off_cell_cpus),
             },
             "memory_timeline": self.timeline,
         }
+
+
+def off_cell_cpus(cell_cores: int) -> list[int]:
+    """The CPUs this thread may use that a cell of `cell_cores` cores, forked from it, does not: the cell takes the
+    first `cell_cores` of the CPUs it inherits (loaderbench.measure.cell_process.pin_cores). [] where it takes
+    them all: the probe then shares the cell's cores, and its CPU share in the record says what it took."""
+    return sorted(os.sched_getaffinity(0))[cell_cores:]
 
 
 # --- what a cell leaves behind: processes and /dev/shm entries -------------------------------------------

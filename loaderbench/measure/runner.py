@@ -45,6 +45,7 @@ from loaderbench.measure.probes import (
     TreeProbe,
     cell_processes,
     is_cleanup_helper,
+    off_cell_cpus,
     shm_snapshot,
     sweep_shm,
 )
@@ -325,6 +326,7 @@ class _CellProcess:
         from loaderbench.measure.cell_process import cell_main
 
         cell = task.cell.typed
+        self.cores = cell.cores  # the cell takes the first of this thread's CPUs (cell_process.pin_cores)
         self.cgroup = cgroup
         self.shm_before = shm_snapshot()
         before_children = _children()
@@ -374,20 +376,31 @@ class _CellProcess:
     def watch(self, timeout_s: float, probe_interval_s: float) -> None:
         """Probe the cell's process tree until it exits or its time is up (then kill its group); reap it."""
         deadline = time.monotonic() + timeout_s
-        # A cell shorter than the runner's way here (forking the sentinel, being scheduled on a busy machine)
-        # would be over before the first sample, and its record would say it used no memory and no fds: the
-        # cell waits until the probe has sampled it once, alive.
-        self.probe.sample()
-        self._release()
-        while True:
+        # The probe samples from CPUs the cell does not use, where the machine has some, so that its work is not
+        # taken from the cores being measured; this thread gets its CPUs back before it forks the next cell.
+        own = os.sched_getaffinity(0)
+        off = off_cell_cpus(self.cores)
+        if off:
+            os.sched_setaffinity(0, off)
+            self.probe.off_cell_cpus = off
+        try:
+            # A cell shorter than the runner's way here (forking the sentinel, being scheduled on a busy machine)
+            # would be over before the first sample, and its record would say it used no memory and no fds: the
+            # cell waits until the probe has sampled it once, alive.
             self.probe.sample()
-            if _pidfd_wait(self.pid, probe_interval_s, self.pidfd):
-                break
-            if time.monotonic() > deadline:
-                self.timed_out = True
-                self.alive_at_timeout = len(cell_processes(self.pid, self.cgroup.pids() if self.cgroup else []))
-                kill_group(self.pid)
-                break
+            self._release()
+            while True:
+                self.probe.sample()
+                if _pidfd_wait(self.pid, probe_interval_s, self.pidfd):
+                    break
+                if time.monotonic() > deadline:
+                    self.timed_out = True
+                    self.alive_at_timeout = len(cell_processes(self.pid, self.cgroup.pids() if self.cgroup else []))
+                    kill_group(self.pid)
+                    break
+        finally:
+            if off:
+                os.sched_setaffinity(0, own)
         _, raw_status = os.waitpid(self.pid, 0)
         self.status = os.waitstatus_to_exitcode(raw_status)
 

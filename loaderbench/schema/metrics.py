@@ -151,6 +151,8 @@ class ProbeCost(TypedDict, total=False):
     cpu_s: float  # CPU seconds the probe's thread spent sampling
     cpu_share: Annotated[float, Column("probe_cpu_share")]  # cpu_s over the seconds it sampled: a share of one CPU
     workers_cpu_s_sampled: float
+    # the CPUs the probe sampled from: none of the cell's where the machine had others ([]: it shared the cell's)
+    off_cell_cpus: list[int]
 
 
 class ReferenceRun(TypedDict):

@@ -29,6 +29,7 @@ from loaderbench.analysis.figures.stages import Stages
 from loaderbench.analysis.table.code_version import code_version
 from loaderbench.analysis.table.records import col, load_records
 from loaderbench.analysis.table.results_folder import not_a_results_folder
+from loaderbench.cores import allowed_cores
 from loaderbench.errors import LoaderbenchError
 
 
@@ -192,7 +193,9 @@ def _fork():
 
 
 def default_jobs() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    """Every core this process may use: its affinity, its cgroup's CPU quota and Slurm's CPUs per task, the
+    smallest of those set (loaderbench.cores); a quota of 2.5 CPUs draws in 2 processes."""
+    return max(1, int(allowed_cores()["cores"]))
 
 
 def analyze_all(

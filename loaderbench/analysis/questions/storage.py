@@ -293,7 +293,7 @@ QUESTION = Question(
 )
 _NOISE = (
     f"inconclusive when repetitions scatter by more than {NOISY:.0%} of their median (median over cells of "
-    "range/median): the cores were not the cells' own"
+    "the interquartile range over the median): the cores were not the cells' own"
 )
 QUESTION.claims.extend(
     [
