@@ -19,7 +19,17 @@ from importlib import metadata
 from pathlib import Path
 
 #: Files and folders of the package that the analysis's output depends on (folders: their .py and .toml files).
-SOURCES = ("analysis", "fake_records", "stats", "schema", "errors.py", "processes.py", "locations.py", "studies")
+SOURCES = (
+    "analysis",
+    "fake_records",
+    "stats",
+    "schema",
+    "errors.py",
+    "cores.py",
+    "processes.py",
+    "locations.py",
+    "studies",
+)
 #: Distributions whose version is part of the key.
 LIBRARIES = ("matplotlib", "seaborn", "numpy", "pandas", "scipy", "pyarrow")
 #: What a row of the records table is made of: the record's definition (`flatten`), the module that reads files.
