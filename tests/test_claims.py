@@ -11,13 +11,13 @@ import pytest
 
 from loaderbench.analysis import claims as C
 from loaderbench.analysis.table import derive as D
+from loaderbench.fake_records.gpu import TUTORIAL, gpu_rate, gpu_table, ladder_table
 from loaderbench.fake_records.questions import (
     COW_OK,
     GAP_OK,
     MIB,
     PEAK,
     TOTAL_OK,
-    TUTORIAL,
     F,
     H,
     I,
@@ -26,10 +26,7 @@ from loaderbench.fake_records.questions import (
     cow_records,
     cow_table,
     decide,
-    gpu_rate,
-    gpu_table,
     in_order_table,
-    ladder_table,
     over_table,
     pers_table,
     rec,

@@ -8,7 +8,7 @@ import pandas as pd
 from loaderbench.analysis.claims import claims_table, numbered
 from loaderbench.analysis.claims.claims_table import apart
 from loaderbench.analysis.rules.machines import base_study
-from loaderbench.fake_records.questions import gpu_batch_table
+from loaderbench.fake_records.gpu import gpu_batch_table
 from loaderbench.stats.verdicts import FAILS, HOLDS
 
 NEAR = {32: 1650.0, 64: 2000.0, 128: 2150.0, 512: 2200.0, 2048: 0.0}  # 128 reaches 0.98x of the best

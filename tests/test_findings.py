@@ -15,6 +15,7 @@ from loaderbench.analysis.findings.common import median_text
 from loaderbench.analysis.findings.page import BEGIN, COMMAND, main, render
 from loaderbench.errors import LoaderbenchError
 from loaderbench.fake_records import questions as Q
+from loaderbench.fake_records.storage import storage_table
 from tests.conftest import REPO
 
 PAGE = REPO / "docs" / "findings.md"
@@ -130,7 +131,7 @@ def _tables():
             {(True, False): 100.0, (True, True): 20.0, (False, False): 100.0, (False, True): 110.0},
         ),
         "oversubscription": Q.over_table(Q.PEAK),
-        "storage": Q.storage_table(),
+        "storage": storage_table(),
         "sharing": Q.sharing_table(),
     }
 

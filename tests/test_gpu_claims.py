@@ -10,7 +10,8 @@ import pytest
 from loaderbench.analysis import claims as C
 from loaderbench.analysis.questions.gpu_batch_size import batch_size_balance
 from loaderbench.analysis.questions.gpu_decode import cuda_breaks_forked_workers
-from loaderbench.fake_records.questions import F, H, I, N, X, gpu_batch_table, gpu_decode_table
+from loaderbench.fake_records.gpu import gpu_batch_table, gpu_decode_table
+from loaderbench.fake_records.questions import F, H, I, N, X
 from tests.conftest import REPO
 
 

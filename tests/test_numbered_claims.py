@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 
 from loaderbench.analysis import claims as C
+from loaderbench.fake_records.gpu import TUTORIAL, ladder_table, stepped_table
 from loaderbench.fake_records.questions import (
     CURVES,
     MIB,
-    TUTORIAL,
     F,
     H,
     I,
@@ -23,13 +23,11 @@ from loaderbench.fake_records.questions import (
     curve_table,
     decide,
     jitter,
-    ladder_table,
     rec,
     sm_table,
-    stepped_table,
-    storage_table,
     table,
 )
+from loaderbench.fake_records.storage import storage_table
 
 # --------------------------------------------------------------------------------------------------------
 # the catalogue and the table's rows

@@ -13,23 +13,18 @@ import pytest
 from loaderbench.analysis import claims as C
 from loaderbench.analysis.figures import questions as Q
 from loaderbench.analysis.table import derive as D
+from loaderbench.fake_records.gpu import TUTORIAL, gpu_batch_table, gpu_decode_table, gpu_rate, gpu_table, ladder_table
 from loaderbench.fake_records.questions import (
     COW_OK,
     GAP_OK,
     PEAK,
     TOTAL_OK,
-    TUTORIAL,
     batch_table,
     cheap_table,
     ckpt_table,
     cow_records,
     cow_table,
-    gpu_batch_table,
-    gpu_decode_table,
-    gpu_rate,
-    gpu_table,
     in_order_table,
-    ladder_table,
     over_table,
     pers_table,
     rng_table,
@@ -37,10 +32,10 @@ from loaderbench.fake_records.questions import (
     sharing_table,
     shm_table,
     sm_table,
-    storage_table,
     table,
     threads_table,
 )
+from loaderbench.fake_records.storage import storage_table
 from tests.test_figures import all_text, general_problems, outside_canvas
 
 P99 = {(True, False): 0.01, (False, False): 0.01, (True, True): 0.08, (False, True): 0.02}

@@ -1,4 +1,4 @@
-"""loaderbench.analysis.questions.storage on synthetic records (loaderbench.fake_records.questions.storage_table:
+"""loaderbench.analysis.questions.storage on synthetic records (loaderbench.fake_records.storage.storage_table:
 Little's law with a core's
 ceiling, a bandwidth cap, two round trips per request for a new connection): each rule holds where the
 records say so, does not hold where they show the opposite, and stays inconclusive on scattered ones."""
@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from loaderbench.analysis import claims as C
 from loaderbench.analysis.questions.storage import http_rows
-from loaderbench.fake_records.questions import F, H, I, N, decide, storage_rate, storage_table
+from loaderbench.fake_records.questions import F, H, I, N, decide
+from loaderbench.fake_records.storage import storage_rate, storage_table
 
 
 def test_little_law_scaling_and_a_binding_cap_hold():

@@ -376,8 +376,7 @@ class _CellProcess:
     def watch(self, timeout_s: float, probe_interval_s: float) -> None:
         """Probe the cell's process tree until it exits or its time is up (then kill its group); reap it."""
         deadline = time.monotonic() + timeout_s
-        # The probe samples from CPUs the cell does not use, where the machine has some, so that its work is not
-        # taken from the cores being measured; this thread gets its CPUs back before it forks the next cell.
+        # the probe samples off the cell's cores where there are others; its CPUs come back before the next fork
         own = os.sched_getaffinity(0)
         off = off_cell_cpus(self.cores)
         if off:
