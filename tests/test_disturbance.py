@@ -224,6 +224,21 @@ def test_the_report_states_the_machines_noise(tmp_path):
     assert "6.0% at most" in text and "0 disturbed repetitions measured again" in text
 
 
+def test_the_report_states_what_the_probe_took_and_where_it_ran(tmp_path):
+    from loaderbench.analysis.report.tables import probe_cost
+    from loaderbench.analysis.table.records import load_records
+
+    store = Store(tmp_path)
+    for rep, (share, off) in enumerate([(0.01, [1]), (0.03, []), (0.02, [1])]):
+        r = record(rep=rep)
+        r.metrics["probe"] = {"cpu_s": 0.1, "cpu_share": share, "off_cell_cpus": off}
+        store.write(r)
+    df, _ = load_records(tmp_path)
+    text = probe_cost(df)
+    assert "took 2.0% of one CPU (median over 3 repetitions; 3.0% at most)" in text
+    assert "CPUs the cell did not use in 2 of 3" in text
+
+
 def test_rerun_agreement_counts_cells_within_each_tolerance():
     from loaderbench.bench.rerun_agreement import agreement, cell_values, first_ok_value
 

@@ -50,3 +50,48 @@ def test_the_probe_samples_off_the_cells_cores_and_gives_them_back(tmp_path):
     records = json.loads(out.stdout[out.stdout.index("[") : out.stdout.rindex("]") + 1])
     assert [r["metrics"]["probe"]["off_cell_cpus"] for r in records] == [allowed[1:], allowed[1:]]
     assert off_cell_cpus(len(allowed)) == []  # a cell on every CPU: the probe shares them
+
+
+def test_a_full_memory_sample_follows_a_new_high_of_rss_not_every_swing(monkeypatch):
+    """RSS that swings between two levels (batches mapped in and out of shared memory) costs one full sample per
+    memory interval, and a rise 5% above the highest RSS seen costs one more at once."""
+    from loaderbench.measure import probes
+
+    # RSS per tick, and whether the memory interval has run out at that tick
+    ticks = [(100, False), (150, False), (100, True), (150, False), (100, True), (150, False), (160, False)]
+
+    class Fake:
+        pid = 1
+
+        def oneshot(self):
+            import contextlib
+
+            return contextlib.nullcontext()
+
+        def memory_info(self):
+            return type("M", (), {"rss": self.rss})()
+
+        def num_fds(self):
+            return 3
+
+        def cpu_times(self):
+            return type("C", (), {"user": 0.0, "system": 0.0})()
+
+        def memory_full_info(self):
+            return type("F", (), {"pss": self.rss, "uss": self.rss})()
+
+    fake = Fake()
+    monkeypatch.setattr(probes, "tree_pids", lambda pid: [1])
+    probe = TreeProbe(1, memory_interval_s=3600.0, shm_reader=lambda: 0)
+    monkeypatch.setattr(probe, "_process", lambda pid: fake)
+    full = []
+    for level, interval_over in ticks:
+        fake.rss = level
+        if interval_over:
+            probe._last_full = float("-inf")
+        before = probe.full_samples
+        probe.sample()
+        full.append(probe.full_samples - before)
+    # the first sample, the rise to 150 (a new high), the interval's samples at the lows, never the swings back to
+    # 150 after them, and 160 (above 1.05 x 150)
+    assert full == [1, 1, 1, 0, 1, 0, 1]

@@ -145,11 +145,13 @@ def _window_label(runs: list[dict], n: int, arm: str) -> str:
 
 def window_bias(wb: dict, console) -> None:
     short, long_ = (str(w) for w in wb["windows"])
+    iv = lambda r: fmt_interval(r, ".3f")
     t = _table(
         f"3. Window bias: cpu (cpu_work={wb['cpu_work']}), batch {wb['batch_size']}, one core; bare DataLoader "
         f"loop ({wb['bare_batches']} batches after max(4, 2 x workers x prefetch)) vs loaderbench cells "
         f"(real runner, warmup_batches {wb['warmup_batches']}, measure_batches {short} | {long_}); medians "
-        f"of {wb['repetitions']} interleaved repetitions, samples/s",
+        f"of {wb['repetitions']} interleaved repetitions, samples/s; ratios: per repetition, their median with its "
+        f"order-statistic interval",
         [
             "workers",
             "bare loop",
@@ -158,6 +160,7 @@ def window_bias(wb: dict, console) -> None:
             f"lb {long_} (warm-up+window+tail)",
             f"lb {long_} / bare",
             f"{short} / {long_}",
+            f"first {short} / rest of lb {long_}",
         ],
     )
     for n, p in wb["per_workers"].items():
@@ -166,30 +169,25 @@ def window_bias(wb: dict, console) -> None:
             str(n),
             fmt(p["bare_samples_per_s"], ".0f"),
             f"{fmt(p[f'lb{short}_samples_per_s'], '.0f')} ({_window_label(wb['runs'], n, short)})",
-            fmt(p[f"lb{short}_over_bare"], ".3f"),
+            iv(p[f"lb{short}_over_bare"]),
             f"{fmt(p[f'lb{long_}_samples_per_s'], '.0f')} ({_window_label(wb['runs'], n, long_)})",
-            fmt(p[f"lb{long_}_over_bare"], ".3f"),
-            fmt(p["short_over_long"], ".3f"),
+            iv(p[f"lb{long_}_over_bare"]),
+            iv(p["short_over_long"]),
+            iv(p.get("first_over_rest")),
         )
     e = wb.get("eight_over_zero") or {}
+    x = wb.get("eight_over_zero_over_bare") or {}
     if e:
         w = wb["workers"]
-        t.add_row(
-            f"{max(w)} / {min(w)} workers",
-            fmt(e.get("bare"), ".3f"),
-            fmt(e.get(short), ".3f"),
-            "",
-            fmt(e.get(long_), ".3f"),
-            "",
-            "",
-        )
+        t.add_row(f"{max(w)} / {min(w)} workers", iv(e.get("bare")), iv(e.get(short)), "", iv(e.get(long_)), "", "", "")
+        t.add_row("  over the bare loop's", "", iv(x.get(short)), "", iv(x.get(long_)), "", "", "")
     console.print(t)
     failed = [r for r in wb["runs"] if r.get("error")]
     if failed:
         console.print(f"   [red]{len(failed)} runs failed[/red]: {str(failed[0]['error'])[:200]}")
+    marks = {"met": "[green]MET[/green]", "missed": "[red]MISSED[/red]", "undecided": "[yellow]UNDECIDED[/yellow]"}
     for v in wb["verdicts"]:
-        mark = {True: "[green]PASS[/green]", False: "[red]FAIL[/red]", None: "[yellow]n/a[/yellow]"}[v["passed"]]
-        console.print(f"   {mark} {v['claim']} ({v['detail']})")
+        console.print(f"   {marks.get(v['status'], '[yellow]n/a[/yellow]')} {v['claim']} ({v['detail']})")
 
 
 def coverage(ac: dict, console) -> None:

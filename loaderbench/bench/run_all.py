@@ -23,6 +23,9 @@ JSON schema history (SCHEMA):
                        noise and cost
   loaderbench.bench/8  doctor_hooks added (loaderbench.bench.doctor_hooks): the doctor's watch against the bare
                        loop, per num_workers, the per-round ratio's median with its interval
+  loaderbench.bench/9  window_bias: every ratio an interval over repetitions (bootstrap), `first_over_rest` (the long
+                       window's step profile), `eight_over_zero_over_bare`, verdicts with `status` (met, missed,
+                       undecided, n/a) instead of `passed`; runs in a shuffled order per repetition, with `step_s`
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from typing import Any
 
 from loaderbench.bench.common import IMAGES, describe, json_safe, loadavg
 
-SCHEMA = "loaderbench.bench/8"
+SCHEMA = "loaderbench.bench/9"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,6 +54,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-overhead", action="store_true")
     p.add_argument("--skip-precision", action="store_true")
     p.add_argument("--skip-window-bias", action="store_true", help="skip the window-vs-bare-loop check")
+    p.add_argument(
+        "--window-reps",
+        type=int,
+        default=None,
+        help="repetitions of part 3, the window bias (default 6; 2 with --quick)",
+    )
     p.add_argument("--skip-coverage", action="store_true", help="skip the adaptive rule's coverage simulation")
     p.add_argument("--skip-tta", action="store_true", help="skip the time-to-answer comparison")
     p.add_argument("--skip-tune", action="store_true", help="skip loaderbench tune against the full grid")
@@ -136,11 +145,12 @@ def run_parts(args, result: dict, host: dict, probe_interval: float, err) -> Non
     if not args.skip_window_bias:
         from loaderbench.bench.window_bias import BARE_BATCHES, window_bias
 
-        reps, bare = (1, 60) if args.quick else (3, BARE_BATCHES)
+        reps, bare = (2, 60) if args.quick else (6, BARE_BATCHES)
+        reps = args.window_reps or reps
         err.print(
             f"[dim]3. window bias: cpu on one core, bare loop vs loaderbench's windows, {reps} repetition(s) ...[/dim]"
         )
-        result["window_bias"] = window_bias(reps, bare, host, probe_interval)
+        result["window_bias"] = window_bias(reps, bare, host, probe_interval, seed=args.seed)
     if not args.skip_coverage:
         from loaderbench.bench.coverage import adaptive_coverage
 

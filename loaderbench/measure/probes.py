@@ -81,7 +81,7 @@ class TreeProbe:
     off_cell_cpus: list = field(default_factory=list)  # where the probe ran off the cell's cores (off_cell_cpus())
     _procs: dict = field(default_factory=dict, repr=False)  # pid -> psutil.Process, kept between ticks
     _last_full: float = float("-inf")
-    _rss_at_full: int = 0
+    _rss_at_full: int = 0  # the highest RSS seen by a full sample
 
     def __post_init__(self) -> None:
         if self.shm_baseline < 0:
@@ -145,7 +145,9 @@ class TreeProbe:
             slot = main if p.pid == self.pid else workers
             slot[0] += m.pss
             slot[1] += m.uss
-        self._last_full, self._rss_at_full = t0, rss
+        # a new high, not the RSS of this sample: a tree whose RSS swings (batches mapped in and out of shared
+        # memory) would otherwise pay a full sample at every swing above a low one
+        self._last_full, self._rss_at_full = t0, max(self._rss_at_full, rss)
         self.full_samples += 1
         self.pss_peak = max(self.pss_peak, pss)
         self.uss_peak = max(self.uss_peak, uss)

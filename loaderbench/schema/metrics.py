@@ -152,7 +152,7 @@ class ProbeCost(TypedDict, total=False):
     cpu_share: Annotated[float, Column("probe_cpu_share")]  # cpu_s over the seconds it sampled: a share of one CPU
     workers_cpu_s_sampled: float
     # the CPUs the probe sampled from: none of the cell's where the machine had others ([]: it shared the cell's)
-    off_cell_cpus: list[int]
+    off_cell_cpus: Annotated[list[int], Column("probe_off_cell_cpus")]
 
 
 class ReferenceRun(TypedDict):

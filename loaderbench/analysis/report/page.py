@@ -37,6 +37,7 @@ from loaderbench.analysis.report.tables import (
     curve_table,
     cut_rows,
     machine_noise,
+    probe_cost,
     problem_table,
     reading,
     rules_table,
@@ -305,9 +306,9 @@ def _study(a: StudyAnalysis, full: pd.DataFrame) -> Section:
                 "(or with more repetitions) before drawing conclusions."
             )
         )
-    noise = machine_noise(full)
-    if noise:
-        sec.blocks.append(Paragraph(noise))
+    for text in (machine_noise(full), probe_cost(full)):
+        if text:
+            sec.blocks.append(Paragraph(text))
     for note in a.notes:
         sec.blocks.append(Paragraph(f"Note: {note}."))
     return sec

@@ -241,6 +241,28 @@ def machine_noise(rows: pd.DataFrame) -> str | None:
     )
 
 
+def probe_cost(rows: pd.DataFrame) -> str | None:
+    """What the probe that sampled each cell's processes from outside took: its CPU as a share of one CPU over the
+    repetitions, and where it ran (CPUs the cell did not use, or the cell's own). None when no record says."""
+    ok = ok_rows(rows)
+    share = pd.to_numeric(ok["probe_cpu_share"], errors="coerce").dropna() if "probe_cpu_share" in ok else None
+    if share is None or share.empty:
+        return None
+    text = (
+        f"The probe that sampled each cell's processes from outside took {fmt_pct(share.median())} of one CPU "
+        f"(median over {plural(len(share), 'repetition')}; {fmt_pct(share.max())} at most)"
+    )
+    if "probe_off_cell_cpus" in ok:
+        where = ok.loc[share.index, "probe_off_cell_cpus"].dropna().astype(str)
+        off = int((~where.isin(["[]", ""])).sum())
+        if len(where):
+            text += (
+                f"; it ran on CPUs the cell did not use in {off} of {len(where)}, and shared the cell's cores in "
+                f"the rest"
+            )
+    return text + "."
+
+
 # ----------------------------------------------------------------------------------------------
 # one line per curve
 
