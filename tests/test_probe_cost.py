@@ -52,38 +52,48 @@ def test_the_probe_samples_off_the_cells_cores_and_gives_them_back(tmp_path):
     assert off_cell_cpus(len(allowed)) == []  # a cell on every CPU: the probe shares them
 
 
-def test_a_full_memory_sample_follows_a_new_high_of_rss_not_every_swing(monkeypatch):
-    """RSS that swings between two levels (batches mapped in and out of shared memory) costs one full sample per
-    memory interval, and a rise 5% above the highest RSS seen costs one more at once."""
+class FakeProcess:
+    """One process of a fake tree: its RSS, and PSS = USS = `private` (RSS when unset)."""
+
+    pid = 1
+    rss = 100
+    private: int | None = None
+
+    def memory_info(self):
+        return type("M", (), {"rss": self.rss})()
+
+    def num_fds(self):
+        return 3
+
+    def oneshot(self):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def cpu_times(self):
+        return type("C", (), {"user": 0.0, "system": 0.0})()
+
+    def memory_full_info(self):
+        held = self.rss if self.private is None else self.private
+        return type("F", (), {"pss": held, "uss": held})()
+
+
+def fake_probe(monkeypatch, interval_s: float) -> tuple[TreeProbe, FakeProcess]:
     from loaderbench.measure import probes
 
+    fake = FakeProcess()
+    monkeypatch.setattr(probes, "tree_pids", lambda pid: [1])
+    probe = TreeProbe(1, memory_interval_s=interval_s, shm_reader=lambda: 0)
+    monkeypatch.setattr(probe, "_process", lambda pid: fake)
+    return probe, fake
+
+
+def test_a_full_memory_sample_follows_a_new_high_of_rss_not_every_swing(monkeypatch):
+    """RSS that swings between two levels (batches mapped in and out of shared memory) costs no full sample per
+    swing, and a rise 5% above the highest RSS seen costs one at once."""
+    probe, fake = fake_probe(monkeypatch, 3600.0)
     # RSS per tick, and whether the memory interval has run out at that tick
     ticks = [(100, False), (150, False), (100, True), (150, False), (100, True), (150, False), (160, False)]
-
-    class Fake:
-        pid = 1
-
-        def oneshot(self):
-            import contextlib
-
-            return contextlib.nullcontext()
-
-        def memory_info(self):
-            return type("M", (), {"rss": self.rss})()
-
-        def num_fds(self):
-            return 3
-
-        def cpu_times(self):
-            return type("C", (), {"user": 0.0, "system": 0.0})()
-
-        def memory_full_info(self):
-            return type("F", (), {"pss": self.rss, "uss": self.rss})()
-
-    fake = Fake()
-    monkeypatch.setattr(probes, "tree_pids", lambda pid: [1])
-    probe = TreeProbe(1, memory_interval_s=3600.0, shm_reader=lambda: 0)
-    monkeypatch.setattr(probe, "_process", lambda pid: fake)
     full = []
     for level, interval_over in ticks:
         fake.rss = level
@@ -95,3 +105,30 @@ def test_a_full_memory_sample_follows_a_new_high_of_rss_not_every_swing(monkeypa
     # the first sample, the rise to 150 (a new high), the interval's samples at the lows, never the swings back to
     # 150 after them, and 160 (above 1.05 x 150)
     assert full == [1, 1, 1, 0, 1, 0, 1]
+
+
+def scheduled_full_samples(probe: TreeProbe, fake: FakeProcess, private_at) -> list[float]:
+    """Tick once a second for 40 s with steady RSS; the private memory at each second from `private_at(t)`; the
+    seconds at which a full sample was taken."""
+    at = []
+    for t in range(41):
+        fake.private = private_at(t)
+        before = probe.full_samples
+        probe._sample(float(t))
+        if probe.full_samples > before:
+            at.append(t)
+    return at
+
+
+def test_a_steady_tree_is_walked_less_and_less_often_and_a_rising_one_on_schedule(monkeypatch):
+    probe, fake = fake_probe(monkeypatch, 2.0)
+    # steady: 2, 4, 8 s apart, then at most 4 x 2 s
+    assert scheduled_full_samples(probe, fake, lambda t: 100) == [0, 2, 6, 14, 22, 30, 38]
+    probe, fake = fake_probe(monkeypatch, 2.0)
+    # pages turning private under copy-on-write (RSS steady, USS rising): every 2 s, as before
+    assert scheduled_full_samples(probe, fake, lambda t: 100 + 10 * t) == list(range(0, 41, 2))
+    probe, fake = fake_probe(monkeypatch, 2.0)
+    # steady, then a rise at 25 s: seen at the next scheduled walk (30 s), then every 2 s while it lasts
+    got = scheduled_full_samples(probe, fake, lambda t: 100 if t < 25 else 100 + 10 * t)
+    assert got[:6] == [0, 2, 6, 14, 22, 30] and got[6:] == [32, 34, 36, 38, 40]
+    assert probe.uss_peak == 500  # the peak at the last walk, 40 s

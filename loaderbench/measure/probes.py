@@ -48,17 +48,22 @@ def tree_pids(pid: int) -> list[int]:
 
 @dataclass
 class TreeProbe:
-    """Every tick: the tree's processes, RSS (statm), open fds, CPU times and /dev/shm: cheap reads (about 0.5 ms
-    of CPU for a cell and two workers). PSS and
-    USS need the kernel to walk every page table (smaps_rollup, ~10 ms for a torch process, holding the
-    cell's mmap lock), so they are read every `memory_interval_s` and whenever RSS passes a new high by 5%;
-    their peaks are the peaks of those samples. (Reading them every 0.2 s cost the cell 5-15% throughput on
-    2 cores, measured by `make bench`; every 2 s they are still most of the probe's CPU.) The probe's own CPU
-    time and its share of one CPU go into every record, with the CPUs it ran on where those were none of the
-    cell's (`off_cell_cpus`)."""
+    """Every tick: the tree's processes, RSS (statm), open fds, CPU times (workers the cell has not reaped when it
+    reports, persistent ones, are counted from these) and /dev/shm: cheap reads (about 0.5 ms of CPU for a cell and
+    two workers).
+    PSS and USS need the kernel to walk every page table (smaps_rollup, about 6 ms for a torch process, holding the
+    cell's mmap lock), so they are read whenever RSS passes a new high by 5%, and on a schedule: every
+    `memory_interval_s` while they keep rising, the interval doubling (up to `memory_backoff` times) after each
+    scheduled read that finds no new peak, and back to `memory_interval_s` at the next that does. Their peaks are
+    the peaks of those samples: a rise shows at the next tick (RSS) or within one interval (pages turning private
+    under copy-on-write, which RSS does not show), and a long steady window pays for few walks. (Reading them every
+    0.2 s cost the cell 5-15% throughput on 2 cores, measured by `make bench`.) The probe's own CPU time and its
+    share of one CPU go into every record, with the CPUs it ran on where those were none of the cell's
+    (`off_cell_cpus`)."""
 
     pid: int
     memory_interval_s: float = 2.0
+    memory_backoff: int = 4  # the scheduled memory interval grows to at most this many times memory_interval_s
     # what reads /dev/shm's use: the machine's (other users' segments are noise), or the cell's private one
     shm_reader: Callable[[], int] = shm_used
     started: float = field(default_factory=time.perf_counter)
@@ -74,16 +79,19 @@ class TreeProbe:
     fds_peak: int = 0
     procs_peak: int = 0
     timeline: list = field(default_factory=list)  # [t_s, n_procs, main_pss, workers_pss, main_uss, workers_uss]
-    cpu_last: dict = field(default_factory=dict)  # pid -> (user+system) seconds last seen
     seen: dict = field(default_factory=dict)  # pid -> (ppid, name) of every process of the tree ever sampled
     sample_cost_s: float = 0.0
     sample_cpu_s: float = 0.0  # CPU time of the sampling thread inside sample()
     off_cell_cpus: list = field(default_factory=list)  # where the probe ran off the cell's cores (off_cell_cpus())
+    cpu_last: dict = field(default_factory=dict)  # pid -> (user+system) seconds last seen
     _procs: dict = field(default_factory=dict, repr=False)  # pid -> psutil.Process, kept between ticks
     _last_full: float = float("-inf")
+    _interval: float = -1.0  # the scheduled memory interval now (memory_interval_s when set to < 0)
     _rss_at_full: int = 0  # the highest RSS seen by a full sample
 
     def __post_init__(self) -> None:
+        if self._interval < 0:
+            self._interval = self.memory_interval_s
         if self.shm_baseline < 0:
             self.shm_baseline = self.shm_reader()
 
@@ -126,7 +134,7 @@ class TreeProbe:
         self.fds_peak = max(self.fds_peak, fds)
         self.procs_peak = max(self.procs_peak, len(procs))
         self.shm_peak = max(self.shm_peak, self.shm_reader() - self.shm_baseline)
-        if t0 - self._last_full >= self.memory_interval_s or rss > 1.05 * self._rss_at_full:
+        if t0 - self._last_full >= self._interval or rss > 1.05 * self._rss_at_full:
             self._full_sample(procs, t0, rss)
 
     def _full_sample(self, procs: list, t0: float, rss: int) -> None:
@@ -149,6 +157,9 @@ class TreeProbe:
         # memory) would otherwise pay a full sample at every swing above a low one
         self._last_full, self._rss_at_full = t0, max(self._rss_at_full, rss)
         self.full_samples += 1
+        risen = pss > 1.01 * self.pss_peak or uss > 1.01 * self.uss_peak or workers[1] > 1.01 * self.workers_uss_peak
+        cap = self.memory_backoff * self.memory_interval_s
+        self._interval = self.memory_interval_s if risen else min(2 * self._interval, cap)
         self.pss_peak = max(self.pss_peak, pss)
         self.uss_peak = max(self.uss_peak, uss)
         self.main_uss_peak = max(self.main_uss_peak, main[1])
