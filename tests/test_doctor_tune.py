@@ -56,6 +56,37 @@ def test_the_start_method_varies_only_towards_fork_and_pinning_only_with_an_acce
     assert max(values["num_workers"]) == 16
 
 
+class ThreadedLoader(DataLoader):
+    """A DataLoader that takes `worker_method`, as a torch with thread workers does (this one runs processes)."""
+
+    def __init__(self, *args, worker_method: str = "process", **kwargs):
+        self.worker_method = worker_method
+        super().__init__(*args, **kwargs)
+
+
+def test_thread_workers_are_searched_only_where_the_dataloader_offers_them(monkeypatch):
+    from loaderbench.doctor import tuning
+    from loaderbench.doctor.abtest import variant_loader
+    from loaderbench.study.loader_rules import dataloader_has_threads
+
+    settings = read_settings(DataLoader(Sleepy(), batch_size=4))
+    # two readings of the installed torch, its source and its signature, agree
+    assert tuning.thread_workers_offered() == dataloader_has_threads()
+    values, fixed = search_space(settings, cores=2, accelerator=False, threads=False)
+    assert "worker_method" not in values and "no thread workers" in fixed["worker_method"]
+
+    monkeypatch.setattr(torch.utils.data, "DataLoader", ThreadedLoader)
+    assert tuning.thread_workers_offered()
+    values, fixed = search_space(settings, cores=2, accelerator=False, threads=True)
+    assert values["worker_method"] == ["process", "thread"] and "worker_method" not in fixed
+    # a thread-worker variant: the argument reaches DataLoader, and no start method goes with it
+    loader = DataLoader(Sleepy(), batch_size=4, num_workers=1, multiprocessing_context="fork")
+    variant = variant_loader(loader, {"num_workers": 2, "worker_method": "thread"})
+    assert isinstance(variant, ThreadedLoader) and variant.worker_method == "thread"
+    assert variant.multiprocessing_context is None
+    assert "worker_method='thread'" in changes_line({"num_workers": 2, "worker_method": "thread"})
+
+
 def test_an_iterable_dataset_that_does_not_split_is_not_tuned_over_num_workers():
     whole = read_settings(DataLoader(Whole(), batch_size=4))
     values, fixed = search_space(whole, cores=2, accelerator=False)

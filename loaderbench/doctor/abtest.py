@@ -85,8 +85,13 @@ def variant_loader(loader: Any, changes: dict) -> Any:
     if workers:
         kwargs["prefetch_factor"] = changes.get("prefetch_factor", loader.prefetch_factor or 2)
         kwargs["persistent_workers"] = changes.get("persistent_workers", loader.persistent_workers)
+        worker_method = changes.get("worker_method", getattr(loader, "worker_method", None))
+        if worker_method is not None:
+            kwargs["worker_method"] = worker_method
         method = changes.get("start_method")
-        if method:
+        if worker_method == "thread":
+            pass  # threads start no process: no start method applies
+        elif method:
             kwargs["multiprocessing_context"] = method
         elif loader.num_workers:
             kwargs["multiprocessing_context"] = loader.multiprocessing_context

@@ -63,6 +63,7 @@ def read_settings(loader: Any) -> dict:
         "batch_size": getattr(loader, "batch_size", None),
         "drop_last": getattr(loader, "drop_last", None),
         "num_workers": num_workers,
+        "worker_method": getattr(loader, "worker_method", None) if num_workers else None,
         "start_method": _start_method(loader),
         "prefetch_factor": prefetch if num_workers else None,
         "pin_memory": bool(getattr(loader, "pin_memory", False)),
@@ -74,7 +75,7 @@ def read_settings(loader: Any) -> dict:
 
 
 #: The DataLoader arguments a pasteable line names, in the order DataLoader takes them.
-LINE_KEYS = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
+LINE_KEYS = ("batch_size", "num_workers", "worker_method", "pin_memory", "prefetch_factor", "persistent_workers")
 
 
 def loader_line(settings: dict, changes: dict | None = None) -> str:
@@ -85,7 +86,7 @@ def loader_line(settings: dict, changes: dict | None = None) -> str:
         value = s.get(key)
         if value is None or (key == "prefetch_factor" and not s.get("num_workers")):
             continue
-        if key == "persistent_workers" and not s.get("num_workers"):
+        if key in ("persistent_workers", "worker_method") and not s.get("num_workers"):
             continue
         parts.append(f"{key}={value!r}")
     if changes and changes.get("start_method"):

@@ -12,6 +12,7 @@ a candidate: the watch then validates it in the script's own loop (A B rounds) b
 from __future__ import annotations
 
 import gc
+import inspect
 import math
 import warnings
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ TRIAL_SHARE = 1.0
 #: DataLoader's own defaults, for a setting the loader does not hold (prefetch_factor without workers)
 TORCH_DEFAULTS = {"prefetch_factor": 2, "persistent_workers": False, "pin_memory": False}
 #: the axes the search varies, in the order the search tries them after num_workers
-TUNED_AXES = ("num_workers", "prefetch_factor", "persistent_workers", "pin_memory", "start_method")
+TUNED_AXES = ("num_workers", "worker_method", "prefetch_factor", "persistent_workers", "pin_memory", "start_method")
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,21 @@ class BudgetSpent(Exception):
     """Raised by a trial that would start past the budget: the search ends with what it measured."""
 
 
-def search_space(settings: dict, cores: float, accelerator: bool) -> tuple[dict[str, list], dict[str, str]]:
-    """The values each setting may take here, and why the others are held at the loader's own value."""
+def thread_workers_offered() -> bool:
+    """Whether the installed torch's DataLoader takes `worker_method` (thread workers: one interpreter, for work
+    that releases the GIL), from its signature."""
+    from torch.utils.data import DataLoader
+
+    from loaderbench.study.loader_rules import THREAD_ARGUMENT
+
+    return THREAD_ARGUMENT in inspect.signature(DataLoader).parameters
+
+
+def search_space(
+    settings: dict, cores: float, accelerator: bool, threads: bool = False
+) -> tuple[dict[str, list], dict[str, str]]:
+    """The values each setting may take here, and why the others are held at the loader's own value. `threads`:
+    whether the DataLoader offers thread workers (`thread_workers_offered`)."""
     n = int(settings.get("num_workers") or 0)
     values: dict[str, list] = {}
     fixed: dict[str, str] = {}
@@ -72,6 +86,13 @@ def search_space(settings: dict, cores: float, accelerator: bool) -> tuple[dict[
         top = max(4, 2 * max(1, int(cores)))
         workers = sorted({w for w in WORKER_LADDER if w <= top} | {n})
     values["num_workers"] = workers
+    if any(workers) and threads:
+        values["worker_method"] = [settings.get("worker_method") or "process", "thread"]
+        values["worker_method"] = sorted(set(values["worker_method"]), key=values["worker_method"].index)
+    elif any(workers):
+        from loaderbench.study.loader_rules import torch_version
+
+        fixed["worker_method"] = f"process workers: torch {torch_version()}'s DataLoader has no thread workers"
     if any(workers):
         values["prefetch_factor"] = sorted({2, 4, int(settings.get("prefetch_factor") or 2)})
         if iterable:
@@ -188,7 +209,7 @@ def tune_loader(loader: Any, settings: dict, cores: float, step_s: float | None,
     from loaderbench.tune.options import TuneOptions
     from loaderbench.tune.search import ScenarioSearch
 
-    values, fixed = search_space(settings, cores, torch.cuda.is_available())
+    values, fixed = search_space(settings, cores, torch.cuda.is_available(), thread_workers_offered())
     out: dict = {
         "budget": {"seconds": budget.seconds, "trials": budget.trials},
         "space": values,
