@@ -117,6 +117,23 @@ def test_arm_throughput_pools_windows():
     assert math.isnan(overhead.arm_throughput(w, ("harness", True)))
 
 
+def test_the_loop_threads_cpu_per_batch_pools_each_loops_windows():
+    w = [
+        {"round": 0, "loop": "bare", "probe": False, "batches": 100, "seconds": 1.0, "cpu_s": 0.002},
+        {"round": 0, "loop": "bare", "probe": True, "batches": 300, "seconds": 1.0, "cpu_s": 0.002},
+        {"round": 0, "loop": "harness", "probe": False, "batches": 200, "seconds": 1.0, "cpu_s": 0.004},
+    ]
+    assert overhead.loop_cpu_per_batch(w) == {"bare": pytest.approx(10.0), "harness": pytest.approx(20.0)}
+
+
+@pytest.mark.parametrize(
+    ("estimate", "high", "goal"),
+    [(0.985, 0.995, "met"), (0.975, 0.995, "missed"), (0.985, 0.988, "missed"), (float("nan"), 1.0, "n/a")],
+)
+def test_the_suite_goal_needs_the_estimate_at_098_and_the_interval_reaching_099(estimate, high, goal):
+    assert overhead.suite_goal({"estimate": estimate, "low": 0.9, "high": high}) == goal
+
+
 def test_paired_difference_is_the_median_difference_with_an_interval():
     rng = np.random.default_rng(0)
     base = rng.normal(1000.0, 200.0, 41)  # ns per batch, shared by both arms of a round
@@ -178,7 +195,8 @@ def test_overhead_experiment_runs_abab_windows_in_a_real_cell():
     assert out["rounds"] >= 2 and len(out["windows"]) == 4 * out["rounds"]
     assert {(w["loop"], w["probe"]) for w in out["windows"]} == set(overhead.ARMS)
     assert set(out["ratios"]) == {"harness_over_bare", "probe_on_over_off", "suite_over_bare"}
-    assert all(w["seconds"] > 0 and w["batches"] >= 1 for w in out["windows"])
+    assert all(w["seconds"] > 0 and w["batches"] >= 1 and w["cpu_s"] >= 0 for w in out["windows"])
+    assert set(out["loop_cpu_us_per_batch"]) == {"bare", "harness"} and out["goal"] in ("met", "missed", "n/a")
 
 
 def test_results_are_strict_json():

@@ -88,19 +88,25 @@ def abab_driver(cell: CellConfig, plan: OverheadPlan, ctl_w: int, ack_r: int, ou
             round_s = 0.0
             for loop, probe in order:
                 handshake(probe)
+                c0 = time.thread_time()
                 if loop == "bare":
                     t0 = clock()
                     for _ in zip(range(k), it):
                         pass
                     t1 = clock()
+                    c1 = time.thread_time()
                 else:
                     t0 = clock()
                     times = real_run_loop(reuse, 1, k, step)
                     t1 = clock()
+                    c1 = time.thread_time()
                     s0 = clock()
                     summarize_loop(times, WindowPlan("epoch", 0, k, 0, k), cell.batch_size)  # outside the window
                     summarize_s += clock() - s0
-                windows.append({"round": r, "loop": loop, "probe": probe, "batches": k, "seconds": t1 - t0})
+                # the loop thread's CPU in the window: what the loop itself does per batch, beside the wall time
+                windows.append(
+                    {"round": r, "loop": loop, "probe": probe, "batches": k, "seconds": t1 - t0, "cpu_s": c1 - c0}
+                )
                 round_s += t1 - t0
             left -= 4 * k
             measured_s += round_s

@@ -17,6 +17,7 @@ suite_over_bare, each an `loaderbench.stats.bootstrap.EstimateInterval` as a dic
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import resource
@@ -34,12 +35,16 @@ from loaderbench.stats.bootstrap import rate_ratio_ci
 
 __all__ = [
     "ARMS",
+    "SUITE_FLOOR",
+    "SUITE_REACH",
     "OverheadPlan",
     "arm_throughput",
     "loop_cost",
+    "loop_cpu_per_batch",
     "overhead_cells",
     "overhead_experiment",
     "overhead_ratios",
+    "suite_goal",
     "windows_to_arms",
 ]
 
@@ -83,6 +88,34 @@ def arm_throughput(windows: list[dict], arm: tuple[str, bool]) -> float:
     w = windows_to_arms(windows).get(arm) or {}
     secs = sum(s for _, s in w.values())
     return sum(b for b, _ in w.values()) / secs if secs > 0 else float("nan")
+
+
+def loop_cpu_per_batch(windows: list[dict]) -> dict[str, float]:
+    """Microseconds of the loop thread's CPU per batch, per loop (bare | harness), pooled over its windows: where a
+    loop's time goes that the wall clock hides among the machine's other work."""
+    out = {}
+    for loop in ("bare", "harness"):
+        ws = [w for w in windows if w["loop"] == loop and w.get("cpu_s") is not None]
+        batches = sum(w["batches"] for w in ws)
+        out[loop] = 1e6 * sum(w["cpu_s"] for w in ws) / batches if batches else float("nan")
+    return out
+
+
+#: the goal for every cell: the suite (harness and probe) reads at least this share of a bare, unprobed loop ...
+SUITE_FLOOR = 0.98
+#: ... and its interval reaches this share
+SUITE_REACH = 0.99
+
+
+def suite_goal(ratio: dict | None) -> str:
+    """'met' when suite/bare is at least SUITE_FLOOR and its interval reaches SUITE_REACH, else 'missed'; 'n/a'
+    without an interval."""
+    if not ratio or ratio.get("estimate") is None or ratio.get("high") is None:
+        return "n/a"
+    est, high = ratio["estimate"], ratio["high"]
+    if not (math.isfinite(est) and math.isfinite(high)):
+        return "n/a"
+    return "met" if est >= SUITE_FLOOR and high >= SUITE_REACH else "missed"
 
 
 def overhead_cells() -> list:
@@ -198,6 +231,8 @@ def overhead_experiment(
     if "windows" in out:
         out["ratios"] = overhead_ratios(out["windows"], seed=plan.seed)
         out["bare_batches_per_s"] = arm_throughput(out["windows"], ("bare", False))
+        out["loop_cpu_us_per_batch"] = loop_cpu_per_batch(out["windows"])
+        out["goal"] = suite_goal(out["ratios"].get("suite_over_bare"))
     return out
 
 
