@@ -512,6 +512,29 @@ def doctor_hooks(dh: dict, console) -> None:
         )
 
 
+def doctor_vs_grid(dg: dict, console) -> None:
+    t = _table(
+        f"10. the doctor against a grid: each loop started at num_workers 0; the grid runs num_workers "
+        f"{', '.join(map(str, dg['workers']))} x persistent_workers, one full run each; both choices run again "
+        f"{dg['holdout']} times, interleaved; targets: at least 95% of the grid's best for at most 30% of its cost",
+        ["loop", "grid's best", "doctor's choice", "doctor / grid's best", "doctor s", "grid s", "cost", "targets"],
+        left=("grid's best", "doctor's choice"),
+    )
+    for kind, k in dg["kinds"].items():
+        d = k["doctor"]
+        t.add_row(
+            kind,
+            str(k.get("grid_choice")),
+            str(d.get("choice")) + (" [red](doctor failed)[/red]" if d.get("error") else ""),
+            fmt_interval(k.get("fraction_of_best"), ".3f"),
+            fmt(d.get("wall_s"), ".0f"),
+            fmt(k.get("grid_cost_s"), ".0f"),
+            fmt(k.get("cost_ratio"), ".0%"),
+            {True: "met", False: "[red]missed[/red]", None: "n/a"}[k.get("met")],
+        )
+    console.print(t)
+
+
 def render(result: dict, console) -> None:
     header(result, console)
     for key, draw in (
@@ -524,6 +547,7 @@ def render(result: dict, console) -> None:
         ("tune_vs_grid", tune_vs_grid),
         ("rerun_agreement", rerun_agreement),
         ("doctor_hooks", doctor_hooks),
+        ("doctor_vs_grid", doctor_vs_grid),
     ):
         if result.get(key) is not None:
             draw(result[key], console)

@@ -25,7 +25,8 @@ JSON schema history (SCHEMA):
                        loop, per num_workers, the per-round ratio's median with its interval
   loaderbench.bench/9  window_bias: every ratio an interval over repetitions (bootstrap), `first_over_rest` (the long
                        window's step profile), `eight_over_zero_over_bare`, verdicts with `status` (met, missed,
-                       undecided, n/a) instead of `passed`; runs in a shuffled order per repetition, with `step_s`
+                       undecided, n/a) instead of `passed`; runs in a shuffled order per repetition, with `step_s`;
+                       overhead cells: `loop_cpu_us_per_batch` and `goal`; doctor_vs_grid added
 """
 
 from __future__ import annotations
@@ -81,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--skip-doctor", action="store_true", help="skip what the doctor's watch costs a loop that only loads"
+    )
+    p.add_argument(
+        "--skip-doctor-grid", action="store_true", help="skip the doctor's recommendation against a grid of full runs"
     )
     p.add_argument(
         "--rerun-results",
@@ -195,6 +199,14 @@ def run_parts(args, result: dict, host: dict, probe_interval: float, err) -> Non
         rounds, batches = (7, 1000) if args.quick else (21, 2000)
         err.print(f"[dim]9. the doctor's watch: {rounds} rounds of {batches} batches, watched and not ...[/dim]")
         result["doctor_hooks"] = hook_overhead(rounds, batches, seed=args.seed)
+    if not args.skip_doctor_grid:
+        from loaderbench.bench.doctor_vs_grid import doctor_vs_grid
+
+        kinds, workers, holdout = (
+            (("io", "cpu"), (0, 2, 4), 3) if args.quick else (("io", "cpu", "step"), (0, 1, 2, 4, 8), 5)
+        )
+        err.print(f"[dim]10. the doctor against a grid: loops {', '.join(kinds)} ...[/dim]")
+        result["doctor_vs_grid"] = doctor_vs_grid(kinds, workers, holdout, seed=args.seed)
     records = args.records or (20_000 if args.quick else 100_000)
     if args.skip_scale:
         result["analysis_scale"] = {"available": False, "skipped": True, "records": records}
