@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,86 @@ def test_two_ranks_under_torchrun_get_one_diagnosis_each(tmp_path: Path):
         assert lo["steps"]["measured_steps"] == 10 and lo["state"] == "done"
         assert lo["verdict"] in ("data-bound", "data-bound and CPU-bound", "not data-bound")
         assert f"rank {p['rank']}: loader #1" in r.stderr  # each rank's diagnosis is said as that rank's
+
+
+@pytest.mark.slow
+def test_two_ranks_agree_on_one_setting_before_their_rounds(tmp_path: Path):
+    """--tune under torchrun: each rank searches its own loader, both validate the same changes in their loops."""
+    script = tmp_path / "train_ddp.py"
+    script.write_text(
+        textwrap.dedent(DDP_SCRIPT).replace(
+            "    for x, ids in loader:", "    for x, ids in (b for _ in range(4) for b in loader):"
+        )
+    )
+    out = tmp_path / "out"
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    plan = ["--steps", "8", "--warmup", "2", "--headspace-steps", "2", "--tune", "--budget-trials", "4"]
+    r = subprocess.run(
+        [sys.executable, "-m", "loaderbench", "doctor", "--out", str(out), *plan, "--rounds", "2", "--round-steps", "4"]
+        + ["--", *torchrun, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = read(out / "doctor.json")
+    agreements = [p["loaders"][0]["tune"]["agreement"] for p in doc["processes"]]
+    assert [a["missing"] for a in agreements] == [[], []]
+    assert agreements[0]["found"] == agreements[1]["found"] and set(agreements[0]["found"]) == {"0", "1"}
+    chosen = agreements[0]["chosen"]
+    assert agreements[1]["chosen"] == chosen
+    for p in doc["processes"]:
+        lo = p["loaders"][0]
+        if chosen:  # what every rank's loop validated is what they agreed on
+            assert lo["in_loop"]["changes"] == chosen
+
+
+def test_ranks_take_the_changes_most_found_and_the_lowest_rank_among_equals(tmp_path: Path):
+    import threading
+
+    from loaderbench.doctor.agreement import agree
+
+    wins = {0: {"num_workers": 2}, 1: {"num_workers": 4}, 2: {"num_workers": 4}}
+    got: dict = {}
+
+    def rank(r: int) -> None:
+        got[r] = agree(tmp_path / "three", "#1 (train.py:12)", r, 3, wins[r], wait_s=60)
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in wins]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert {r: c for r, (c, _) in got.items()} == {0: {"num_workers": 4}, 1: {"num_workers": 4}, 2: {"num_workers": 4}}
+    assert got[0][1]["from_ranks"] == [1, 2]
+    # two ranks, two winners: the lowest rank's
+    two = {}
+    for r, c in ((1, {"num_workers": 8}), (0, {"num_workers": 1})):
+        threading.Thread(target=lambda r=r, c=c: two.__setitem__(r, agree(tmp_path / "two", "x", r, 2, c))).start()
+    deadline = time.monotonic() + 60
+    while len(two) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert two[0][0] == two[1][0] == {"num_workers": 1}
+
+
+def test_a_rank_that_never_reports_leaves_each_its_own_winner(tmp_path: Path):
+    from loaderbench.doctor.agreement import agree
+
+    now = [0.0]
+    changes, info = agree(
+        tmp_path,
+        "x",
+        0,
+        2,
+        {"num_workers": 2},
+        wait_s=5.0,
+        clock=lambda: now[0],
+        sleep=lambda s: now.__setitem__(0, now[0] + 1),
+    )
+    assert changes == {"num_workers": 2} and info["missing"] == [1] and "did not report within 5 s" in info["note"]
 
 
 def test_under_srun_the_rank_comes_from_slurm(monkeypatch):

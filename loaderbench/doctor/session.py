@@ -60,12 +60,26 @@ class Session:
             if len(self.watches) >= MAX_LOADERS:
                 return None
             name = f"#{len(self.watches) + 1} ({site})"
-            w = self.watches[key] = LoaderWatch(loader, name, self.plan, self._done, self.say if self.echo else None)
+            w = self.watches[key] = LoaderWatch(
+                loader, name, self.plan, self._done, self.say if self.echo else None, self._agreement()
+            )
             if self.echo:
                 print(f"{self.prefix}watching loader {w.name}", file=sys.stderr, flush=True)
         elif w.state == DONE:
             return None
         return w
+
+    def _agreement(self) -> Any:
+        """Under several ranks with --tune, counted in steps (so that every rank reaches its search after the same
+        steps), and a folder to meet in: how the ranks agree on one setting (loaderbench.doctor.agreement)."""
+        info = _rank()
+        world = int(info["world_size"]) if str(info["world_size"] or "").isdigit() else 1
+        if not self.plan.tune or world < 2 or info["rank"] is None or self.plan.seconds is not None or not self.part:
+            return None
+        from loaderbench.doctor.agreement import agree
+
+        folder, rank = self.part.parent / "agreement", info["rank"]
+        return lambda loader, changes: agree(folder, loader, rank, world, changes)
 
     def say(self, text: str) -> None:
         print(f"{self.prefix}{text}", file=sys.stderr, flush=True)

@@ -73,6 +73,7 @@ class LoaderWatch:
         plan: WatchPlan,
         on_done: Callable[[LoaderWatch], None],
         say: Callable[[str], None] | None = None,
+        agree: Callable[[str, dict], tuple[dict, dict]] | None = None,
     ):
         from loaderbench.cores import allowed_cores
         from loaderbench.doctor.settings import read_settings
@@ -102,6 +103,8 @@ class LoaderWatch:
         self.ab_result: dict | None = None
         self.tune_result: dict | None = None
         self.say = say  # progress for the terminal (None: say nothing)
+        #: under several ranks: (loader, this rank's winner) -> (the changes every rank validates, how they agreed)
+        self.agree = agree
 
     # --- the phases ----------------------------------------------------------------------------------------
 
@@ -145,7 +148,22 @@ class LoaderWatch:
         self.state = AB
 
     def _tune(self) -> dict:
-        """Search the loader's settings while the loop waits; the winner's changes ({}: none to validate)."""
+        """Search the loader's settings while the loop waits; the winner's changes ({}: none to validate). Under
+        several ranks, the changes every rank agreed on."""
+        changes = self._search()
+        if self.agree is None or self.tune_result is None:
+            return changes
+        agreed, info = self.agree(self.name, changes)
+        self.tune_result["agreement"] = info
+        if agreed != changes and self.say is not None:
+            self.say(f"loader {self.name}: the ranks agreed on {agreed or 'no change'} (ranks {info['from_ranks']})")
+        if agreed and not changes:
+            self.ab_result = None
+        elif not agreed and changes:
+            self.ab_result = {"note": "nothing to validate in the loop: most ranks found no better setting"}
+        return agreed
+
+    def _search(self) -> dict:
         from loaderbench.doctor.report import loader_report
         from loaderbench.doctor.tuning import TuneBudget, tune_loader
 
