@@ -117,6 +117,18 @@ def test_arm_throughput_pools_windows():
     assert math.isnan(overhead.arm_throughput(w, ("harness", True)))
 
 
+def test_the_bare_loops_take_exactly_their_batches_as_a_training_loop_does():
+    from loaderbench.bench.abab import bare_window
+    from loaderbench.bench.script import take
+
+    for loop in (bare_window, take):
+        it = iter(range(100))
+        loop(it, 7)
+        assert next(it) == 7  # seven taken, the next one still there
+        loop(it, 0)
+        assert next(it) == 8
+
+
 def test_the_loop_threads_cpu_per_batch_pools_each_loops_windows():
     w = [
         {"round": 0, "loop": "bare", "probe": False, "batches": 100, "seconds": 1.0, "cpu_s": 0.002},

@@ -68,6 +68,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def take(it, k: int) -> None:
+    """`k` batches as a training loop takes them: `for batch in ...`, each held until the next arrives."""
+    n = 0
+    if k < 1:
+        return
+    for batch in it:  # noqa: B007 - the loop is what is measured
+        n += 1
+        if n >= k:
+            break
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.warmup < 1 or args.batches < 1 or args.tail < 0:
@@ -132,14 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     it = iter(loader)
     next(it)
     t_first = clock()
-    for _, _batch in zip(range(warmup - 1), it):
-        pass
+    take(it, warmup - 1)
     t0 = clock()
-    for _, _batch in zip(range(args.batches), it):
-        pass
+    take(it, args.batches)
     t1 = clock()
-    for _, _batch in zip(range(args.tail), it):
-        pass
+    take(it, args.tail)
     del it
     t_end = clock()
     print(
