@@ -49,7 +49,16 @@ AXES: dict[str, tuple[str, str, str, Callable[[Any], str]]] = {
 
 
 def _axis(name: str) -> tuple[str, str, str, Callable[[Any], str]]:
-    return AXES.get(name, (name, f"the smallest {name}", f"the largest {name}", lambda v: f"{name}={_value(v)}"))
+    """An axis of AXES, else its name, and its values as they are (words) or name=value."""
+    return AXES.get(
+        name,
+        (
+            name,
+            f"the smallest {name}",
+            f"the largest {name}",
+            lambda v: v if isinstance(v, str) else f"{name}={_value(v)}",
+        ),
+    )
 
 
 def _value(v) -> str:
@@ -65,6 +74,10 @@ def _said(axis: str, v) -> str:
     if isinstance(v, str):
         return v
     return f"{axis}={_value(v)}"
+
+
+def _owner(words: str) -> str:
+    return f"{words}'" if words.endswith("s") else f"{words}'s"
 
 
 def ok_with_workers(rows: pd.DataFrame) -> pd.DataFrame:
@@ -86,21 +99,32 @@ def _resolve(frame: pd.DataFrame, eq: Mapping[str, Any]) -> dict[str, Any] | Non
 
 
 def _cells(frame: pd.DataFrame, where: Mapping[str, Any]) -> tuple[pd.DataFrame, str]:
-    """The cells `where` picks, and the values its extremes resolved to, as an evidence head ("0 MiB")."""
-    fixed = {k: v for k, v in where.items() if not isinstance(v, Extreme)}
+    """The cells `where` picks (a tuple: any of its values), and the values its extremes resolved to, as an
+    evidence head ("0 MiB")."""
+    fixed = {k: v for k, v in where.items() if not isinstance(v, (Extreme, tuple))}
     cells = pick(frame, **fixed) if fixed else frame
+    for k, v in where.items():
+        if isinstance(v, tuple):
+            cells = cells[cells[k].isin(v)] if k in cells else cells.iloc[0:0]
     extremes = _resolve(cells, {k: v for k, v in where.items() if isinstance(v, Extreme)})
     if extremes is None:
         return cells.iloc[0:0], ""
     return (pick(cells, **extremes) if extremes else cells), ", ".join(_axis(k)[3](v) for k, v in extremes.items())
 
 
+def _fixed(where: Mapping[str, Any]) -> str:
+    """`where`'s single values, as an evidence head ("fork")."""
+    return ", ".join(_axis(k)[3](v) for k, v in where.items() if not isinstance(v, (Extreme, tuple)))
+
+
 def _groups(cells: pd.DataFrame, per: tuple[str, ...]):
-    """(the group's evidence head, its rows) per combination of the `per` axes, in their order."""
+    """(the group's evidence head, its rows) per combination of the `per` axes, in their order (an axis the cells
+    lack takes one value)."""
+    per = tuple(p for p in per if p in cells)
     if not per:
         yield "", cells
         return
-    if any(p not in cells for p in per) or cells.empty:
+    if cells.empty:
         return
     for key, grp in cells.groupby(list(per), sort=True):
         key = key if isinstance(key, tuple) else (key,)
@@ -109,7 +133,14 @@ def _groups(cells: pd.DataFrame, per: tuple[str, ...]):
 
 def _scope(per: tuple[str, ...], where: Mapping[str, Any]) -> str:
     """Where a rule reads, in words: "at the smallest payload, at every worker count x payload"."""
-    parts = [_said(k, v) if isinstance(v, Extreme) else f"{k} = {_value(v)}" for k, v in where.items()]
+    parts = [
+        _said(k, v)
+        if isinstance(v, Extreme)
+        else f"{k} = {' or '.join(_value(x) for x in v)}"
+        if isinstance(v, tuple)
+        else f"{k} = {_value(v)}"
+        for k, v in where.items()
+    ]
     words = [f"at {p}" if p.startswith("the ") else f"with {p}" for p in parts]
     if per:
         words.append(f"at every {' x '.join(_axis(p)[0] for p in per)}")
@@ -144,8 +175,12 @@ class Kind:
         head = f"{scope}: holds if" if scope else "holds if"
         return f"{head} {self.clause()}" + (f" ({self.note})" if self.note else "")
 
+    #: rows -> the outcome when the rows cannot be read at all (e.g. not measurable without a GPU), else None
+    guard: Callable[[pd.DataFrame], Outcome | None] | None = None
+
     def __call__(self, rows: pd.DataFrame) -> Outcome:
-        return all_of(self.checks(rows), f"needs {self.needs()}")
+        why = self.guard(rows) if self.guard else None
+        return why or all_of(self.checks(rows), f"needs {self.needs()}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -169,6 +204,7 @@ class Shift(Kind):
     unit: str | None = None
     frame: Callable[[pd.DataFrame], pd.DataFrame] = ok_with_workers
     note: str = ""
+    guard: Callable[[pd.DataFrame], Outcome | None] | None = None
 
     def sides(self) -> tuple[str, str]:
         """The sides in words: `names`, else what tells them apart."""
@@ -187,8 +223,8 @@ class Shift(Kind):
         a, b = self.sides()
         apart = list(self._apart(self.a).values()) + list(self._apart(self.b).values())
         if self.names or all(isinstance(v, str) for v in apart):
-            return f"{b}'s {self.what}", f"{a}'s"
-        owner = "".join(f"{v}'s " for k, v in self.a.items() if isinstance(v, str) and self.b.get(k) == v)
+            return f"{_owner(b)} {self.what}", _owner(a)
+        owner = "".join(f"{_owner(v)} " for k, v in self.a.items() if isinstance(v, str) and self.b.get(k) == v)
 
         def at(words: str) -> str:
             return f"at {words}" if words.startswith("the ") else f"with {words}"
@@ -240,7 +276,7 @@ class Shift(Kind):
             if len(xa) < MIN_N or len(xb) < MIN_N:
                 continue
             o = decide_shift(xa, xb, self.region, log=self.log, unit=self.unit, label=label)
-            out.append((", ".join(h for h in (head, fixed) if h), o))
+            out.append((", ".join(h for h in (_fixed(self.where), head, fixed) if h), o))
         return out
 
 
@@ -263,6 +299,7 @@ class Count(Kind):
     where: Mapping[str, Any] = field(default_factory=dict)
     frame: Callable[[pd.DataFrame], pd.DataFrame] = ok_with_workers
     note: str = ""
+    guard: Callable[[pd.DataFrame], Outcome | None] | None = None
 
     def clause(self) -> str:
         if self.most is not None:
@@ -288,7 +325,8 @@ class Count(Kind):
                 continue
             n = int(flags.sum())
             ok = n <= self.most if self.most is not None else n >= self.least
-            out.append((", ".join(h for h in (head, fixed) if h), fact(ok, f"{n} of {len(flags)} records {self.what}")))
+            where = ", ".join(h for h in (_fixed(self.where), head, fixed) if h)
+            out.append((where, fact(ok, f"{n} of {len(flags)} records {self.what}")))
         return out
 
 
@@ -299,6 +337,7 @@ class AllOf(Kind):
 
     parts: tuple[Kind, ...]
     note: str = ""
+    guard: Callable[[pd.DataFrame], Outcome | None] | None = None
 
     def _shared(self) -> bool:
         return len({p.scope() for p in self.parts}) == 1
