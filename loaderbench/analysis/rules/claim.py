@@ -227,5 +227,5 @@ def quiet(
             return Outcome(INCONCLUSIVE, f"{noise}; {out.evidence}")
         return out
 
-    checked.__name__ = rule.__name__
+    checked.__name__ = getattr(rule, "__name__", type(rule).__name__)
     return checked

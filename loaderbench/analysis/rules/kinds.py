@@ -188,8 +188,9 @@ class Shift(Kind):
     """Per group of cells (`per`), decide_shift of b's `metric` over a's (`log`, else b minus a) against `region`.
     `a` and `b` pick each side's cells ({axis: value}); `where` picks the cells both sides come from; `frame` makes
     the table read (default: the ok rows with workers; add derived columns here). `what` is the metric in words,
-    `names` the sides in words (default: the values they pick). A group where a side has fewer than MIN_N ok
-    repetitions is left out."""
+    `names` the sides in words (default: the values they pick), `label` them in the evidence. A group where a side
+    has fewer than MIN_N ok repetitions is left out. `guard`: rows -> the outcome when they cannot be read at all
+    (no GPU), else None."""
 
     metric: str
     what: str
@@ -205,6 +206,8 @@ class Shift(Kind):
     frame: Callable[[pd.DataFrame], pd.DataFrame] = ok_with_workers
     note: str = ""
     guard: Callable[[pd.DataFrame], Outcome | None] | None = None
+    #: (a's rows, b's rows) of a group -> a few words of context its evidence ends with, in parentheses
+    aside: Callable[[pd.DataFrame, pd.DataFrame], str] | None = None
 
     def sides(self) -> tuple[str, str]:
         """The sides in words: `names`, else what tells them apart."""
@@ -272,10 +275,13 @@ class Shift(Kind):
         label = self.label or (f"{self.what} {b_name} / {a_name}" if self.log else f"{self.what} {b_name} - {a_name}")
         out = []
         for head, grp in _groups(cells, self.per):
-            xa, xb = finite(pick(grp, **a_eq)[self.metric]), finite(pick(grp, **b_eq)[self.metric])
+            ra, rb = pick(grp, **a_eq), pick(grp, **b_eq)
+            xa, xb = finite(ra[self.metric]), finite(rb[self.metric])
             if len(xa) < MIN_N or len(xb) < MIN_N:
                 continue
             o = decide_shift(xa, xb, self.region, log=self.log, unit=self.unit, label=label)
+            if self.aside:
+                o = Outcome(o.verdict, f"{o.evidence} ({self.aside(ra, rb)})")
             out.append((", ".join(h for h in (_fixed(self.where), head, fixed) if h), o))
         return out
 
