@@ -45,6 +45,12 @@ AXES: dict[str, tuple[str, str, str, Callable[[Any], str]]] = {
     "payload_mb": ("payload", "the smallest payload", "the largest payload", lambda v: f"{float(v):g} MiB"),
     "cores": ("core count", "the fewest cores", "the most cores", lambda v: f"{int(v)} cores"),
     "epochs": ("epoch count", "the fewest epochs", "the most epochs", lambda v: f"{int(v)} epochs"),
+    "tensors_per_sample": (
+        "tensors per sample",
+        "the fewest tensors per sample",
+        "the most tensors per sample",
+        lambda v: f"{float(v):g} tensors/sample",
+    ),
 }
 
 
@@ -271,7 +277,15 @@ class Shift(Kind):
         a_eq, b_eq = _resolve(cells, self.a), _resolve(cells, self.b)
         if a_eq is None or b_eq is None or a_eq == b_eq or self.metric not in cells:
             return []  # nothing to compare (an extreme the cells do not reach, or both sides the same cells)
-        a_name, b_name = self.sides()
+        if self.names:
+            a_name, b_name = self.names
+        else:  # the values the sides resolved to ("64 tensors/sample")
+            a_name, b_name = (
+                ", ".join(
+                    _axis(k)[3](eq[k]) if isinstance(v, Extreme) else _said(k, v) for k, v in self._apart(side).items()
+                )
+                for side, eq in ((self.a, a_eq), (self.b, b_eq))
+            )
         label = self.label or (f"{self.what} {b_name} / {a_name}" if self.log else f"{self.what} {b_name} - {a_name}")
         out = []
         for head, grp in _groups(cells, self.per):
