@@ -10,7 +10,8 @@ interval and how many repetitions would settle it) and says what is missing when
     Custom      a decide function and its English, for a rule no kind fits
 
 A side or a `where` may name an axis value FEWEST or MOST: the smallest or largest value of that axis among the
-cells the kind reads (after `where`'s fixed values)."""
+cells of the group (for `where`: among all the cells, after its fixed values); a side may take the value of another
+axis of the group, Of("cores"); a `where` value that is a tuple picks any of its values."""
 
 from __future__ import annotations
 
@@ -39,12 +40,22 @@ class Extreme:
 
 FEWEST, MOST = Extreme(False), Extreme(True)
 
+
+@dataclass(frozen=True)
+class Of:
+    """A side's value taken from another axis of its group (`per` names it): {"num_workers": Of("cores")}."""
+
+    axis: str
+
+
 #: how an axis reads in a rule's English (its name, its fewest and most) and in a group's evidence (a value)
 AXES: dict[str, tuple[str, str, str, Callable[[Any], str]]] = {
     "num_workers": ("worker count", "the fewest workers", "the most workers", lambda v: f"w={int(v)}"),
     "payload_mb": ("payload", "the smallest payload", "the largest payload", lambda v: f"{float(v):g} MiB"),
     "cores": ("core count", "the fewest cores", "the most cores", lambda v: f"{int(v)} cores"),
     "epochs": ("epoch count", "the fewest epochs", "the most epochs", lambda v: f"{int(v)} epochs"),
+    "curve": ("curve", "the first curve", "the last curve", lambda v: str(v)),
+    "batch_size": ("batch size", "the smallest batch size", "the largest batch size", lambda v: f"batch {int(v)}"),
     "tensors_per_sample": (
         "tensors per sample",
         "the fewest tensors per sample",
@@ -77,9 +88,11 @@ def _said(axis: str, v) -> str:
     """One axis value in a rule's English: a word as it is, an extreme as words, anything else axis=value."""
     if isinstance(v, Extreme):
         return _axis(axis)[2 if v.most else 1]
+    if isinstance(v, Of):
+        return f"{axis} = {v.axis}"
     if isinstance(v, str):
         return v
-    return f"{axis}={_value(v)}"
+    return f"{axis} = {_value(v)}"
 
 
 def _owner(words: str) -> str:
@@ -92,10 +105,16 @@ def ok_with_workers(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _resolve(frame: pd.DataFrame, eq: Mapping[str, Any]) -> dict[str, Any] | None:
-    """`eq` with FEWEST and MOST replaced by the axis's smallest or largest value in `frame` (None: no value)."""
+    """`eq` with FEWEST and MOST replaced by the axis's smallest or largest value in `frame`, and Of(axis) by that
+    axis's value there (None: no value)."""
     out = {}
     for k, v in eq.items():
-        if isinstance(v, Extreme):
+        if isinstance(v, Of):
+            values = values_of(frame, v.axis)
+            if len(values) != 1:
+                return None
+            v = values[0]
+        elif isinstance(v, Extreme):
             values = values_of(frame, k)
             if not values:
                 return None
@@ -179,7 +198,7 @@ class Kind:
     def text(self) -> str:
         scope = self.scope()
         head = f"{scope}: holds if" if scope else "holds if"
-        return f"{head} {self.clause()}" + (f" ({self.note})" if self.note else "")
+        return f"{head} {self.clause()}" + (f"; {self.note}" if self.note else "")
 
     #: rows -> the outcome when the rows cannot be read at all (e.g. not measurable without a GPU), else None
     guard: Callable[[pd.DataFrame], Outcome | None] | None = None
@@ -272,28 +291,32 @@ class Shift(Kind):
         per = f" at each {' x '.join(_axis(p)[0] for p in self.per)}" if self.per else ""
         return f"{a} and {b} cells{per} with {MIN_N} ok repetitions each ({self.what})"
 
-    def grouped(self, rows: pd.DataFrame) -> list[tuple[str, Outcome]]:
-        cells, fixed = _cells(self.frame(rows), self.where)
-        a_eq, b_eq = _resolve(cells, self.a), _resolve(cells, self.b)
-        if a_eq is None or b_eq is None or a_eq == b_eq or self.metric not in cells:
-            return []  # nothing to compare (an extreme the cells do not reach, or both sides the same cells)
+    def _label(self, a_eq: dict, b_eq: dict) -> str:
+        if self.label:
+            return self.label
         if self.names:
             a_name, b_name = self.names
-        else:  # the values the sides resolved to ("64 tensors/sample")
+        else:  # the values the sides resolved to ("64 tensors/sample", "w=4")
             a_name, b_name = (
-                ", ".join(
-                    _axis(k)[3](eq[k]) if isinstance(v, Extreme) else _said(k, v) for k, v in self._apart(side).items()
-                )
+                ", ".join(v if isinstance(v, str) else _axis(k)[3](eq[k]) for k, v in self._apart(side).items())
                 for side, eq in ((self.a, a_eq), (self.b, b_eq))
             )
-        label = self.label or (f"{self.what} {b_name} / {a_name}" if self.log else f"{self.what} {b_name} - {a_name}")
+        return f"{self.what} {b_name} / {a_name}" if self.log else f"{self.what} {b_name} - {a_name}"
+
+    def grouped(self, rows: pd.DataFrame) -> list[tuple[str, Outcome]]:
+        cells, fixed = _cells(self.frame(rows), self.where)
+        if self.metric not in cells:
+            return []
         out = []
         for head, grp in _groups(cells, self.per):
+            a_eq, b_eq = _resolve(grp, self.a), _resolve(grp, self.b)
+            if a_eq is None or b_eq is None or a_eq == b_eq:
+                continue  # nothing to compare (an extreme the cells do not reach, or both sides the same cells)
             ra, rb = pick(grp, **a_eq), pick(grp, **b_eq)
             xa, xb = finite(ra[self.metric]), finite(rb[self.metric])
             if len(xa) < MIN_N or len(xb) < MIN_N:
                 continue
-            o = decide_shift(xa, xb, self.region, log=self.log, unit=self.unit, label=label)
+            o = decide_shift(xa, xb, self.region, log=self.log, unit=self.unit, label=self._label(a_eq, b_eq))
             if self.aside:
                 o = Outcome(o.verdict, f"{o.evidence} ({self.aside(ra, rb)})")
             out.append((", ".join(h for h in (_fixed(self.where), head, fixed) if h), o))
@@ -370,7 +393,7 @@ class AllOf(Kind):
     def text(self) -> str:
         if self._shared():
             return super().text()
-        return f"holds if{self.clause()}" + (f" ({self.note})" if self.note else "")
+        return f"holds if{self.clause()}" + (f"; {self.note}" if self.note else "")
 
     def scope(self) -> str:
         return self.parts[0].scope() if self._shared() else ""
