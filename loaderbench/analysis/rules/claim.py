@@ -36,7 +36,7 @@ def _undecided(rows: pd.DataFrame) -> Outcome:
 @dataclass(frozen=True)
 class Claim:
     """One claim the studies test and the rule that decides it: a kind (loaderbench.analysis.rules.kinds: Shift,
-    Equivalent, Count, AllOf, Custom), which writes the rule's text from its fields and decides the rows, or, for a
+    Equivalent, AllOf, Custom), which writes the rule's text from its fields and decides the rows, or, for a
     rule no kind fits, the rule's text (printing its constants) and the function that applies it to one study's
     rows. `rule` reads back as the text, `kind` as the kind (None for a text). `needs`, when given, says whether
     rows carry what this claim reads (else the question's `needs` does). `number`: the claim of the numbered catalogue

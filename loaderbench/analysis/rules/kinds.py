@@ -5,7 +5,6 @@ interval and how many repetitions would settle it) and says what is missing when
 
     Shift       per group of cells, b's metric over a's (or b minus a) against a region: at_least(2.0), at_most(0.8)
     Equivalent  a Shift whose region is a band around 1: "about the same", an equivalence (TOST-style)
-    Count       per group of cells, how many records show something, against a least or most count
     AllOf       every check of several kinds (the claim holds where each of its parts does)
     Custom      a decide function and its English, for a rule no kind fits
 
@@ -23,9 +22,9 @@ import numpy as np
 import pandas as pd
 
 from loaderbench.analysis.rules.claim import finite, pick, values_of, with_workers
-from loaderbench.analysis.table.records import is_true, ok_rows
+from loaderbench.analysis.table.records import ok_rows
 from loaderbench.stats.intervals import MIN_N
-from loaderbench.stats.verdicts import Outcome, Region, all_of, both, decide_shift, fact, g, within
+from loaderbench.stats.verdicts import Outcome, Region, all_of, both, decide_shift, g, within
 
 
 @dataclass(frozen=True)
@@ -327,50 +326,6 @@ def Equivalent(metric: str, what: str, a: Mapping[str, Any], b: Mapping[str, Any
     """ "About the same": b's metric over a's within 1 - band .. 1 + band (an equivalence, TOST-style: it does not
     hold when the interval lies entirely outside the band)."""
     return Shift(metric, what, a, b, within(1 - band, 1 + band), **fields)
-
-
-@dataclass(frozen=True, eq=False)
-class Count(Kind):
-    """Per group of cells (`per`), the records whose `flag` column is true among those `where` picks: holds if
-    there are at least `least` (or, with `most` given, at most `most`) of them: a counted fact, no interval."""
-
-    flag: str
-    what: str
-    least: int = 1
-    most: int | None = None
-    per: tuple[str, ...] = ()
-    where: Mapping[str, Any] = field(default_factory=dict)
-    frame: Callable[[pd.DataFrame], pd.DataFrame] = ok_with_workers
-    note: str = ""
-    guard: Callable[[pd.DataFrame], Outcome | None] | None = None
-
-    def clause(self) -> str:
-        if self.most is not None:
-            return f"at most {self.most} record{'s' if self.most != 1 else ''} {self.what} (counted facts)"
-        return f"at least {self.least} record{'s' if self.least != 1 else ''} {self.what} (counted facts)"
-
-    def scope(self) -> str:
-        return _scope(self.per, self.where)
-
-    def needs(self) -> str:
-        return f"records with {self.flag}" + (
-            f" at each {' x '.join(_axis(p)[0] for p in self.per)}" if self.per else ""
-        )
-
-    def grouped(self, rows: pd.DataFrame) -> list[tuple[str, Outcome]]:
-        cells, fixed = _cells(self.frame(rows), self.where)
-        if self.flag not in cells:
-            return []
-        out = []
-        for head, grp in _groups(cells, self.per):
-            flags = grp[self.flag].dropna().map(is_true)
-            if flags.empty:
-                continue
-            n = int(flags.sum())
-            ok = n <= self.most if self.most is not None else n >= self.least
-            where = ", ".join(h for h in (_fixed(self.where), head, fixed) if h)
-            out.append((where, fact(ok, f"{n} of {len(flags)} records {self.what}")))
-        return out
 
 
 @dataclass(frozen=True, eq=False)
