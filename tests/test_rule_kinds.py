@@ -115,7 +115,7 @@ def test_all_of_fails_with_one_part_and_groups_the_evidence():
     assert out.evidence.count("w=1, 0 MiB:") == 1  # both parts of one group under one head
     assert (
         "spawn's time to first batch is at least 2x fork's, and forkserver's time to first batch is at least 1.5x"
-        in (both.text())
+        in both.text()
     )
     refuted = AllOf((first_batch("fork", "spawn", at_least(2.0)), first_batch("fork", "forkserver", at_least(2.5))))
     assert decide(refuted, sm_table(TTFB)) == F
