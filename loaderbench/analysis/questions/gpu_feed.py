@@ -40,7 +40,6 @@ PIN_BUSY = 0.8
 HOST_FREE = 0.5
 AU = "accelerator_busy_fraction"
 HOST_BLOCKED = "h2d_host_blocked_fraction"
-_NEEDS_PIN = "needs pinned and unpinned cells (3 ok repetitions each) of the same model, cores and num_workers"
 
 
 def _gpu(rows: pd.DataFrame, blocking_too: bool = False) -> tuple[pd.DataFrame | None, Outcome | None]:

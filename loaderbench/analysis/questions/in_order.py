@@ -26,7 +26,6 @@ from loaderbench.stats.verdicts import (
 TAIL_CUT = 0.20
 #: "about the same throughput": out of order within this share of in order, either way (an equivalence).
 THROUGHPUT_KEEP = 0.10
-_NEEDS = "needs in_order true and false cells with a straggler (slow_worker_ms > 0)"
 #: the straggler settings: none, occasional (slow_every > 0), worker 0 on every sample
 NONE, OCCASIONAL, PERMANENT = "none", "occasional", "permanent"
 #: repetitions per cell the order rule compares

@@ -34,7 +34,6 @@ ABOUT_ONE = 0.10
 FLAT_STEPS = (("+pin_memory", "+workers"), ("+prefetcher", "+persistent"))
 #: "non_blocking copies overlap compute": the median share of copy time that overlapped compute is at least this.
 OVERLAP_MIN = 0.10
-OVERLAP = "h2d_overlap_fraction"
 
 
 def _ladder(rows):

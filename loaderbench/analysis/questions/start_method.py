@@ -43,7 +43,6 @@ SPAWN_USS_MIN = 2.0
 #: forkserver+preload's epoch-2 restart is at most this many times fork's ("about as fast": 0.3 s vs 0.25 s).
 PRELOAD_WITHIN = 1.5
 METHODS = ("fork", "spawn", "forkserver", "forkserver+preload")
-NEEDS = "fork and spawn (or forkserver) cells with 3 ok repetitions each"
 
 
 def _sm(rows: pd.DataFrame) -> pd.DataFrame:
