@@ -29,7 +29,7 @@ from loaderbench.stats.verdicts import Outcome, Region, all_of, both, decide_shi
 
 @dataclass(frozen=True)
 class Extreme:
-    """The smallest (FEWEST) or largest (MOST) value of an axis among the cells a kind reads."""
+    """The smallest (FEWEST) or largest (MOST) value of an axis among a group's cells (a `where`'s: all cells)."""
 
     most: bool
 
@@ -42,7 +42,7 @@ FEWEST, MOST = Extreme(False), Extreme(True)
 
 @dataclass(frozen=True)
 class Of:
-    """A side's value taken from another axis of its group (`per` names it): {"num_workers": Of("cores")}."""
+    """A side's value taken from another axis, one value in each group: {"num_workers": Of("cores")}."""
 
     axis: str
 
