@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from loaderbench.analysis.rules.claim import GPU_REFERENCE, Claim, Question, finite, g, missing
-from loaderbench.analysis.rules.kinds import Shift
+from loaderbench.analysis.rules.kinds import Shift, medians
 from loaderbench.analysis.rules.step_overlap import CLAIMS as STEP_OVERLAP
 from loaderbench.analysis.table.derive import copies_non_blocking, on_gpu
 from loaderbench.analysis.table.records import col, is_true, ok_rows
@@ -130,6 +130,7 @@ pinned_copies_faster = Shift(
     at_least(PINNED_H2D_MIN),
     _CELL,
     names=_PIN_NAMES,
+    aside=medians("h2d_gbps", " GB/s"),
     frame=_copies(),
     guard=_why(),
     note="CUDA events around each batch's copies; not measurable without a GPU",

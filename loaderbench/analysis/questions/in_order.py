@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from loaderbench.analysis.rules.claim import EXTENSION, Claim, Metric, Question, finite, g, missing, pick, varies
-from loaderbench.analysis.rules.kinds import Equivalent, Shift
+from loaderbench.analysis.rules.kinds import Equivalent, Shift, medians
 from loaderbench.analysis.table.derive import straggler_ms
 from loaderbench.analysis.table.records import col, ok_rows
 from loaderbench.stats.verdicts import (
@@ -60,6 +60,7 @@ out_of_order_cuts_tail = Shift(
     _PER,
     where={"straggler": PERMANENT},
     frame=_in_order,
+    aside=medians("batch_wait_p99_s", " ms", 1e3),
     note="a permanent straggler: worker 0, slow_worker_ms > 0 on every sample",
 )
 

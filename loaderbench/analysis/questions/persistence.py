@@ -18,7 +18,7 @@ from loaderbench.analysis.rules.claim import (
     values_of,
     varies,
 )
-from loaderbench.analysis.rules.kinds import MOST, Shift
+from loaderbench.analysis.rules.kinds import MOST, Shift, medians
 from loaderbench.analysis.table.records import col, is_true, ok_rows
 from loaderbench.stats.verdicts import FAILS, HOLDS, INCONCLUSIVE, Outcome, Region, at_least, decide_shift
 
@@ -57,6 +57,7 @@ def _gap(a: dict, b: dict, region: Region, names: tuple[str, str], note: str = "
         where={"epochs": MOST, **where},
         names=names,
         frame=_epochs,
+        aside=medians("epoch_gap_s", " s"),
         note=note,
     )
 

@@ -15,7 +15,7 @@ from loaderbench.analysis.rules.claim import (
     varies,
     with_workers,
 )
-from loaderbench.analysis.rules.kinds import FEWEST, MOST, AllOf, Shift
+from loaderbench.analysis.rules.kinds import FEWEST, MOST, AllOf, Shift, medians
 from loaderbench.analysis.table.derive import MIB, payload_mb, start_method_label
 from loaderbench.analysis.table.records import col, ok_rows
 from loaderbench.stats.verdicts import (
@@ -157,6 +157,7 @@ spawn_uses_more_memory = Shift(
     ("num_workers",),
     where={"payload_mb": FEWEST},
     frame=_sm,
+    aside=medians("uss_mib", " MiB"),
     note="the larger payloads are not read: a spawned worker's exit adds a transient as large as the payload",
 )
 

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from loaderbench.analysis.rules.claim import EXTENSION, NOISY, Claim, finite, missing, narrow, quiet
-from loaderbench.analysis.rules.kinds import MOST, Of, Shift
+from loaderbench.analysis.rules.kinds import MOST, Of, Shift, medians
 from loaderbench.analysis.table.derive import ranks
 from loaderbench.analysis.table.records import AXIS_COLUMNS, col, ok_rows
 from loaderbench.schema.axes import WORKER_ONLY_AXES
@@ -129,13 +129,6 @@ def curve_rows(workloads: tuple[str, ...] | None = None) -> Callable[[pd.DataFra
     return frame
 
 
-def _medians(metric: str, unit: str) -> Callable[[pd.DataFrame, pd.DataFrame], str]:
-    def aside(a: pd.DataFrame, b: pd.DataFrame) -> str:
-        return f"{g(_med(finite(a[metric])))}{unit} -> {g(_med(finite(b[metric])))}{unit}"
-
-    return aside
-
-
 first_batch_without_workers = Shift(
     "time_to_first_batch_s",
     "time to the first batch",
@@ -144,7 +137,7 @@ first_batch_without_workers = Shift(
     at_least(FIRST_BATCH_MIN),
     ("curve",),
     frame=curve_rows(),
-    aside=_medians("time_to_first_batch_s", " s"),
+    aside=medians("time_to_first_batch_s", " s"),
     note="per curve of plain loading; the claim's readable tracebacks: the rule below",
 )
 
@@ -217,7 +210,7 @@ switches_rise_past_cores = Shift(
     at_least(CTX_RISE),
     ("curve",),
     frame=curve_rows(CPU_BOUND),
-    aside=_medians("switches_per_sample", " per sample"),
+    aside=medians("switches_per_sample", " per sample"),
     note="per CPU-bound curve; cache and TLB misses are not measured",
 )
 
