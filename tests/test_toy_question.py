@@ -18,17 +18,16 @@ TOY = '''"""Do two workers load faster than none? (a toy question, added by a te
 
 from __future__ import annotations
 
-from loaderbench.analysis.rules.claim import Claim, Metric, Question, pick
+from loaderbench.analysis.rules.claim import Claim, Metric, Question
+from loaderbench.analysis.rules.kinds import Shift
 from loaderbench.analysis.table.records import ok_rows
-from loaderbench.stats.verdicts import at_least, decide_shift
+from loaderbench.stats.verdicts import at_least
 
 FASTER = 1.5
 
-
-def two_beat_none(rows):
-    ok = ok_rows(rows)
-    none, two = (pick(ok, num_workers=n)["samples_per_s"] for n in (0, 2))
-    return decide_shift(none, two, at_least(FASTER), label="samples/s, 2 / 0 workers")
+two_beat_none = Shift(
+    "samples_per_s", "samples/s", {"num_workers": 0}, {"num_workers": 2}, at_least(FASTER), frame=ok_rows
+)
 
 
 def toy_curve(df, study, out):
@@ -51,10 +50,7 @@ QUESTION = Question(
     figure="loaderbench.analysis.questions.toy:toy_curve",
     tables={"toy": (Metric("samples_per_s", "samples/s"),)},
 )
-QUESTION.claims.append(
-    Claim("toy", "two workers load faster than none", f"holds if 2 workers' samples/s over 0's is >= {FASTER}x",
-          two_beat_none)
-)
+QUESTION.claims.append(Claim("toy", "two workers load faster than none", two_beat_none))
 '''
 
 STUDY = """[study]
@@ -108,6 +104,7 @@ def test_a_toy_question_is_one_module_and_one_study_file(tmp_path):
     with open(figures / "claims.csv", newline="") as f:
         row = next(r for r in csv.DictReader(f) if r["claim"] == "two workers load faster than none")
     assert (row["question"], row["study"], row["verdict"]) == ("toy", "toy", "holds"), row
+    assert "is at least 1.5x" in row["rule"], row  # the kind wrote the rule's text from its threshold
     assert list(figures.rglob("toy_curve.png"))
     block = _run(
         root,

@@ -19,6 +19,7 @@ from collections.abc import Callable
 import pandas as pd
 
 from loaderbench.analysis.rules.claim import EXTENSION, Claim, Metric, Question, finite, g, missing, pick
+from loaderbench.analysis.rules.kinds import Shift
 from loaderbench.analysis.table.derive import with_growth
 from loaderbench.analysis.table.records import col, is_true
 from loaderbench.stats.verdicts import (
@@ -67,49 +68,48 @@ def _cow(rows, backing, nw, value: str = PEAK):
     return finite(ok[value])
 
 
-def gc_pass_copies(rows: pd.DataFrame) -> Outcome:
-    """The control's peak USS per worker without gc.freeze() minus with it, at every num_workers."""
+def _with_freeze(rows: pd.DataFrame) -> pd.DataFrame:
     ok = with_growth(rows)
-    frozen = _frozen(ok)
-    if not frozen.any() or frozen.all():
-        return missing("needs fork cells of numpy_bytes with and without gc_freeze (cow-memory)")
-    checks = []
-    for nw in sorted(set(ok["num_workers"])):
-        off, on = _cow(ok[~frozen], "numpy_bytes", nw), _cow(ok[frozen], "numpy_bytes", nw)
-        if len(off) < 3 or len(on) < 3:
-            continue
-        checks.append(
-            _diff(
-                on,
-                off,
-                at_least(GROW_MIB),
-                f"fork, w={nw}: numpy_bytes peak USS per worker without gc.freeze() - with it",
-            )
-        )
-    return all_of(checks, "needs fork numpy_bytes cells with and without gc_freeze, 3 ok repetitions each")
+    return ok.assign(gc_freeze=_frozen(ok))
+
+
+gc_pass_copies = Shift(
+    PEAK,
+    "peak USS per worker",
+    {"gc_freeze": True},
+    {"gc_freeze": False},
+    at_least(GROW_MIB),
+    ("num_workers",),
+    where={"start_method": "fork", "index_backing": "numpy_bytes"},
+    log=False,
+    unit=" MiB",
+    frame=_with_freeze,
+    note="the numpy_bytes control: its index is one object; the backing claims read the gc_freeze cells where the "
+    "study has them",
+)
 
 
 def _diff(a, b, region, label) -> Outcome:
     return decide_shift(a, b, region, log=False, unit=" MiB", label=label)
 
 
-def cow_grows(backing: str) -> Callable[[pd.DataFrame], Outcome]:
-    def rule(rows: pd.DataFrame) -> Outcome:
-        ok = _isolated(with_growth(rows))
-        checks = []
-        for nw in sorted(set(ok["num_workers"])):
-            gr, ctl = _cow(ok, backing, nw), _cow(ok, "numpy_bytes", nw)
-            if len(gr) < 3 or len(ctl) < 3:
-                continue
-            checks.append(
-                _diff(
-                    ctl, gr, at_least(GROW_MIB), f"fork, w={nw}: peak USS per worker {backing} - numpy_bytes (control)"
-                )
-            )
-        return all_of(checks, f"needs fork cells of {backing} and numpy_bytes with a memory timeline, 3 ok repetitions")
-
-    rule.__name__ = f"cow_grows_{backing}"
-    return rule
+def cow_grows(backing: str) -> Shift:
+    """A backing's workers' peak USS per worker (memory_timeline, the samples with all workers alive) above the
+    numpy_bytes control's (the same loop, an index that is one object)."""
+    return Shift(
+        PEAK,
+        "peak USS per worker",
+        {"index_backing": "numpy_bytes"},
+        {"index_backing": backing},
+        at_least(GROW_MIB),
+        ("num_workers",),
+        where={"start_method": "fork"},
+        log=False,
+        unit=" MiB",
+        frame=lambda rows: _isolated(with_growth(rows)),
+        note="numpy_bytes is the control: the same loop, an index that is one object; cells with gc.freeze() in "
+        "the parent where the study has them",
+    )
 
 
 def cow_flat(rows: pd.DataFrame) -> Outcome:
@@ -244,16 +244,12 @@ QUESTION.claims.extend(
         Claim(
             "cow-memory",
             "forked workers reading a Python list of str copy the index pages they touch: their memory grows",
-            f"fork, workers' peak USS per worker (memory_timeline, the samples with all workers alive): holds if at "
-            f"every num_workers list_str's is at least {GROW_MIB:g} MiB above the numpy_bytes control's (same loop, "
-            f"an index that is one object); cells with gc.freeze() in the parent where the study has them",
             cow_grows("list_str"),
             number=22,
         ),
         Claim(
             "cow-memory",
             "a NumPy object array behaves like a list (its elements carry refcounts)",
-            f"as above for numpy_object: a peak USS per worker at least {GROW_MIB:g} MiB above numpy_bytes'",
             cow_grows("numpy_object"),
             number=22,
         ),
@@ -280,9 +276,6 @@ QUESTION.claims.extend(
             "cow-memory",
             "a full GC pass in a forked worker copies what it inherited, whatever it reads; gc.freeze() "
             "in the parent before the workers start avoids it",
-            f"fork, the numpy_bytes control (its index is one object): holds if at every num_workers its peak USS "
-            f"per worker without gc_freeze is at least {GROW_MIB:g} MiB above that with it; the backing claims above "
-            f"read the gc_freeze cells where the study has them",
             gc_pass_copies,
             number=25,
         ),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from loaderbench.analysis.rules.claim import GPU_REFERENCE, Claim, Question, finite, g, missing
+from loaderbench.analysis.rules.kinds import Shift, medians
 from loaderbench.analysis.rules.step_overlap import CLAIMS as STEP_OVERLAP
 from loaderbench.analysis.table.derive import copies_non_blocking, on_gpu
 from loaderbench.analysis.table.records import col, is_true, ok_rows
@@ -39,7 +40,6 @@ PIN_BUSY = 0.8
 HOST_FREE = 0.5
 AU = "accelerator_busy_fraction"
 HOST_BLOCKED = "h2d_host_blocked_fraction"
-_NEEDS_PIN = "needs pinned and unpinned cells (3 ok repetitions each) of the same model, cores and num_workers"
 
 
 def _gpu(rows: pd.DataFrame, blocking_too: bool = False) -> tuple[pd.DataFrame | None, Outcome | None]:
@@ -86,55 +86,70 @@ def few_workers_suffice(rows: pd.DataFrame) -> Outcome:
     return all_of(checks, f"needs GPU cells with at most {FEW_WORKERS} workers and the best num_workers")
 
 
-def pin_memory_speeds_up(rows: pd.DataFrame) -> Outcome:
-    gpu, why = _gpu(rows)
-    if why:
-        return why
-    if "pin_memory" not in gpu:
-        return missing(_NEEDS_PIN)
-    checks = []
-    keys = ["model", "cores", "num_workers"] if "model" in gpu else ["cores", "num_workers"]
-    for key, grp in gpu.groupby(keys):
-        pinned = finite(grp.loc[grp["pin_memory"].map(is_true), "samples_per_s"])
-        plain = finite(grp.loc[~grp["pin_memory"].map(is_true), "samples_per_s"])
-        if len(pinned) < 3 or len(plain) < 3:
-            continue
-        where = ", ".join(f"{k}={g(v) if isinstance(v, float) else v}" for k, v in zip(keys, key))
-        checks.append(decide_shift(plain, pinned, at_least(PIN_GAIN), label=f"{where}: samples/s pinned / not"))
-    return all_of(checks, _NEEDS_PIN)
+def _copies(blocking_too: bool = False):
+    """The GPU rows (those with blocking copies too where asked), with each row's model ("none" where it has none),
+    whether it pinned memory and whether its copies were non_blocking."""
 
-
-def pinned_copies_faster(rows: pd.DataFrame) -> Outcome:
-    gpu, why = _gpu(rows)
-    if why:
-        return why
-    checks = []
-    for (model, cores, nw), grp in gpu.groupby([col(gpu, "model", "none").astype(str), "cores", "num_workers"]):
-        pinned = finite(grp.loc[grp["pin_memory"].map(is_true), "h2d_gbps"])
-        plain = finite(grp.loc[~grp["pin_memory"].map(is_true), "h2d_gbps"])
-        if len(pinned) < 3 or len(plain) < 3:
-            continue
-        o = decide_shift(plain, pinned, at_least(PINNED_H2D_MIN), label=f"{model}, {int(cores)} cores, w={int(nw)}")
-        checks.append(
-            Outcome(o.verdict, f"{o.evidence} ({g(pd.Series(plain).median())} -> {g(pd.Series(pinned).median())} GB/s)")
+    def frame(rows: pd.DataFrame) -> pd.DataFrame:
+        gpu, _ = _gpu(rows, blocking_too)
+        if gpu is None:
+            return rows.iloc[0:0]
+        return gpu.assign(
+            model=col(gpu, "model", "none").astype(str),
+            pinned=col(gpu, "pin_memory").map(is_true).astype(bool),
+            non_blocking=copies_non_blocking(gpu),
         )
-    return all_of(checks, f"host-to-device GB/s: {_NEEDS_PIN}")
+
+    return frame
 
 
-def non_blocking_frees_host(rows: pd.DataFrame) -> Outcome:
-    gpu, why = _gpu(rows, blocking_too=True)
-    if why:
-        return why
-    pinned = gpu[gpu["pin_memory"].map(is_true)] if "pin_memory" in gpu else gpu.iloc[0:0]
-    checks = []
-    for (model, cores, nw), grp in pinned.groupby([col(pinned, "model", "none").astype(str), "cores", "num_workers"]):
-        nb = copies_non_blocking(grp)
-        free, blocked = finite(grp.loc[nb, HOST_BLOCKED]), finite(grp.loc[~nb, HOST_BLOCKED])
-        if len(free) < 3 or len(blocked) < 3:
-            continue
-        label = f"{model}, {int(cores)} cores, w={int(nw)}: host in copy calls / copy time, non_blocking / blocking"
-        checks.append(decide_shift(blocked, free, at_most(HOST_FREE), label=label))
-    return all_of(checks, "needs pinned cells with non_blocking and blocking copies on a GPU, 3 ok repetitions each")
+def _why(blocking_too: bool = False):
+    return lambda rows: _gpu(rows, blocking_too)[1]
+
+
+_CELL = ("model", "cores", "num_workers")
+_PIN = ({"pinned": False}, {"pinned": True})
+_PIN_NAMES = ("unpinned cells", "pinned cells")
+
+pin_memory_speeds_up = Shift(
+    "samples_per_s",
+    "samples/s",
+    *_PIN,
+    at_least(PIN_GAIN),
+    _CELL,
+    names=_PIN_NAMES,
+    frame=_copies(),
+    guard=_why(),
+    note="one cell shown slower refutes it; not measurable without a GPU (pinning does nothing there)",
+)
+
+pinned_copies_faster = Shift(
+    "h2d_gbps",
+    "host-to-device GB/s",
+    *_PIN,
+    at_least(PINNED_H2D_MIN),
+    _CELL,
+    names=_PIN_NAMES,
+    aside=medians("h2d_gbps", " GB/s"),
+    frame=_copies(),
+    guard=_why(),
+    note="CUDA events around each batch's copies; not measurable without a GPU",
+)
+
+non_blocking_frees_host = Shift(
+    HOST_BLOCKED,
+    "host time inside the copy calls over the copies' time on the device",
+    {"non_blocking": False},
+    {"non_blocking": True},
+    at_most(HOST_FREE),
+    _CELL,
+    where={"pinned": True},
+    names=("blocking copies", "non_blocking copies"),
+    label="host in copy calls / copy time, non_blocking / blocking",
+    frame=_copies(blocking_too=True),
+    guard=_why(blocking_too=True),
+    note="CUDA events; not measurable without a GPU",
+)
 
 
 def pin_thread_share(rows: pd.DataFrame) -> pd.Series:
@@ -195,18 +210,12 @@ QUESTION.claims.extend(
         Claim(
             "gpu-feed",
             'pin_memory=True speeds the training loop up at every num_workers ("always pin")',
-            f"at every model, cores and num_workers with pinned and unpinned cells: holds if samples/s pinned over "
-            f"not pinned is at least {PIN_GAIN:g}x, does not hold if its interval lies entirely below; one cell shown "
-            "slower refutes it; not measurable without a GPU (pinning does nothing there)",
             pin_memory_speeds_up,
             number=36,
         ),
         Claim(
             "gpu-feed",
             "pinned memory gives faster host-to-device copies than pageable memory",
-            f"at every model, cores and num_workers with pinned and unpinned cells: holds if the host-to-device GB/s "
-            f"pinned over not pinned is at least {PINNED_H2D_MIN:g}x (CUDA events around each batch's copies); not "
-            "measurable without a GPU",
             pinned_copies_faster,
             needs=lambda rows: _needs(rows) and "h2d_gbps" in rows,
             number=33,
@@ -228,10 +237,6 @@ QUESTION.claims.append(
     Claim(
         "gpu-feed",
         "non_blocking host-to-device copies from pinned memory let the host go on while the copy is in flight",
-        f"pinned cells of the same model, cores and num_workers with non_blocking and blocking copies: the host's "
-        f"time inside the copy calls over the copies' time on the device (CUDA events); holds if non_blocking's is "
-        f"at most {HOST_FREE:g}x the blocking one's, does not hold if its interval lies above; not measurable without "
-        "a GPU",
         non_blocking_frees_host,
         needs=lambda rows: _needs(rows) and HOST_BLOCKED in rows,
         number=34,

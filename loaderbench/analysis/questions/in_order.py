@@ -9,6 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from loaderbench.analysis.rules.claim import EXTENSION, Claim, Metric, Question, finite, g, missing, pick, varies
+from loaderbench.analysis.rules.kinds import Equivalent, Shift, medians
 from loaderbench.analysis.table.derive import straggler_ms
 from loaderbench.analysis.table.records import col, ok_rows
 from loaderbench.stats.verdicts import (
@@ -18,16 +19,13 @@ from loaderbench.stats.verdicts import (
     Outcome,
     all_of,
     at_most,
-    decide_shift,
     fact,
-    within,
 )
 
 #: "cuts the tail": the p99 batch wait out of order at least this share below in order.
 TAIL_CUT = 0.20
 #: "about the same throughput": out of order within this share of in order, either way (an equivalence).
 THROUGHPUT_KEEP = 0.10
-_NEEDS = "needs in_order true and false cells with a straggler (slow_worker_ms > 0)"
 #: the straggler settings: none, occasional (slow_every > 0), worker 0 on every sample
 NONE, OCCASIONAL, PERMANENT = "none", "occasional", "permanent"
 #: repetitions per cell the order rule compares
@@ -39,7 +37,8 @@ def _in_order(rows):
     slow = straggler_ms(ok)
     every = pd.to_numeric(col(ok, "slow_every", 0), errors="coerce").fillna(0)
     kind = [NONE if s <= 0 else OCCASIONAL if e > 0 else PERMANENT for s, e in zip(slow, every)]
-    return ok.assign(slow=slow, every=every, straggler=kind)
+    setting = [_setting(s, e) for s, e in zip(slow, every)]
+    return ok.assign(slow=slow, every=every, straggler=kind, **{"straggler setting": setting})
 
 
 def _setting(slow: float, every: float) -> str:
@@ -50,55 +49,27 @@ def _setting(slow: float, every: float) -> str:
     return f"straggler +{slow:g} ms/sample"
 
 
-def _with_straggler(ok: pd.DataFrame, metric: str, kind: str = PERMANENT):
-    """(num_workers, setting, in-order values, out-of-order values) of `metric` per configuration of the straggler
-    setting `kind`, where both sides have at least 3 ok repetitions."""
-    for (nw, slow, every), grp in ok[ok["straggler"] == kind].groupby(["num_workers", "slow", "every"]):
-        t, f = (finite(pick(grp, in_order=v)[metric]) for v in (True, False))
-        if len(t) >= 3 and len(f) >= 3:
-            yield nw, _setting(slow, every), t, f
+_PER = ("num_workers", "straggler setting")
+_SIDES = ({"in_order": True}, {"in_order": False})
+
+out_of_order_cuts_tail = Shift(
+    "batch_wait_p99_s",
+    "the p99 batch wait",
+    *_SIDES,
+    at_most(1 - TAIL_CUT),
+    _PER,
+    where={"straggler": PERMANENT},
+    frame=_in_order,
+    aside=medians("batch_wait_p99_s", " ms", 1e3),
+    note="a permanent straggler: worker 0, slow_worker_ms > 0 on every sample",
+)
 
 
-def out_of_order_cuts_tail(rows: pd.DataFrame) -> Outcome:
-    ok = _in_order(rows)
-    checks = []
-    for nw, setting, t, f in _with_straggler(ok, "batch_wait_p99_s"):
-        ctl = [
-            finite(pick(ok[(ok["slow"] == 0) & (ok["num_workers"] == nw)], in_order=v)["batch_wait_p99_s"])
-            for v in (True, False)
-        ]
-        o = decide_shift(t, f, at_most(1 - TAIL_CUT), label="p99 wait out of order / in order")
-        base = (
-            f" (no straggler: {g(1e3 * pd.Series(ctl[0]).median())} -> {g(1e3 * pd.Series(ctl[1]).median())} ms)"
-            if len(ctl[0]) and len(ctl[1])
-            else ""
-        )
-        checks.append(
-            Outcome(
-                o.verdict,
-                f"w={int(nw)}, {setting}, {g(1e3 * pd.Series(t).median())}"
-                f" -> {g(1e3 * pd.Series(f).median())} ms: {o.evidence}{base}",
-            )
-        )
-    return all_of(checks, _NEEDS)
-
-
-def out_of_order_keeps_throughput(*kinds: str):
+def out_of_order_keeps_throughput(*kinds: str) -> Shift:
     """The equivalence "about the same throughput" at every num_workers of the straggler settings `kinds`."""
-
-    def rule(rows: pd.DataFrame) -> Outcome:
-        checks = []
-        ok = _in_order(rows)
-        for kind in kinds:
-            for nw, setting, t, f in _with_straggler(ok, "samples_per_s", kind):
-                o = decide_shift(
-                    t, f, within(1 - THROUGHPUT_KEEP, 1 + THROUGHPUT_KEEP), label="samples/s out of order / in order"
-                )
-                checks.append(Outcome(o.verdict, f"w={int(nw)}, {setting}: {o.evidence}"))
-        return all_of(checks, f"needs in_order true and false cells, 3 ok repetitions each, of: {', '.join(kinds)}")
-
-    rule.__name__ = "out_of_order_keeps_throughput_" + "_".join(kinds)
-    return rule
+    return Equivalent(
+        "samples_per_s", "throughput", *_SIDES, THROUGHPUT_KEEP, per=_PER, where={"straggler": kinds}, frame=_in_order
+    )
 
 
 def _orders(ok: pd.DataFrame, in_order: bool):
@@ -158,25 +129,18 @@ QUESTION.claims.extend(
         Claim(
             "in-order",
             "in_order=False cuts the tail batch wait when a worker straggles",
-            f"with a permanent straggler (worker 0, slow_worker_ms > 0 on every sample), at every num_workers: holds "
-            f"if the p99 batch wait out of order is at most {1 - TAIL_CUT:g}x that in order",
             out_of_order_cuts_tail,
             number=46,
         ),
         Claim(
             "in-order",
             "in_order=False leaves mean throughput about the same, with occasional stragglers or none",
-            f"without a straggler and with occasional ones (slow_every > 0), at every num_workers: an equivalence, "
-            f"holds if the interval of throughput out of order over in order lies within "
-            f"{1 - THROUGHPUT_KEEP:g}..{1 + THROUGHPUT_KEEP:g}x, does not hold if it lies entirely outside",
             out_of_order_keeps_throughput(NONE, OCCASIONAL),
             number=47,
         ),
         Claim(
             "in-order",
             "in_order=False leaves mean throughput about the same when one worker is slow on every sample",
-            f"with a permanent straggler (worker 0, slow_worker_ms > 0 on every sample), at every num_workers: the "
-            f"same equivalence, {1 - THROUGHPUT_KEEP:g}..{1 + THROUGHPUT_KEEP:g}x",
             out_of_order_keeps_throughput(PERMANENT),
             number=47,
             role=EXTENSION,

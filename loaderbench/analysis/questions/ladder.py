@@ -7,6 +7,7 @@ from collections.abc import Callable
 import pandas as pd
 
 from loaderbench.analysis.rules.claim import GPU_REFERENCE, NOISY, Claim, Question, finite, missing, quiet
+from loaderbench.analysis.rules.kinds import Shift
 from loaderbench.analysis.table.derive import RUNGS, ladder_rung, on_gpu
 from loaderbench.analysis.table.records import col, ok_rows
 from loaderbench.stats.verdicts import (
@@ -33,7 +34,6 @@ ABOUT_ONE = 0.10
 FLAT_STEPS = (("+pin_memory", "+workers"), ("+prefetcher", "+persistent"))
 #: "non_blocking copies overlap compute": the median share of copy time that overlapped compute is at least this.
 OVERLAP_MIN = 0.10
-OVERLAP = "h2d_overlap_fraction"
 
 
 def _ladder(rows):
@@ -77,24 +77,24 @@ def ladder_matches(rung: str) -> Callable[[pd.DataFrame], Outcome]:
     return rule
 
 
-def ladder_step_helps(rung: str, previous: str) -> Callable[[pd.DataFrame], Outcome]:
-    def rule(rows: pd.DataFrame) -> Outcome:
-        ok = _ladder(rows)
-        if ok.empty:
-            return missing("no ok records")
-        a, b = ok[ok["rung"] == previous], ok[ok["rung"] == rung]
-        pub = PUBLISHED[rung] / PUBLISHED.get(previous, 1.0)
-        device = ", ".join(sorted(set(col(b, "consumer").dropna().astype(str)))) or "?"
-        o = decide_shift(
-            finite(a[METRIC]),
-            finite(b[METRIC]),
-            at_least(LADDER_STEP_MIN),
-            label=f"end-to-end samples/s {rung} / {previous}",
-        )
-        return Outcome(o.verdict, f"{o.evidence} (tutorial: {pub:.3g}x; model step on {device})")
+def ladder_step_helps(rung: str, previous: str) -> Shift:
+    pub = PUBLISHED[rung] / PUBLISHED.get(previous, 1.0)
 
-    rule.__name__ = f"ladder_step_{rung}"
-    return rule
+    def aside(a: pd.DataFrame, b: pd.DataFrame) -> str:
+        device = ", ".join(sorted(set(col(b, "consumer").dropna().astype(str)))) or "?"
+        return f"tutorial: {pub:.3g}x; model step on {device}"
+
+    return Shift(
+        METRIC,
+        "end-to-end samples/s",
+        {"rung": previous},
+        {"rung": rung},
+        at_least(LADDER_STEP_MIN),
+        frame=_ladder,
+        aside=aside,
+        note=f"inconclusive when repetitions scatter by more than {NOISY:.0%} of their median: the cores were not "
+        "the cells' own",
+    )
 
 
 def ladder_step_about_one(rung: str, previous: str) -> Callable[[pd.DataFrame], Outcome]:
@@ -153,9 +153,7 @@ QUESTION.claims.extend(
                 "ladder",
                 f"{rung} speeds the tutorial's training loop up over {prev}"
                 + (": restarting workers every epoch cost it time" if number == 26 else ""),
-                f"holds if end-to-end samples/s of {rung} over {prev} is at least {LADDER_STEP_MIN:g}x; inconclusive "
-                f"when repetitions scatter by more than {NOISY:.0%} of their median (the cores were not the cells' "
-                f"own)",
+                ladder_step_helps(rung, prev),
                 quiet(ladder_step_helps(rung, prev), METRIC),
                 number=number,
             )

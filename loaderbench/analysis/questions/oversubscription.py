@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pandas as pd
 
 from loaderbench.analysis.rules.claim import NOISY, Claim, Metric, Question, finite, narrow, quiet, with_workers
+from loaderbench.analysis.rules.kinds import MOST, Of, Shift
 from loaderbench.analysis.rules.worker_costs import CLAIMS as WORKER_COSTS
 from loaderbench.analysis.table.derive import ranks
 from loaderbench.analysis.table.environment import env_one
@@ -24,6 +25,7 @@ from loaderbench.stats.verdicts import (
     MIN_EFFECT,
     NOT_MEASURED,
     Outcome,
+    Region,
     all_of,
     at_least,
     at_most,
@@ -40,6 +42,10 @@ PEAK_SPAN = 2
 DEGRADE_MIN = 0.05
 #: "R x W = cores beats R x cores workers": by at least this factor.
 RANKS_GAIN = 1.05
+_NOISE = (
+    f"inconclusive when repetitions scatter by more than {NOISY:.0%} of their median (median over cells of "
+    "the interquartile range over the median): the cores were not the cells' own"
+)
 
 
 def cpu_rows(rows: pd.DataFrame) -> pd.DataFrame:
@@ -107,25 +113,30 @@ def peaks_near_cores(rows: pd.DataFrame) -> Outcome:
     return Outcome(out.verdict, out.evidence + extra)
 
 
-def rises_to_cores(rows: pd.DataFrame) -> Outcome:
-    checks = []
-    for label, cores, v in _curves(rows):
-        if cores < 2 or len(v.get(1, [])) < 3 or len(v.get(cores, [])) < 3:
-            continue
-        o = decide_shift(v[1], v[cores], at_least(PEAK_RISE_MIN), label=f"w={cores} / w=1")
-        checks.append(Outcome(o.verdict, f"{label}: {o.evidence}"))
-    return all_of(checks, "needs ok cpu/jpeg cells on 2 or more cores at num_workers = 1 and = cores")
+def curve_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """The ok rows of _curves, each with its curve's label (the workload and every other axis that varies)."""
+    cpu = cpu_rows(narrow(rows, _READ))
+    if cpu.empty:
+        return cpu
+    keys = [
+        a
+        for a in AXIS_COLUMNS
+        if a in cpu and a not in ("num_workers", "cores") and cpu[a].dropna().astype(str).nunique() > 1
+    ]
+    ok = ok_rows(cpu)
+    label = col(ok, "workload").astype(str)
+    for a in keys:
+        if a != "workload":
+            label = label + f" · {a}=" + ok[a].astype(str)
+    return ok.assign(curve=label)
 
 
-def degrades_past_cores(rows: pd.DataFrame) -> Outcome:
-    checks = []
-    for label, cores, v in _curves(rows):
-        top = max(v)
-        if top <= cores or len(v.get(cores, [])) < 3:
-            continue
-        o = decide_shift(v[cores], v[top], at_most(1 - DEGRADE_MIN), label=f"w={top} / w={cores}")
-        checks.append(Outcome(o.verdict, f"{label}: {o.evidence}"))
-    return all_of(checks, "needs ok cpu/jpeg cells at num_workers = cores and past it")
+def _throughput(a: dict, b: dict, region: Region) -> Shift:
+    return Shift("samples_per_s", "throughput", a, b, region, ("curve", "cores"), frame=curve_rows, note=_NOISE)
+
+
+rises_to_cores = _throughput({"num_workers": 1}, {"num_workers": Of("cores")}, at_least(PEAK_RISE_MIN))
+degrades_past_cores = _throughput({"num_workers": Of("cores")}, {"num_workers": MOST}, at_most(1 - DEGRADE_MIN))
 
 
 def rank_mode(rows: pd.DataFrame) -> pd.Series:
@@ -228,17 +239,12 @@ QUESTION = Question(
         ),
     },
 )
-_NOISE = (
-    f"inconclusive when repetitions scatter by more than {NOISY:.0%} of their median (median over cells of "
-    "the interquartile range over the median): the cores were not the cells' own"
-)
 QUESTION.claims.extend(
     [
         Claim(
             "oversubscription",
             "worker processes parallelize CPU-bound Python work",
-            f"per CPU-bound curve on 2 or more cores (ranks = 1): holds if throughput at num_workers = cores is at "
-            f"least {PEAK_RISE_MIN:g}x that at 1 worker; {_NOISE}",
+            rises_to_cores,
             quiet(rises_to_cores, select=_cpu_read),
             needs=_has_curves,
             number=5,
@@ -256,8 +262,7 @@ QUESTION.claims.extend(
         Claim(
             "oversubscription",
             "CPU-bound throughput degrades past the core count",
-            f"per CPU-bound curve: holds if throughput at the most workers is at most {1 - DEGRADE_MIN:g}x that at "
-            f"num_workers = cores; {_NOISE}",
+            degrades_past_cores,
             quiet(degrades_past_cores, select=_cpu_read),
             needs=_has_curves,
             number=14,

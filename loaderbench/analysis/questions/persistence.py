@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -14,14 +13,14 @@ from loaderbench.analysis.rules.claim import (
     Metric,
     Question,
     finite,
-    g,
     missing,
     pick,
     values_of,
     varies,
 )
+from loaderbench.analysis.rules.kinds import MOST, Shift, medians
 from loaderbench.analysis.table.records import col, is_true, ok_rows
-from loaderbench.stats.verdicts import FAILS, HOLDS, INCONCLUSIVE, Outcome, at_least, decide_shift
+from loaderbench.stats.verdicts import FAILS, HOLDS, INCONCLUSIVE, Outcome, Region, at_least, decide_shift
 
 #: persistent workers remove the start-up: the restarted gap is at least this many times the persistent one.
 PERSIST_GAP_RATIO = 2.0
@@ -42,35 +41,45 @@ def _pers(rows):
     return ok[ok["epochs"] == top], top
 
 
-def persistent_removes_gap(start_method: str) -> Callable[[pd.DataFrame], Outcome]:
-    def rule(rows: pd.DataFrame) -> Outcome:
-        ok, epochs = _pers(rows)
-        if epochs < 2:
-            return missing("needs cells with 2 or more epochs")
-        off, on = (
-            finite(pick(ok, start_method=start_method, persistent_workers=p)["epoch_gap_s"]) for p in (False, True)
-        )
-        o = decide_shift(on, off, at_least(PERSIST_GAP_RATIO), label="epoch gap restarted / persistent")
-        return Outcome(
-            o.verdict,
-            f"{start_method}, {epochs} epochs: gap restarting workers "
-            f"{g(pd.Series(off).median())} s, persistent {g(pd.Series(on).median())} s: "
-            f"{o.evidence}",
-        )
-
-    rule.__name__ = f"persistent_removes_gap_{start_method}"
-    return rule
+def _epochs(rows: pd.DataFrame) -> pd.DataFrame:
+    """The ok rows with workers of cells with 2 or more epochs."""
+    ok = ok_rows(rows)
+    return ok[(ok["num_workers"] > 0) & (pd.to_numeric(col(ok, "epochs"), errors="coerce") > 1)]
 
 
-def gap_grows_with_spawn(rows: pd.DataFrame) -> Outcome:
-    ok, epochs = _pers(rows)
-    if epochs < 2:
-        return missing("needs cells with 2 or more epochs")
-    f, s = (finite(pick(ok, start_method=m, persistent_workers=False)["epoch_gap_s"]) for m in ("fork", "spawn"))
-    fs = finite(pick(ok, start_method="forkserver", persistent_workers=False)["epoch_gap_s"])
-    extra = f" (forkserver {g(pd.Series(fs).median())} s)" if len(fs) else ""
-    o = decide_shift(f, s, at_least(SPAWN_GAP_RATIO), label="epoch gap without persistent workers, spawn / fork")
-    return Outcome(o.verdict, o.evidence + extra)
+def _gap(a: dict, b: dict, region: Region, names: tuple[str, str], note: str = "", **where) -> Shift:
+    return Shift(
+        "epoch_gap_s",
+        "epoch-boundary gap",
+        a,
+        b,
+        region,
+        where={"epochs": MOST, **where},
+        names=names,
+        frame=_epochs,
+        aside=medians("epoch_gap_s", " s"),
+        note=note,
+    )
+
+
+def persistent_removes_gap(start_method: str) -> Shift:
+    return _gap(
+        {"persistent_workers": True},
+        {"persistent_workers": False},
+        at_least(PERSIST_GAP_RATIO),
+        ("persistent workers", "restarting workers"),
+        "what is left is the refill: one batch made after iter()",
+        start_method=start_method,
+    )
+
+
+gap_grows_with_spawn = _gap(
+    {"start_method": "fork"},
+    {"start_method": "spawn"},
+    at_least(SPAWN_GAP_RATIO),
+    ("fork", "spawn"),
+    persistent_workers=False,
+)
 
 
 def persistent_speeds_up_run(rows: pd.DataFrame) -> Outcome:
@@ -198,8 +207,6 @@ QUESTION.claims.extend(
             Claim(
                 "persistence",
                 f"persistent workers remove the per-epoch start-up cost ({sm})",
-                f"at the most epochs: holds if the epoch-boundary gap restarting workers is at least "
-                f"{PERSIST_GAP_RATIO:g}x the persistent one (what is left is the refill: one batch made after iter())",
                 persistent_removes_gap(sm),
                 number=26,
                 **({} if sm == "spawn" else {"role": EXTENSION, "setting": f"under {sm} on this machine"}),
@@ -209,7 +216,6 @@ QUESTION.claims.extend(
         Claim(
             "persistence",
             "the epoch-boundary gap grows with spawn",
-            f"non-persistent workers: holds if spawn's epoch gap is at least {SPAWN_GAP_RATIO:g}x fork's",
             gap_grows_with_spawn,
             number=26,
         ),

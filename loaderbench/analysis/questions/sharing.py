@@ -7,6 +7,7 @@ from functools import partial
 import pandas as pd
 
 from loaderbench.analysis.rules.claim import Claim, Metric, Question, finite, g, missing, pick, values_of, varies
+from loaderbench.analysis.rules.kinds import FEWEST, MOST, AllOf, Shift
 from loaderbench.analysis.table.derive import fd_exhausted, open_file_limit
 from loaderbench.analysis.table.records import ok_mask, ok_rows
 from loaderbench.stats.verdicts import (
@@ -14,11 +15,9 @@ from loaderbench.stats.verdicts import (
     HOLDS,
     INCONCLUSIVE,
     Outcome,
-    all_of,
     any_of,
     at_least,
     at_most,
-    both,
     decide_shift,
     outside,
 )
@@ -81,33 +80,25 @@ def _sharing_ok(rows):
     return ok[ok["limit"] == ok["limit"].max()] if len(ok) else ok
 
 
-def fd_per_tensor(rows: pd.DataFrame) -> Outcome:
-    ok = _sharing_ok(rows)
-    ts = values_of(ok, "tensors_per_sample")
-    if len(ts) < 2:
-        return missing("needs ok cells at two or more tensors_per_sample")
-    checks = []
-    for nw in values_of(ok, "num_workers"):
-        v = {
-            (s, t): finite(pick(ok, sharing_strategy=s, num_workers=nw, tensors_per_sample=t)["open_fds_peak"])
-            for s in ("file_descriptor", "file_system")
-            for t in (ts[0], ts[-1])
-        }
-        if min(len(x) for x in v.values()) < 3:
-            continue
-        o = both(
-            decide_shift(
-                v[("file_descriptor", ts[0])],
-                v[("file_descriptor", ts[-1])],
-                at_least(FD_TENSOR_RATIO),
-                label="file_descriptor",
-            ),
-            decide_shift(
-                v[("file_system", ts[0])], v[("file_system", ts[-1])], at_most(FS_TENSOR_MAX), label="file_system"
-            ),
+fd_per_tensor = AllOf(
+    tuple(
+        Shift(
+            "open_fds_peak",
+            "peak open descriptors",
+            {"tensors_per_sample": FEWEST},
+            {"tensors_per_sample": MOST},
+            region,
+            ("num_workers",),
+            where={"sharing_strategy": strategy},
+            frame=_sharing_ok,
         )
-        checks.append(Outcome(o.verdict, f"w={nw}, peak open fds {ts[-1]:g} / {ts[0]:g} tensors: {o.evidence}"))
-    return all_of(checks, _BOTH)
+        for strategy, region in (
+            ("file_descriptor", at_least(FD_TENSOR_RATIO)),
+            ("file_system", at_most(FS_TENSOR_MAX)),
+        )
+    ),
+    note="at the highest open-file limit",
+)
 
 
 def _cost_check(fd, fs, t1, tn, nw, cost, confidence: float) -> Outcome:
@@ -174,9 +165,6 @@ QUESTION.claims.extend(
         Claim(
             "sharing",
             "file_descriptor holds a descriptor per shared tensor in flight; file_system does not",
-            f"at the highest open-file limit, at every num_workers: holds if file_descriptor's peak open descriptors "
-            f"at the most tensors per sample are at least {FD_TENSOR_RATIO:g}x those at the fewest and file_system's "
-            f"at most {FS_TENSOR_MAX:g}x",
             fd_per_tensor,
             number=50,
         ),

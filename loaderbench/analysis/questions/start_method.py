@@ -15,9 +15,20 @@ from loaderbench.analysis.rules.claim import (
     varies,
     with_workers,
 )
+from loaderbench.analysis.rules.kinds import FEWEST, MOST, AllOf, Shift, medians
 from loaderbench.analysis.table.derive import MIB, payload_mb, start_method_label
 from loaderbench.analysis.table.records import col, ok_rows
-from loaderbench.stats.verdicts import MIN_EFFECT, Outcome, all_of, at_least, at_most, both, decide_shift, fact
+from loaderbench.stats.verdicts import (
+    MIN_EFFECT,
+    Outcome,
+    Region,
+    all_of,
+    at_least,
+    at_most,
+    both,
+    decide_shift,
+    fact,
+)
 
 #: spawn's time to first batch is at least this many times fork's.
 SPAWN_TTFB_MIN = 2.0
@@ -32,73 +43,60 @@ SPAWN_USS_MIN = 2.0
 #: forkserver+preload's epoch-2 restart is at most this many times fork's ("about as fast": 0.3 s vs 0.25 s).
 PRELOAD_WITHIN = 1.5
 METHODS = ("fork", "spawn", "forkserver", "forkserver+preload")
-NEEDS = "fork and spawn (or forkserver) cells with 3 ok repetitions each"
 
 
 def _sm(rows: pd.DataFrame) -> pd.DataFrame:
+    """The ok rows with workers, with their start method's label, payload, workers' CPU seconds and peak USS (MiB)
+    per worker."""
     ok = with_workers(ok_rows(rows)).copy()
     ok["method"] = start_method_label(ok)
     ok["payload_mb"] = payload_mb(ok)
+    nw = ok["num_workers"]
+    ok["cpu_per_worker"] = pd.to_numeric(col(ok, "cpu_workers_s"), errors="coerce") / nw
+    ok["uss_mib"] = pd.to_numeric(col(ok, "workers_uss_peak_bytes"), errors="coerce") / 2**20 / nw
     return ok
-
-
-def _combos(ok: pd.DataFrame) -> list[tuple[int, float]]:
-    return sorted({(int(n), float(p)) for n, p in zip(ok["num_workers"], ok["payload_mb"])})
 
 
 def _v(ok, method, nw, mb, metric):
     return finite(ok[(ok["method"] == method) & (ok["num_workers"] == nw) & (ok["payload_mb"] == mb)][metric])
 
 
-def _medians(vals: dict, unit: str) -> str:
-    return ", ".join(f"{m} {g(pd.Series(v).median())}{unit} (n={len(v)})" for m, v in vals.items() if len(v))
+_PER = ("num_workers", "payload_mb")
 
 
-def fork_starts_fastest(rows: pd.DataFrame) -> Outcome:
-    ok = _sm(rows)
-    checks = []
-    for nw, mb in _combos(ok):
-        v = {m: _v(ok, m, nw, mb, "time_to_first_batch_s") for m in METHODS}
-        if len(v["fork"]) < 3 or (len(v["spawn"]) < 3 and len(v["forkserver"]) < 3):
-            continue
-        parts = [
-            decide_shift(v["fork"], v[m], at_least(1 + MIN_EFFECT), label=f"{m} / fork")
-            for m in METHODS[1:]
-            if len(v[m])
-        ]
-        o = both(*parts)
-        checks.append(Outcome(o.verdict, f"w={nw}, payload {mb:g} MiB, first batch: {o.evidence}"))
-    return all_of(checks, f"needs {NEEDS}")
+_FASTER = at_least(1 + MIN_EFFECT)
 
 
-def spawn_pays_startup(rows: pd.DataFrame) -> Outcome:
-    ok = _sm(rows)
-    ok = ok.assign(cpu_per_worker=pd.to_numeric(col(ok, "cpu_workers_s"), errors="coerce") / ok["num_workers"])
-    checks = []
-    for nw, mb in _combos(ok):
-        f, s = (_v(ok, m, nw, mb, "time_to_first_batch_s") for m in ("fork", "spawn"))
-        fc, sc = (_v(ok, m, nw, mb, "cpu_per_worker") for m in ("fork", "spawn"))
-        if min(len(f), len(s), len(fc), len(sc)) < 3:
-            continue
-        o = both(
-            decide_shift(f, s, at_least(SPAWN_TTFB_MIN), label="first batch spawn / fork"),
-            decide_shift(fc, sc, at_least(SPAWN_CPU_MIN), label="workers' CPU per worker spawn / fork"),
-        )
-        checks.append(Outcome(o.verdict, f"w={nw}, {mb:g} MiB: {o.evidence}"))
-    ns = sorted({n for n, _ in _combos(ok)})
-    if checks and len(ns) >= 2:
-        for mb in sorted({p for _, p in _combos(ok)}):
-            lo, hi = (_v(ok, "spawn", n, mb, "cpu_per_worker") for n in (ns[0], ns[-1]))
-            if len(lo) >= 3 and len(hi) >= 3:
-                checks.append(
-                    decide_shift(
-                        lo,
-                        hi,
-                        at_least(PER_WORKER_KEEP),
-                        label=f"spawn, {mb:g} MiB, CPU per worker w={ns[-1]} / w={ns[0]}",
-                    )
-                )
-    return all_of(checks, f"needs {NEEDS}")
+def _first_batch(a: str, b: str, region: Region = _FASTER) -> Shift:
+    return Shift("time_to_first_batch_s", "time to first batch", {"method": a}, {"method": b}, region, _PER, frame=_sm)
+
+
+fork_starts_fastest = AllOf(tuple(_first_batch("fork", m) for m in METHODS[1:]))
+
+spawn_pays_startup = AllOf(
+    (
+        _first_batch("fork", "spawn", at_least(SPAWN_TTFB_MIN)),
+        Shift(
+            "cpu_per_worker",
+            "workers' CPU seconds per worker",
+            {"method": "fork"},
+            {"method": "spawn"},
+            at_least(SPAWN_CPU_MIN),
+            _PER,
+            frame=_sm,
+        ),
+        Shift(
+            "cpu_per_worker",
+            "workers' CPU seconds per worker",
+            {"method": "spawn", "num_workers": FEWEST},
+            {"method": "spawn", "num_workers": MOST},
+            at_least(PER_WORKER_KEEP),
+            ("payload_mb",),
+            frame=_sm,
+        ),
+    ),
+    note="a cost paid by every worker, whatever the core count",
+)
 
 
 def spawn_pickles_dataset(rows: pd.DataFrame) -> Outcome:
@@ -150,64 +148,39 @@ def spawn_pickles_dataset(rows: pd.DataFrame) -> Outcome:
     return all_of(checks, "needs spawn and fork cells with and without payload, 3 ok repetitions each")
 
 
-def spawn_uses_more_memory(rows: pd.DataFrame) -> Outcome:
-    """Read at the smallest payload only: a spawned worker's exit was seen to add a transient as large as the
-    payload to its USS peak."""
-    ok = _sm(rows)
-    if ok.empty:
-        return missing(f"needs {NEEDS}")
-    ok = ok.assign(
-        uss_mib=pd.to_numeric(col(ok, "workers_uss_peak_bytes"), errors="coerce") / 2**20 / ok["num_workers"]
+spawn_uses_more_memory = Shift(
+    "uss_mib",
+    "workers' peak USS per worker",
+    {"method": "fork"},
+    {"method": "spawn"},
+    at_least(SPAWN_USS_MIN),
+    ("num_workers",),
+    where={"payload_mb": FEWEST},
+    frame=_sm,
+    aside=medians("uss_mib", " MiB"),
+    note="the larger payloads are not read: a spawned worker's exit adds a transient as large as the payload",
+)
+
+forkserver_between = AllOf((_first_batch("fork", "forkserver"), _first_batch("forkserver", "spawn")))
+
+preload_restarts_fast = AllOf(
+    tuple(
+        Shift(
+            "epoch_gap_s",
+            "worker start at epoch 2 (epoch_gap_s)",
+            {"method": a},
+            {"method": b},
+            region,
+            ("num_workers",),
+            where={"payload_mb": FEWEST},
+            frame=_sm,
+        )
+        for a, b, region in (
+            ("fork", "forkserver+preload", at_most(PRELOAD_WITHIN)),
+            ("forkserver+preload", "forkserver", at_least(1 + MIN_EFFECT)),
+        )
     )
-    mb = min(ok["payload_mb"])
-    checks = []
-    for nw in sorted(set(ok["num_workers"])):
-        f, s = (_v(ok, m, nw, mb, "uss_mib") for m in ("fork", "spawn"))
-        if min(len(f), len(s)) < 3:
-            continue
-        o = decide_shift(f, s, at_least(SPAWN_USS_MIN), label="workers' peak USS per worker spawn / fork")
-        shown = f"{g(pd.Series(f).median())} -> {g(pd.Series(s).median())} MiB"
-        checks.append(Outcome(o.verdict, f"w={int(nw)}, {mb:g} MiB payload: {o.evidence} ({shown})"))
-    return all_of(checks, f"needs {NEEDS} and the workers' USS")
-
-
-def forkserver_between(rows: pd.DataFrame) -> Outcome:
-    ok = _sm(rows)
-    checks = []
-    for nw, mb in _combos(ok):
-        f, fs, s = (_v(ok, m, nw, mb, "time_to_first_batch_s") for m in ("fork", "forkserver", "spawn"))
-        if min(len(f), len(fs), len(s)) < 3:
-            continue
-        o = both(
-            decide_shift(f, fs, at_least(1 + MIN_EFFECT), label="forkserver / fork"),
-            decide_shift(fs, s, at_least(1 + MIN_EFFECT), label="spawn / forkserver"),
-        )
-        checks.append(Outcome(o.verdict, f"w={nw}, {mb:g} MiB, first batch: {o.evidence}"))
-    return all_of(checks, "needs fork, forkserver and spawn cells with 3 ok repetitions each")
-
-
-def preload_restarts_fast(rows: pd.DataFrame) -> Outcome:
-    ok = _sm(rows)
-    if "epoch_gap_s" not in ok or ok["epoch_gap_s"].dropna().empty:
-        return missing("needs 2 or more epochs (epoch_gap_s: the next loader's workers starting)")
-    mb = min(ok["payload_mb"])
-    checks = []
-    for nw in sorted(set(ok["num_workers"])):
-        f, fs, pre = (_v(ok, m, nw, mb, "epoch_gap_s") for m in ("fork", "forkserver", "forkserver+preload"))
-        if min(len(f), len(fs), len(pre)) < 3:
-            continue
-        first = _v(ok, "forkserver+preload", nw, mb, "time_to_first_batch_s")
-        o = both(
-            decide_shift(f, pre, at_most(PRELOAD_WITHIN), label="restart forkserver+preload / fork"),
-            decide_shift(pre, fs, at_least(1 + MIN_EFFECT), label="restart forkserver / forkserver+preload"),
-        )
-        checks.append(
-            Outcome(
-                o.verdict,
-                f"w={nw}, {mb:g} MiB, epoch 2: {o.evidence} (preload's first loader: {g(pd.Series(first).median())} s)",
-            )
-        )
-    return all_of(checks, "needs fork, forkserver and forkserver+preload cells with 2 epochs, 3 ok repetitions each")
+)
 
 
 def fork_is_the_default(rows: pd.DataFrame) -> Outcome:
@@ -253,18 +226,12 @@ QUESTION.claims.extend(
         Claim(
             "start-method",
             "fork starts workers fastest",
-            f"holds if, at every num_workers x parent_payload_mb, every other start method's time to first batch is "
-            f"at least {_B} fork's",
             fork_starts_fastest,
             number=7,
         ),
         Claim(
             "start-method",
             "spawn pays an interpreter start-up per worker",
-            f"holds if, at every num_workers x payload, spawn's time to first batch is at least {SPAWN_TTFB_MIN:g}x "
-            f"fork's and its workers' CPU seconds per worker at least {SPAWN_CPU_MIN:g}x fork's, and spawn's CPU per "
-            f"worker at the most workers is at least {PER_WORKER_KEEP:g}x that at the fewest: a cost paid by every "
-            "worker, whatever the core count",
             spawn_pays_startup,
             number=7,
         ),
@@ -282,17 +249,12 @@ QUESTION.claims.extend(
         Claim(
             "start-method",
             "spawned workers use more private memory than forked ones (fork shares the parent's pages)",
-            f"at the smallest payload, at every num_workers: holds if spawn's workers' peak USS per worker is at "
-            f"least {SPAWN_USS_MIN:g}x fork's (the larger payloads are not read: a spawned worker's exit adds a "
-            "transient as large as the payload)",
             spawn_uses_more_memory,
             number=9,
         ),
         Claim(
             "start-method",
             "forkserver sits between fork and spawn (time to first batch)",
-            f"holds if, at every num_workers x payload, plain forkserver's time to first batch is at least {_B} fork's "
-            f"and spawn's at least {_B} forkserver's",
             forkserver_between,
             number=10,
         ),
@@ -300,9 +262,6 @@ QUESTION.claims.extend(
             "start-method",
             "forkserver_preload starts the next loader's workers about as fast as fork "
             "(~0.3 s vs 0.25 s at 2 workers, Python 3.11)",
-            f"epoch 2's worker start (epoch_gap_s) at the smallest payload: holds if, at every num_workers, "
-            f"forkserver+preload's is at most {PRELOAD_WITHIN:g}x fork's and plain forkserver's at least {_B} "
-            "forkserver+preload's",
             preload_restarts_fast,
             number=10,
             role=EXTENSION,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -15,6 +16,9 @@ import pandas as pd
 from loaderbench.analysis.table.records import col, is_true, ok_rows
 from loaderbench.stats.intervals import MIN_N
 from loaderbench.stats.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED, Outcome, g
+
+if TYPE_CHECKING:
+    from loaderbench.analysis.rules.kinds import Kind
 
 #: a rule's role in its numbered claim: it tests the source's statement in the source's own setting, and decides
 #: the claim with the other such rules ...
@@ -25,11 +29,17 @@ EXTENSION = "extension"
 ROLES = (SEED, EXTENSION)
 
 
+def _undecided(rows: pd.DataFrame) -> Outcome:
+    raise TypeError("a Claim takes a rule kind or a rule text and its decide function")
+
+
 @dataclass(frozen=True)
 class Claim:
-    """One claim the studies test, the rule that decides it (its text prints the rule's constants) and the
-    function that applies the rule to one study's rows. `needs`, when given, says whether rows carry
-    what this claim reads (else the question's `needs` does). `number`: the claim of the numbered catalogue
+    """One claim the studies test and the rule that decides it: a kind (loaderbench.analysis.rules.kinds: Shift,
+    Equivalent, AllOf, Custom), which writes the rule's text from its fields and decides the rows, or, for a
+    rule no kind fits, the rule's text (printing its constants) and the function that applies it to one study's
+    rows. `rule` reads back as the text, `kind` as the kind (None for a text). `needs`, when given, says whether
+    rows carry what this claim reads (else the question's `needs` does). `number`: the claim of the numbered catalogue
     (loaderbench.analysis.rules.catalogue) the rule decides, or None for one of the suite's own. `study`: the
     shipped study that measures it, where that is not the question's own. `role`: SEED when the rule tests the
     numbered claim in the setting its source describes (the claim's verdict combines these rules), EXTENSION when
@@ -37,15 +47,23 @@ class Claim:
 
     question: str
     claim: str
-    rule: str
-    decide: Callable[[pd.DataFrame], Outcome]
+    rule: str | Kind
+    decide: Callable[[pd.DataFrame], Outcome] = _undecided
     needs: Callable[[pd.DataFrame], bool] | None = None
     number: int | None = None
     study: str | None = None
     role: str = SEED
     setting: str = ""
+    kind: Kind | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.rule, str):
+            object.__setattr__(self, "kind", self.rule)
+            object.__setattr__(self, "rule", self.rule.text())
+            if self.decide is _undecided:
+                object.__setattr__(self, "decide", self.kind)
+        if self.decide is _undecided:
+            raise ValueError(f"{self.claim!r}: a rule text needs its decide function (or give a rule kind)")
         if self.role not in ROLES:
             raise ValueError(f"{self.claim!r}: role {self.role!r}; allowed: {', '.join(ROLES)}")
         if self.role == EXTENSION and not (self.number and self.setting):
@@ -209,5 +227,5 @@ def quiet(
             return Outcome(INCONCLUSIVE, f"{noise}; {out.evidence}")
         return out
 
-    checked.__name__ = rule.__name__
+    checked.__name__ = getattr(rule, "__name__", type(rule).__name__)
     return checked

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pandas as pd
 
 from loaderbench.analysis.rules.claim import EXTENSION, NOISY, Claim, finite, missing, narrow, quiet
+from loaderbench.analysis.rules.kinds import MOST, Of, Shift, medians
 from loaderbench.analysis.table.derive import ranks
 from loaderbench.analysis.table.records import AXIS_COLUMNS, col, ok_rows
 from loaderbench.schema.axes import WORKER_ONLY_AXES
@@ -112,15 +113,33 @@ def _med(x) -> float:
     return float(np.median(x)) if len(x) else float("nan")
 
 
-def first_batch_without_workers(rows: pd.DataFrame) -> Outcome:
-    checks = []
-    for label, _, _, by in curves(rows, tuple(sorted(set(col(rows, "workload").dropna().astype(str))))):
-        if 0 not in by or 1 not in by:
-            continue
-        a, b = (finite(by[n]["time_to_first_batch_s"]) for n in (0, 1))
-        o = decide_shift(a, b, at_least(FIRST_BATCH_MIN), label="first batch 1 worker / 0 workers")
-        checks.append(Outcome(o.verdict, f"{label}: {o.evidence} ({g(_med(a))} s -> {g(_med(b))} s)"))
-    return all_of(checks, "needs ok cells at num_workers = 0 and 1 of the same loading, 3 ok repetitions each")
+def curve_rows(workloads: tuple[str, ...] | None = None) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    """The rows of every curve of `workloads` (default: every workload the rows have), each with its curve's label
+    and its involuntary context switches per sample."""
+
+    def frame(rows: pd.DataFrame) -> pd.DataFrame:
+        which = workloads or tuple(sorted(set(col(rows, "workload").dropna().astype(str))))
+        parts = [r.assign(curve=label) for label, _, _, by in curves(rows, which) for r in by.values()]
+        if not parts:
+            return rows.iloc[0:0]
+        out = pd.concat(parts)
+        counted = {"ctx_involuntary", "end_to_end_samples_per_s", "total_s"} <= set(out.columns)
+        return out.assign(switches_per_sample=_switches_per_sample(out) if counted else np.nan)
+
+    return frame
+
+
+first_batch_without_workers = Shift(
+    "time_to_first_batch_s",
+    "time to the first batch",
+    {"num_workers": 0},
+    {"num_workers": 1},
+    at_least(FIRST_BATCH_MIN),
+    ("curve",),
+    frame=curve_rows(),
+    aside=medians("time_to_first_batch_s", " s"),
+    note="per curve of plain loading; the claim's readable tracebacks: the rule below",
+)
 
 
 #: the frame of the dataset that raised, as the records name frames (file:line:function)
@@ -174,25 +193,26 @@ def _has_raised(rows: pd.DataFrame) -> bool:
     return not _raised(rows).empty
 
 
-def _switches_per_sample(rows: pd.DataFrame) -> np.ndarray:
+def _switches_per_sample(rows: pd.DataFrame) -> pd.Series:
     """Involuntary context switches of the cell's processes per sample loaded, one added to each count (a count
     of 0 then has a ratio)."""
     samples = pd.to_numeric(rows["end_to_end_samples_per_s"], errors="coerce") * pd.to_numeric(
         rows["total_s"], errors="coerce"
     )
-    return finite((pd.to_numeric(rows["ctx_involuntary"], errors="coerce") + 1) / samples)
+    return (pd.to_numeric(rows["ctx_involuntary"], errors="coerce") + 1) / samples
 
 
-def switches_rise_past_cores(rows: pd.DataFrame) -> Outcome:
-    checks = []
-    for label, _, cores, by in curves(rows, CPU_BOUND):
-        top = max(by)
-        if top <= cores or cores not in by:
-            continue
-        a, b = _switches_per_sample(by[cores]), _switches_per_sample(by[top])
-        o = decide_shift(a, b, at_least(CTX_RISE), label=f"involuntary switches per sample w={top} / w={cores}")
-        checks.append(Outcome(o.verdict, f"{label}: {o.evidence} ({g(_med(a))} -> {g(_med(b))} per sample)"))
-    return all_of(checks, "needs CPU-bound cells with context switches at num_workers = cores and past it")
+switches_rise_past_cores = Shift(
+    "switches_per_sample",
+    "involuntary context switches per sample",
+    {"num_workers": Of("cores")},
+    {"num_workers": MOST},
+    at_least(CTX_RISE),
+    ("curve",),
+    frame=curve_rows(CPU_BOUND),
+    aside=medians("switches_per_sample", " per sample"),
+    note="per CPU-bound curve; cache and TLB misses are not measured",
+)
 
 
 def sleep_scales_past_cores(rows: pd.DataFrame) -> Outcome:
@@ -278,8 +298,6 @@ CLAIMS = [
     Claim(
         _Q,
         "num_workers = 0 pays no worker start-up: its first batch comes sooner than with 1 worker",
-        f"per curve of plain loading: holds if the time to the first batch with 1 worker is at least "
-        f"{FIRST_BATCH_MIN:g}x that with 0 workers (the claim's readable tracebacks: the rule below)",
         first_batch_without_workers,
         needs=_has_first_batch,
         number=57,
@@ -301,8 +319,6 @@ CLAIMS = [
     Claim(
         _Q,
         "past the cores, CPU-bound loaders are switched out more often per sample (context switches)",
-        f"per CPU-bound curve: holds if the cell's involuntary context switches per sample at the most workers are "
-        f"at least {CTX_RISE:g}x those at num_workers = cores (cache and TLB misses are not measured)",
         switches_rise_past_cores,
         needs=_has_switches,
         number=15,
