@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +30,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
-from matplotlib.ticker import FuncFormatter, NullLocator
+from matplotlib.ticker import FuncFormatter, NullLocator, ScalarFormatter
 from matplotlib.transforms import Bbox
 
 from loaderbench.analysis.figures import formats
@@ -267,6 +268,39 @@ def header(fig: plt.Figure, title: str, handles: list, ncol: int = 5, note: str 
         leg.set_bbox_to_anchor((0.5, 1 - (y + 0.07) / fh), transform=fig.transFigure)
 
 
+@contextmanager
+def heatmap_labels_set_after():
+    """seaborn's `heatmap` without the draw of the whole figure it makes to see whether its tick labels overlap
+    (and turns them if so): for a heat map whose tick labels are set, turned as they must be, after it."""
+    import seaborn.matrix
+
+    real = getattr(seaborn.matrix, "_draw_figure", None)
+    if real is None:  # a seaborn that does not draw there
+        yield
+        return
+    seaborn.matrix._draw_figure = lambda fig: None
+    try:
+        yield
+    finally:
+        seaborn.matrix._draw_figure = real
+
+
+def fixed_titles(fig: plt.Figure) -> None:
+    """Panel titles left where they are (on top of the panel) instead of matplotlib moving each one, on every draw,
+    above what may reach into it: that check lays out the panel's y axis once more. Only where nothing can: the x
+    axis ticked and labelled below, no twin or inset, and y tick labels that carry no offset text (not a
+    ScalarFormatter)."""
+    for ax in fig.axes:
+        if (
+            ax.xaxis.get_ticks_position() == "bottom"
+            and ax.xaxis.get_label_position() == "bottom"
+            and not ax.child_axes
+            and len(ax._twinned_axes.get_siblings(ax)) == 1
+            and not isinstance(ax.yaxis.get_major_formatter(), ScalarFormatter)
+        ):
+            ax._autotitlepos = False
+
+
 def fit_canvas(fig: plt.Figure, drawn: Bbox) -> None:
     """Grow the canvas so that `drawn` (inches, what the figure draws) lies inside it with a small pad: by what
     sticks out on each side, moving everything placed in figure coordinates (axes, figure texts and legends) with
@@ -334,6 +368,7 @@ def save(fig: plt.Figure, folder: Path, name: str, footer: str) -> list[Path]:
 
 def _write_png(fig: plt.Figure, path: Path, footer: str) -> None:
     """The PNG at `path` with the `footer`, the figure framed as written (see `save`)."""
+    fixed_titles(fig)
     if _png_in_one_pass(fig, path, footer):
         return
     renderer = fig.canvas.get_renderer()
