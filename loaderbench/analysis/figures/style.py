@@ -396,34 +396,45 @@ def _footer_under(fig: plt.Figure, drawn: Bbox, footer: str, renderer, canvas: B
     return text, Bbox.union([drawn, _inches(text, fig, renderer)])
 
 
-#: The room around the canvas the one-pass PNG is drawn on, in inches: a side's figure texts and legends that lie
-#: further out widen it; under the panels, room for the footer as well.
-_ROOM, _FOOTER_ROOM = 1.0, 0.9
+#: The room around the canvas the one-pass PNG is drawn on, in inches: the figure's texts and legends and the panels'
+#: texts placed away from their panel that lie further out widen it; under the panels, room for the footer as well.
+#: Ink within _EDGE of the room's edge may go on past it (what is drawn beside a panel is never further apart than
+#: that: tick labels, axis labels, titles), and the figure is laid out first instead.
+_ROOM, _FOOTER_ROOM, _EDGE = 1.0, 0.9, 0.3
 
 
 def _room(fig: plt.Figure, dpi: float) -> Bbox:
-    """The region (inches, in the figure as it is) to draw on: the canvas, the figure's texts and legends, and
-    _ROOM on every side (and _FOOTER_ROOM more below), in whole pixels at `dpi` from the canvas's corner."""
+    """The region (inches, in the figure as it is) to draw on: the canvas, the figure's texts and legends, the
+    panels' texts and legends anchored away from their panel, and _ROOM on every side (_FOOTER_ROOM more below),
+    in whole pixels at `dpi` from the canvas's corner."""
     w, h = fig.get_size_inches()
     renderer = fig.canvas.get_renderer()
     boxes = [Bbox.from_extents(0, 0, w, h)]
-    boxes += [_inches(a, fig, renderer) for a in [*fig.texts, *fig.legends] if a.get_visible()]
+    far = [*fig.texts, *fig.legends]
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        near = ax.bbox.padded(0.5 * fig.dpi)
+        far += [ax.get_legend()] if ax.get_legend() is not None else []
+        far += [t for t in ax.texts if not near.contains(*t.get_transform().transform(t.get_position()))]
+    boxes += [_inches(a, fig, renderer) for a in far if a.get_visible()]
     box = Bbox.union(boxes)
     x0, y0 = np.floor((box.x0 - _ROOM) * dpi) / dpi, np.floor((box.y0 - _ROOM - _FOOTER_ROOM) * dpi) / dpi
     x1, y1 = x0 + np.ceil((box.x1 + _ROOM - x0) * dpi) / dpi, y0 + np.ceil((box.y1 + _ROOM - y0) * dpi) / dpi
     return Bbox.from_extents(x0, y0, x1, y1)
 
 
-def _inked(pixels: np.ndarray) -> tuple[int, int, int, int] | None:
+def _inked(pixels: np.ndarray, edge: int) -> tuple[int, int, int, int] | None:
     """(first row, last row + 1, first column, last column + 1) of the pixels that differ from the corner's
-    (the background); None where nothing is inked or the ink reaches the edge (it may go on past it)."""
+    (the background); None where nothing is inked or the ink comes within `edge` pixels of the edge (it may go on
+    past it)."""
     flat = np.ascontiguousarray(pixels).view(np.uint32)[..., 0]
     ink = flat != flat[0, 0]
     rows, cols = np.flatnonzero(ink.any(axis=1)), np.flatnonzero(ink.any(axis=0))
     if not len(rows):
         return None
     r0, r1, c0, c1 = int(rows[0]), int(rows[-1]) + 1, int(cols[0]), int(cols[-1]) + 1
-    if r0 == 0 or c0 == 0 or r1 == ink.shape[0] or c1 == ink.shape[1]:
+    if min(r0, c0, ink.shape[0] - r1, ink.shape[1] - c1) < edge:
         return None
     return r0, r1, c0, c1
 
@@ -445,7 +456,7 @@ def _png_in_one_pass(fig: plt.Figure, path: Path, footer: str) -> bool:
     _SAVEFIG_CPU_S[0] += time.process_time() - cpu
     pixels = np.asarray(renderer.buffer_rgba())
     rows, cols = pixels.shape[:2]
-    inked = _inked(pixels)
+    inked = _inked(pixels, round(_EDGE * dpi))
     if inked is not None:
         r0, r1, c0, c1 = inked
         drawn = Bbox.from_extents(c0 / dpi, (rows - r1) / dpi, c1 / dpi, (rows - r0) / dpi)
