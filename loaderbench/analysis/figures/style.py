@@ -30,6 +30,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
+from matplotlib.text import Annotation
 from matplotlib.ticker import FuncFormatter, NullLocator, ScalarFormatter
 from matplotlib.transforms import Bbox
 
@@ -416,12 +417,20 @@ def _room(fig: plt.Figure, dpi: float) -> Bbox:
             continue
         near = ax.bbox.padded(0.5 * fig.dpi)
         far += [ax.get_legend()] if ax.get_legend() is not None else []
-        far += [t for t in ax.texts if not near.contains(*t.get_transform().transform(t.get_position()))]
+        far += [t for t in ax.texts if not near.contains(*_anchor(t, renderer))]
     boxes += [_inches(a, fig, renderer) for a in far if a.get_visible()]
     box = Bbox.union(boxes)
     x0, y0 = np.floor((box.x0 - _ROOM) * dpi) / dpi, np.floor((box.y0 - _ROOM - _FOOTER_ROOM) * dpi) / dpi
     x1, y1 = x0 + np.ceil((box.x1 + _ROOM - x0) * dpi) / dpi, y0 + np.ceil((box.y1 + _ROOM - y0) * dpi) / dpi
     return Bbox.from_extents(x0, y0, x1, y1)
+
+
+def _anchor(text, renderer) -> tuple[float, float]:
+    """Where `text` is anchored, in pixels: the point an annotation points at (its text lies a few points off it),
+    else its position."""
+    if isinstance(text, Annotation):
+        return tuple(text._get_position_xy(renderer))
+    return tuple(text.get_transform().transform(text.get_position()))
 
 
 def _inked(pixels: np.ndarray, edge: int) -> tuple[int, int, int, int] | None:
