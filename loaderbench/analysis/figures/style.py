@@ -296,10 +296,10 @@ def fixed_titles(fig: plt.Figure) -> None:
             ax.xaxis.get_ticks_position() == "bottom"
             and ax.xaxis.get_label_position() == "bottom"
             and not ax.child_axes
-            and len(ax._twinned_axes.get_siblings(ax)) == 1
+            and len(ax._twinned_axes.get_siblings(ax)) == 1  # type: ignore[attr-defined]
             and not isinstance(ax.yaxis.get_major_formatter(), ScalarFormatter)
         ):
-            ax._autotitlepos = False
+            ax._autotitlepos = False  # type: ignore[attr-defined]
 
 
 def fit_canvas(fig: plt.Figure, drawn: Bbox) -> None:
@@ -372,7 +372,7 @@ def _write_png(fig: plt.Figure, path: Path, footer: str) -> None:
     fixed_titles(fig)
     if _png_in_one_pass(fig, path, footer):
         return
-    renderer = fig.canvas.get_renderer()
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
     drawn = fig.get_tightbbox(renderer)  # places tick labels and axis labels as a draw would, without one
     fit_canvas(fig, _footer_under(fig, drawn, footer, renderer, Bbox.from_extents(0, 0, *fig.get_size_inches()))[1])
     dpi = png_dpi(fig.get_figwidth())
@@ -409,14 +409,15 @@ def _room(fig: plt.Figure, dpi: float) -> Bbox:
     panels' texts and legends anchored away from their panel, and _ROOM on every side (_FOOTER_ROOM more below),
     in whole pixels at `dpi` from the canvas's corner."""
     w, h = fig.get_size_inches()
-    renderer = fig.canvas.get_renderer()
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
     boxes = [Bbox.from_extents(0, 0, w, h)]
     far = [*fig.texts, *fig.legends]
     for ax in fig.axes:
         if not ax.get_visible():
             continue
         near = ax.bbox.padded(0.5 * fig.dpi)
-        far += [ax.get_legend()] if ax.get_legend() is not None else []
+        legend = ax.get_legend()
+        far += [legend] if legend is not None else []
         far += [t for t in ax.texts if not near.contains(*_anchor(t, renderer))]
     boxes += [_inches(a, fig, renderer) for a in far if a.get_visible()]
     box = Bbox.union(boxes)
@@ -429,7 +430,7 @@ def _anchor(text, renderer) -> tuple[float, float]:
     """Where `text` is anchored, in pixels: the point an annotation points at (its text lies a few points off it),
     else its position."""
     if isinstance(text, Annotation):
-        return tuple(text._get_position_xy(renderer))
+        return tuple(text._get_position_xy(renderer))  # type: ignore[attr-defined]
     return tuple(text.get_transform().transform(text.get_position()))
 
 
@@ -459,7 +460,7 @@ def _png_in_one_pass(fig: plt.Figure, path: Path, footer: str) -> bool:
     reframe(fig, room)
     fig.set_dpi(dpi)
     canvas = Bbox.from_extents(-room.x0, -room.y0, w - room.x0, h - room.y0)  # the canvas, in the room
-    renderer = fig.canvas.get_renderer()
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
     cpu = time.process_time()
     fig.canvas.draw()
     _SAVEFIG_CPU_S[0] += time.process_time() - cpu
@@ -478,7 +479,8 @@ def _png_in_one_pass(fig: plt.Figure, path: Path, footer: str) -> bool:
             cpu = time.process_time()
             text.draw(renderer)
             cut = np.ascontiguousarray(pixels[rows - px[3] : rows - px[1], px[0] : px[2]])
-            imsave(path, memoryview(cut), format="png", origin="upper", dpi=dpi)
+            buffer: memoryview = memoryview(cut)  # type: ignore[arg-type]
+            imsave(path, buffer, format="png", origin="upper", dpi=dpi)
             _SAVEFIG_CPU_S[0] += time.process_time() - cpu
             reframe(fig, Bbox.from_extents(*(px / dpi)))
             return True
