@@ -9,7 +9,8 @@ legends without regard to either). `header` measures the block it draws and size
 
 Every figure is saved by `save`: the footer goes under everything drawn, broken into lines no wider than the
 figure, and then the canvas grows on each side by what still lies outside it (`fit_canvas`), so the saved
-canvas is the figure itself and no title, legend, label or footer is cut. Nothing is cropped at save time.
+canvas is the figure itself and no title, legend, label or footer is cut. The PNG is drawn once: what is drawn is
+read from its pixels (on a canvas with room around it) rather than from a layout pass before the drawing.
 
 Repetitions: `repetitions_text` says how many repetitions are behind each point ("n = 3 repetitions per
 point"), and where that differs `mark_n` prints the other counts at their points.
