@@ -381,3 +381,15 @@ def test_the_curves_of_one_study_are_cut_once_for_all_its_claims(monkeypatch):
     list(worker_costs.curves(rows, ("cpu", "jpeg")))
     list(worker_costs.curves(curve_table(CURVES), ("sleep",)))
     assert cut == [("sleep",), ("cpu", "jpeg"), ("sleep",)]
+
+
+def test_a_check_that_a_curve_exists_cuts_one_curve_only():
+    from loaderbench.analysis.rules import worker_costs
+
+    rows = curve_table(CURVES)
+    cut = worker_costs.curves(rows, ("sleep", "cpu", "jpeg"))
+    first = next(cut)
+    kept = worker_costs._CURVES[("sleep", "cpu", "jpeg")]
+    assert kept.cut == [first]
+    everything = list(worker_costs.curves(rows, ("sleep", "cpu", "jpeg")))
+    assert len(everything) > 1 and everything[0] is first and kept.cut == everything

@@ -85,6 +85,26 @@ def plain_rows(rows: pd.DataFrame) -> pd.DataFrame:
 _CURVES: dict = {"of": lambda: None}
 
 
+class _Cut:
+    """The curves of one call of `_curves`, cut as far as any reader has read them (a check that a curve exists
+    reads one) and kept."""
+
+    def __init__(self, curves: Iterator) -> None:
+        self.curves = curves
+        self.cut: list = []
+
+    def __iter__(self) -> Iterator:
+        i = 0
+        while True:
+            if i == len(self.cut):
+                nxt = next(self.curves, None)
+                if nxt is None:
+                    return
+                self.cut.append(nxt)
+            yield self.cut[i]
+            i += 1
+
+
 def curves(rows: pd.DataFrame, workloads: tuple[str, ...]) -> Iterator[tuple[str, str, int, dict[int, pd.DataFrame]]]:
     """(label, workload, cores, {num_workers: ok rows}) per curve of the given workloads with two or more
     num_workers."""
@@ -93,7 +113,7 @@ def curves(rows: pd.DataFrame, workloads: tuple[str, ...]) -> Iterator[tuple[str
         _CURVES["of"] = weakref.ref(rows)
     key = tuple(workloads)
     if key not in _CURVES:
-        _CURVES[key] = list(_curves(rows, key))
+        _CURVES[key] = _Cut(_curves(rows, key))
     return iter(_CURVES[key])
 
 
