@@ -112,3 +112,12 @@ def test_make_bench_prints_the_cold_over_floor_ratio():
     scale(sc, Console(file=out, width=400))
     row = next(line for line in out.getvalue().splitlines() if "cold / floor" in line)
     assert "2.00x" in row and "missed" in row
+
+
+def test_one_study_changed_is_printed_against_that_studys_floor():
+    r = _result(0.5) | {"one_study_changed_s": 3.0, "one_study_floor_s": 1.5}
+    r |= {"one_study_parse_floor_cpu_s": 0.5, "one_study_savefig_cpu_s": 2.5}
+    row = next(line for line in stage_lines(r) if line.startswith("one study / floor"))
+    assert "2.00x" in row and "MISSED" in row and "0.5 CPU-s json.loads + 2.5 CPU-s savefig" in row
+    old = next(line for line in stage_lines(_result(0.5)) if line.startswith("one study / floor"))
+    assert "not measured" in old
