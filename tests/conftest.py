@@ -39,19 +39,20 @@ def kept(monkeypatch):
     import matplotlib.pyplot as plt
     from matplotlib.figure import Figure
 
-    figs, real_close, real_save = [], plt.close, Figure.savefig
+    from loaderbench.analysis.figures import style
+
+    figs, real_close, real_png = [], plt.close, style._write_png
 
     def keep(fig=None):
         if not isinstance(fig, Figure):
             real_close(fig)
 
-    def savefig(fig, path, *args, **kwargs):
-        real_save(fig, path, *args, **kwargs)
-        if str(path).endswith(".png"):
-            figs.append((fig, path))
+    def write_png(fig, path, *args, **kwargs):
+        real_png(fig, path, *args, **kwargs)
+        figs.append((fig, path))
 
     monkeypatch.setattr(plt, "close", keep)
-    monkeypatch.setattr(Figure, "savefig", savefig)
+    monkeypatch.setattr(style, "_write_png", write_png)
     yield figs
     for fig, _ in figs:
         real_close(fig)

@@ -86,25 +86,24 @@ def drawn(root: Path, out: Path) -> dict:
     """Analyse and draw `figure_study`'s records under `root` into `out` (one process, as `make figures` draws one
     study), keeping each figure open long enough to read it: {figure name: drawn_data}."""
     import matplotlib.pyplot as plt
-    from matplotlib.figure import Figure
 
+    from loaderbench.analysis.figures import style
     from loaderbench.analysis.figures.draw_all import process_all
     from loaderbench.analysis.table.records import load_records
 
     shown: dict[str, dict] = {}
-    real_save = Figure.savefig
+    real_png = style._write_png
 
-    def savefig(fig, path, *args, **kwargs):
-        real_save(fig, path, *args, **kwargs)
-        if str(path).endswith(".png"):
-            shown[Path(path).stem] = drawn_data(fig)
+    def write_png(fig, path, *args, **kwargs):  # every figure's PNG is written by style.save through this
+        real_png(fig, path, *args, **kwargs)
+        shown[Path(path).stem] = drawn_data(fig)
 
-    Figure.savefig = savefig
+    style._write_png = write_png
     try:
         df, _ = load_records(root)
         process_all(df, out, jobs=1, use_cache=False)
     finally:
-        Figure.savefig = real_save
+        style._write_png = real_png
         plt.close("all")
     return shown
 

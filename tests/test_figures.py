@@ -87,7 +87,7 @@ def outside_canvas(fig, png) -> list[str]:
         )
     boxes = [(a, a.get_window_extent(renderer)) for a in text_artists(fig)]
     for ax in fig.axes:
-        if ax.get_visible():
+        if ax.get_visible() and ax.axison:  # an axes drawn with its axis off draws no tick labels
             boxes += [
                 (f"tick labels of {axis.axis_name} in {ax.get_title()!r}", axis.get_tightbbox(renderer))
                 for axis in (ax.xaxis, ax.yaxis)

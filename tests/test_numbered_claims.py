@@ -364,3 +364,32 @@ def test_frames_of_a_real_exception_and_of_a_quoted_one():
         frames = frames_of(exc)
     assert frames["held"][-1].endswith(":__getitem__") and frames["held"][-1].startswith("test_numbered_claims.py:")
     assert frames["quoted"] == ["fault.py:9:__getitem__"]
+
+
+def test_the_curves_of_one_study_are_cut_once_for_all_its_claims(monkeypatch):
+    """Every claim of a study reads the same rows: their curves are cut from them once per workloads, and again
+    for other rows."""
+    from loaderbench.analysis.rules import worker_costs
+
+    cut = []
+    real = worker_costs._curves
+    monkeypatch.setattr(worker_costs, "_curves", lambda rows, w: cut.append(w) or real(rows, w))
+    rows = curve_table(CURVES)
+    first = [(label, sorted(by)) for label, _, _, by in worker_costs.curves(rows, ("sleep",))]
+    again = [(label, sorted(by)) for label, _, _, by in worker_costs.curves(rows, ("sleep",))]
+    assert first == again and first and cut == [("sleep",)]
+    list(worker_costs.curves(rows, ("cpu", "jpeg")))
+    list(worker_costs.curves(curve_table(CURVES), ("sleep",)))
+    assert cut == [("sleep",), ("cpu", "jpeg"), ("sleep",)]
+
+
+def test_a_check_that_a_curve_exists_cuts_one_curve_only():
+    from loaderbench.analysis.rules import worker_costs
+
+    rows = curve_table(CURVES)
+    cut = worker_costs.curves(rows, ("sleep", "cpu", "jpeg"))
+    first = next(cut)
+    kept = worker_costs._CURVES[("sleep", "cpu", "jpeg")]
+    assert kept.cut == [first]
+    everything = list(worker_costs.curves(rows, ("sleep", "cpu", "jpeg")))
+    assert len(everything) > 1 and everything[0] is first and kept.cut == everything

@@ -87,3 +87,37 @@ def test_the_floor_and_draw_rows_name_the_formats_drawn():
         assert said in floor_text(r)
         draw = [line for line in stage_lines(r) if line.startswith("draw")]
         assert said.removeprefix("as ").strip() + "," in draw[0]
+
+
+def test_the_cold_total_is_printed_against_the_floor_of_the_same_run():
+    """The cold total (cold_s) over the floor (floor_s) of one run, against TARGETS["cold_over_floor"]; a result
+    without a floor says so."""
+    r = _result(0.5) | {"cold_s": 0.6}  # 1.2x
+    ratio = [line for line in stage_lines(r) if line.startswith("cold / floor")]
+    assert len(ratio) == 1 and "1.20x" in ratio[0] and "met" in ratio[0] and "1.5x" in ratio[0]
+    assert "MISSED" in next(line for line in stage_lines(_result(0.1)) if line.startswith("cold / floor"))
+    old = {k: v for k, v in r.items() if k != "floor_s"}
+    assert "not measured" in next(line for line in stage_lines(old) if line.startswith("cold / floor"))
+
+
+def test_make_bench_prints_the_cold_over_floor_ratio():
+    import io
+
+    from rich.console import Console
+
+    from loaderbench.bench.result_tables import scale
+
+    out = io.StringIO()
+    sc = {"available": True, "command": "python -m x", "wall_s": 1.0, "result": _result(0.5) | {"cold_s": 1.0}}
+    scale(sc, Console(file=out, width=400))
+    row = next(line for line in out.getvalue().splitlines() if "cold / floor" in line)
+    assert "2.00x" in row and "missed" in row
+
+
+def test_one_study_changed_is_printed_against_that_studys_floor():
+    r = _result(0.5) | {"one_study_changed_s": 3.0, "one_study_floor_s": 1.5}
+    r |= {"one_study_parse_floor_cpu_s": 0.5, "one_study_savefig_cpu_s": 2.5}
+    row = next(line for line in stage_lines(r) if line.startswith("one study / floor"))
+    assert "2.00x" in row and "MISSED" in row and "0.5 CPU-s json.loads + 2.5 CPU-s savefig" in row
+    old = next(line for line in stage_lines(_result(0.5)) if line.startswith("one study / floor"))
+    assert "not measured" in old

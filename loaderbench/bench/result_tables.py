@@ -286,6 +286,24 @@ def scale(sc: dict, console) -> None:
                 + f" the {goal['cold']:g} s target"
             )
         t.add_row(label, fmt(seconds), fmt(r.get(f"{key}_cpu_s")), what)
+        if key == "one_study_changed" and seconds is not None and r.get("one_study_floor_s"):
+            ratio, most = seconds / r["one_study_floor_s"], targets.get("one_study_over_floor", 1.5)
+            t.add_row(
+                "one study / floor",
+                f"{ratio:.2f}x",
+                "",
+                f"over that study's own floor ({fmt(r['one_study_floor_s'])} s); target <= {most:g}x: "
+                + ("met" if ratio <= most else "[red]missed[/red]"),
+            )
+        if key == "floor" and seconds and r.get("cold_s") is not None:
+            ratio, most = r["cold_s"] / seconds, targets.get("cold_over_floor", 1.5)
+            t.add_row(
+                "cold / floor",
+                f"{ratio:.2f}x",
+                "",
+                f"the cold total over the floor of the same run; target <= {most:g}x: "
+                + ("met" if ratio <= most else "[red]missed[/red]"),
+            )
     console.print(t)
     peak = max(r.get("peak_rss_main_bytes") or 0, r.get("peak_rss_largest_child_bytes") or 0) / 2**30
     console.print(

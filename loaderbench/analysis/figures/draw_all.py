@@ -351,10 +351,12 @@ def process_all(
     keys: dict | None = None,
     progress: Stages | None = None,
     formats: tuple[str, ...] = DEFAULT,
+    costs: dict | None = None,
 ):
     """Analyse and draw every study, its figures in `formats` (figures.formats), reusing the results of studies
     whose records did not change and that were drawn in the same formats. `keys`, when given, receives each study's
-    cache key (study_key; none without the cache). The stages are reported to `progress` when given.
+    cache key (study_key; none without the cache). The stages are reported to `progress` when given; `costs`, when
+    given, receives what draw_all puts there.
 
     Returns (analyses, figure paths per study, names of the studies reused from the cache)."""
     studies = sorted(df["study"].unique())
@@ -373,7 +375,9 @@ def process_all(
     cached = [done[s][0] for s in reused]
     decided = {a.study: len(a.claims.outcomes) for a in cached if a.claims is not None}
     analysed = analyze_all(df, jobs, todo, progress) if todo else []
-    analyses, paths = draw_all(analysed, df, out, jobs, drawn=tuple(cached), progress=progress, formats=formats)
+    analyses, paths = draw_all(
+        analysed, df, out, jobs, drawn=tuple(cached), costs=costs, progress=progress, formats=formats
+    )
     for a in analyses:
         remove_formats_not_drawn(out / a.study, paths[a.study])
         save_study_cache(out / a.study, keys.get(a.study), a, paths[a.study], formats)

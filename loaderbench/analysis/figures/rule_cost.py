@@ -10,7 +10,15 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.patches import Rectangle
 
-from loaderbench.analysis.figures.style import NOTE_PT, TITLE_PT, fit_text, repetitions_text, save, usual_n
+from loaderbench.analysis.figures.style import (
+    NOTE_PT,
+    TITLE_PT,
+    fit_text,
+    heatmap_labels_set_after,
+    repetitions_text,
+    save,
+    usual_n,
+)
 from loaderbench.analysis.table.scaling import StudyAnalysis
 from loaderbench.analysis.text import fmt_pct
 from loaderbench.stats.rules_of_thumb import NEEDS_GPU, NO_GPU, RULE_LABELS
@@ -104,20 +112,21 @@ def rules_of_thumb(a: StudyAnalysis, folder: Path) -> list[Path]:
         f"Rules of thumb vs the measured curve · study {a.study}", "\n".join(notes), curves, len(rules) + 1
     )
     shown = np.where(np.isfinite(loss), np.clip(loss * 100, 0, None), np.nan)
-    sns.heatmap(
-        pd.DataFrame(shown),
-        ax=ax,
-        cbar_ax=cax,
-        cmap="rocket_r",
-        vmin=0,
-        vmax=max(50, np.nanmax(shown) if np.isfinite(shown).any() else 0),
-        annot=np.where(np.isfinite(loss), text, ""),
-        fmt="",
-        annot_kws={"fontsize": 7},
-        linewidths=0.5,
-        linecolor="white",
-        cbar_kws={"label": "throughput lost vs best (%)", "orientation": "horizontal"},
-    )
+    with heatmap_labels_set_after():  # below
+        sns.heatmap(
+            pd.DataFrame(shown),
+            ax=ax,
+            cbar_ax=cax,
+            cmap="rocket_r",
+            vmin=0,
+            vmax=max(50, np.nanmax(shown) if np.isfinite(shown).any() else 0),
+            annot=np.where(np.isfinite(loss), text, ""),
+            fmt="",
+            annot_kws={"fontsize": 7},
+            linewidths=0.5,
+            linecolor="white",
+            cbar_kws={"label": "throughput lost vs best (%)", "orientation": "horizontal"},
+        )
     for (i, j), t in np.ndenumerate(text):
         if t == NO_GPU:
             ax.add_patch(Rectangle((j, i), 1, 1, facecolor="0.93", edgecolor="0.6", hatch="///", lw=0))

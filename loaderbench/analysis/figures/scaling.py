@@ -115,7 +115,7 @@ def _measured(ax, sub: pd.DataFrame, palette: dict, usual: int | None) -> tuple[
         c=list(failed["_color"]),
         edgecolors="black",
         linewidths=0.5,
-        clip_on=False,
+        clip_on=failed.empty,  # on the axis, unclipped; but matplotlib draws an empty unclipped one in the corner
         zorder=5,
     )
     mark_n(ax, meas["num_workers"], meas["median"], meas["n"], usual)
@@ -184,7 +184,7 @@ def _guides(ax, fig, sub: pd.DataFrame, curves: list, palette: dict, top: float)
         edgecolors="black",
         linewidths=0.6,
         zorder=6,
-        clip_on=False,
+        clip_on=not kx,  # as the failed cells' marks
         transform=offset_copy(ax.transData, fig=fig, y=9, units="points"),
     )
     drawn = {kind for kind, marks in (("ideal", ideal), ("cores", vx), ("ceiling", hy), ("knee", kx)) if marks}

@@ -9,7 +9,8 @@ legends without regard to either). `header` measures the block it draws and size
 
 Every figure is saved by `save`: the footer goes under everything drawn, broken into lines no wider than the
 figure, and then the canvas grows on each side by what still lies outside it (`fit_canvas`), so the saved
-canvas is the figure itself and no title, legend, label or footer is cut. Nothing is cropped at save time.
+canvas is the figure itself and no title, legend, label or footer is cut. The PNG is drawn once: what is drawn is
+read from its pixels (on a canvas with room around it) rather than from a layout pass before the drawing.
 
 Repetitions: `repetitions_text` says how many repetitions are behind each point ("n = 3 repetitions per
 point"), and where that differs `mark_n` prints the other counts at their points.
@@ -20,6 +21,7 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +31,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
-from matplotlib.ticker import FuncFormatter, NullLocator
+from matplotlib.text import Annotation
+from matplotlib.ticker import FuncFormatter, NullLocator, ScalarFormatter
 from matplotlib.transforms import Bbox
 
 from loaderbench.analysis.figures import formats
@@ -267,6 +270,39 @@ def header(fig: plt.Figure, title: str, handles: list, ncol: int = 5, note: str 
         leg.set_bbox_to_anchor((0.5, 1 - (y + 0.07) / fh), transform=fig.transFigure)
 
 
+@contextmanager
+def heatmap_labels_set_after():
+    """seaborn's `heatmap` without the draw of the whole figure it makes to see whether its tick labels overlap
+    (and turns them if so): for a heat map whose tick labels are set, turned as they must be, after it."""
+    import seaborn.matrix
+
+    real = getattr(seaborn.matrix, "_draw_figure", None)
+    if real is None:  # a seaborn that does not draw there
+        yield
+        return
+    seaborn.matrix._draw_figure = lambda fig: None
+    try:
+        yield
+    finally:
+        seaborn.matrix._draw_figure = real
+
+
+def fixed_titles(fig: plt.Figure) -> None:
+    """Panel titles left where they are (on top of the panel) instead of matplotlib moving each one, on every draw,
+    above what may reach into it: that check lays out the panel's y axis once more. Only where nothing can: the x
+    axis ticked and labelled below, no twin or inset, and y tick labels that carry no offset text (not a
+    ScalarFormatter)."""
+    for ax in fig.axes:
+        if (
+            ax.xaxis.get_ticks_position() == "bottom"
+            and ax.xaxis.get_label_position() == "bottom"
+            and not ax.child_axes
+            and len(ax._twinned_axes.get_siblings(ax)) == 1  # type: ignore[attr-defined]
+            and not isinstance(ax.yaxis.get_major_formatter(), ScalarFormatter)
+        ):
+            ax._autotitlepos = False  # type: ignore[attr-defined]
+
+
 def fit_canvas(fig: plt.Figure, drawn: Bbox) -> None:
     """Grow the canvas so that `drawn` (inches, what the figure draws) lies inside it with a small pad: by what
     sticks out on each side, moving everything placed in figure coordinates (axes, figure texts and legends) with
@@ -274,12 +310,20 @@ def fit_canvas(fig: plt.Figure, drawn: Bbox) -> None:
     w, h = fig.get_size_inches()
     left, right = max(0.0, _PAD - drawn.x0), max(0.0, drawn.x1 + _PAD - w)
     bottom, top = max(0.0, _PAD - drawn.y0), max(0.0, drawn.y1 + _PAD - h)
-    if not (left or right or bottom or top):
-        return
-    w2, h2 = w + left + right, h + bottom + top
+    if left or right or bottom or top:
+        reframe(fig, Bbox.from_extents(-left, -bottom, w + right, h + top))
+
+
+def reframe(fig: plt.Figure, region: Bbox) -> None:
+    """Make `region` (inches, in the figure as it is) the whole canvas, moving everything placed in figure
+    coordinates (axes, figure texts and legends) with it so nothing moves relative to anything else."""
+    w, h = fig.get_size_inches()
+    w2, h2 = region.width, region.height
 
     def moved(b: Bbox) -> Bbox:  # a box in inches -> the same place, in the new figure's fractions
-        return Bbox.from_extents((b.x0 + left) / w2, (b.y0 + bottom) / h2, (b.x1 + left) / w2, (b.y1 + bottom) / h2)
+        return Bbox.from_extents(
+            (b.x0 - region.x0) / w2, (b.y0 - region.y0) / h2, (b.x1 - region.x0) / w2, (b.y1 - region.y0) / h2
+        )
 
     for ax in fig.axes:
         p = ax.get_position()
@@ -287,15 +331,16 @@ def fit_canvas(fig: plt.Figure, drawn: Bbox) -> None:
     for t in fig.texts:
         if t.get_transform() is fig.transFigure:
             x, y = t.get_position()
-            t.set_position(((x * w + left) / w2, (y * h + bottom) / h2))
+            t.set_position(((x * w - region.x0) / w2, (y * h - region.y0) / h2))
     for leg in fig.legends:
         anchor = leg.get_bbox_to_anchor().transformed(fig.dpi_scale_trans.inverted())
         leg.set_bbox_to_anchor(moved(anchor), transform=fig.transFigure)
     fig.set_size_inches(w2, h2)
 
 
-#: CPU seconds this process has spent in matplotlib's own rendering and writing of figures (`savefig`, every format):
-#: what no code of ours can make cheaper, read by the scale bench as part of the floor under `make figures`.
+#: CPU seconds this process has spent in matplotlib's own rendering and writing of figures (`savefig`, every format;
+#: for the PNG drawn in one pass, its draw and its writing): what no code of ours can make cheaper, read by the
+#: scale bench as part of the floor under `make figures`.
 _SAVEFIG_CPU_S = [0.0]
 
 
@@ -307,26 +352,146 @@ def savefig_cpu_s() -> float:
 def save(fig: plt.Figure, folder: Path, name: str, footer: str) -> list[Path]:
     """Write `folder/name.png` (and `.pdf`, `.svg` where formats.current() asks for them) with the provenance
     `footer` under everything else, the canvas grown to hold all that is drawn (`fit_canvas`); returns the files,
-    the PNG first."""
-    renderer = fig.canvas.get_renderer()
-    drawn = fig.get_tightbbox(renderer)  # places tick labels and axis labels as a draw would, without one
-    w, h = fig.get_size_inches()
-    x0 = max(drawn.x0, 0.0)
-    text = fig.text(x0 / w, (drawn.y0 - 0.08) / h, footer, fontsize=FOOTER_PT, color="0.35", ha="left", va="top")
-    fit_text(text, (max(w, drawn.x1) - x0 - _PAD) * fig.dpi, renderer)
-    fit_canvas(fig, Bbox.union([drawn, _inches(text, fig, renderer)]))
+    the PNG first.
+
+    The PNG is drawn once (`_png_in_one_pass`): on a canvas with room on every side, what it inked measured from
+    its pixels, the footer drawn under that, and the canvas then cut to what `fit_canvas` would have grown it to.
+    Where that cannot be (something reached the edge of the room, or the PNG would come out wider than PNG_MAX_PX
+    at the dots per inch chosen first), the figure is laid out once to find what it draws (`get_tightbbox`) and
+    then rendered."""
     folder.mkdir(parents=True, exist_ok=True)
-    dpi = png_dpi(fig.get_figwidth())
-    fig.set_dpi(dpi)
     paths = [folder / f"{name}.{ext}" for ext in formats.current()]
-    cpu = time.process_time()
-    for path in paths:
-        # the PNG at the DPI sized for the page, not dpi="figure" (matplotlib reads that as the figure's original
-        # DPI); the vector formats at DPI, for what they rasterise
-        fig.savefig(path, dpi=dpi if path.suffix == ".png" else DPI)
-    _SAVEFIG_CPU_S[0] += time.process_time() - cpu
+    _write_png(fig, paths[0], footer)
+    for path in paths[1:]:
+        _timed(fig.savefig, path, dpi=DPI)  # the vector formats at DPI, for what they rasterise
     plt.close(fig)
     return paths
+
+
+def _write_png(fig: plt.Figure, path: Path, footer: str) -> None:
+    """The PNG at `path` with the `footer`, the figure framed as written (see `save`)."""
+    fixed_titles(fig)
+    if _png_in_one_pass(fig, path, footer):
+        return
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    drawn = fig.get_tightbbox(renderer)  # places tick labels and axis labels as a draw would, without one
+    fit_canvas(fig, _footer_under(fig, drawn, footer, renderer, Bbox.from_extents(0, 0, *fig.get_size_inches()))[1])
+    dpi = png_dpi(fig.get_figwidth())
+    fig.set_dpi(dpi)
+    # at the DPI sized for the page, not dpi="figure" (matplotlib reads that as the figure's original DPI)
+    _timed(fig.savefig, path, dpi=dpi)
+
+
+def _timed(savefig, *args, **kw) -> None:
+    cpu = time.process_time()
+    savefig(*args, **kw)
+    _SAVEFIG_CPU_S[0] += time.process_time() - cpu
+
+
+def _footer_under(fig: plt.Figure, drawn: Bbox, footer: str, renderer, canvas: Bbox):
+    """The `footer` text placed under `drawn` (inches), as wide as `drawn` and the `canvas` it started on allow;
+    returns the text and what the two take together (inches)."""
+    w, h = fig.get_size_inches()
+    x0 = max(drawn.x0, canvas.x0)
+    text = fig.text(x0 / w, (drawn.y0 - 0.08) / h, footer, fontsize=FOOTER_PT, color="0.35", ha="left", va="top")
+    fit_text(text, (max(canvas.x1, drawn.x1) - x0 - _PAD) * fig.dpi, renderer)
+    return text, Bbox.union([drawn, _inches(text, fig, renderer)])
+
+
+#: The room around the canvas the one-pass PNG is drawn on, in inches: the figure's texts and legends and the panels'
+#: texts placed away from their panel that lie further out widen it; under the panels, room for the footer as well.
+#: Ink within _EDGE of the room's edge may go on past it (what is drawn beside a panel is never further apart than
+#: that: tick labels, axis labels, titles), and the figure is laid out first instead.
+_ROOM, _FOOTER_ROOM, _EDGE = 1.0, 0.9, 0.3
+
+
+def _room(fig: plt.Figure, dpi: float) -> Bbox:
+    """The region (inches, in the figure as it is) to draw on: the canvas, the figure's texts and legends, the
+    panels' texts and legends anchored away from their panel, and _ROOM on every side (_FOOTER_ROOM more below),
+    in whole pixels at `dpi` from the canvas's corner."""
+    w, h = fig.get_size_inches()
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    boxes = [Bbox.from_extents(0, 0, w, h)]
+    far = [*fig.texts, *fig.legends]
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        near = ax.bbox.padded(0.5 * fig.dpi)
+        legend = ax.get_legend()
+        far += [legend] if legend is not None else []
+        far += [t for t in ax.texts if not near.contains(*_anchor(t, renderer))]
+    boxes += [_inches(a, fig, renderer) for a in far if a.get_visible()]
+    box = Bbox.union(boxes)
+    x0, y0 = np.floor((box.x0 - _ROOM) * dpi) / dpi, np.floor((box.y0 - _ROOM - _FOOTER_ROOM) * dpi) / dpi
+    x1, y1 = x0 + np.ceil((box.x1 + _ROOM - x0) * dpi) / dpi, y0 + np.ceil((box.y1 + _ROOM - y0) * dpi) / dpi
+    return Bbox.from_extents(x0, y0, x1, y1)
+
+
+def _anchor(text, renderer) -> tuple[float, float]:
+    """Where `text` is anchored, in pixels: the point an annotation points at (its text lies a few points off it),
+    else its position."""
+    if isinstance(text, Annotation):
+        return tuple(text._get_position_xy(renderer))  # type: ignore[attr-defined]
+    return tuple(text.get_transform().transform(text.get_position()))
+
+
+def _inked(pixels: np.ndarray, edge: int) -> tuple[int, int, int, int] | None:
+    """(first row, last row + 1, first column, last column + 1) of the pixels that differ from the corner's
+    (the background); None where nothing is inked or the ink comes within `edge` pixels of the edge (it may go on
+    past it)."""
+    flat = np.ascontiguousarray(pixels).view(np.uint32)[..., 0]
+    ink = flat != flat[0, 0]
+    rows, cols = np.flatnonzero(ink.any(axis=1)), np.flatnonzero(ink.any(axis=0))
+    if not len(rows):
+        return None
+    r0, r1, c0, c1 = int(rows[0]), int(rows[-1]) + 1, int(cols[0]), int(cols[-1]) + 1
+    if min(r0, c0, ink.shape[0] - r1, ink.shape[1] - c1) < edge:
+        return None
+    return r0, r1, c0, c1
+
+
+def _png_in_one_pass(fig: plt.Figure, path: Path, footer: str) -> bool:
+    """The PNG of `fig` drawn once (see `save`), the figure then framed as written; False, and the figure as it
+    was, where it cannot be."""
+    from matplotlib.image import imsave
+
+    w, h = fig.get_size_inches()
+    dpi = png_dpi(w)
+    room = _room(fig, dpi)
+    reframe(fig, room)
+    fig.set_dpi(dpi)
+    canvas = Bbox.from_extents(-room.x0, -room.y0, w - room.x0, h - room.y0)  # the canvas, in the room
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    cpu = time.process_time()
+    fig.canvas.draw()
+    _SAVEFIG_CPU_S[0] += time.process_time() - cpu
+    pixels = np.asarray(renderer.buffer_rgba())
+    rows, cols = pixels.shape[:2]
+    inked = _inked(pixels, round(_EDGE * dpi))
+    if inked is not None:
+        r0, r1, c0, c1 = inked
+        drawn = Bbox.from_extents(c0 / dpi, (rows - r1) / dpi, c1 / dpi, (rows - r0) / dpi)
+        text, both = _footer_under(fig, drawn, footer, renderer, canvas)
+        frame = Bbox.union([canvas, _padded(both)])
+        px = np.round(np.array([frame.x0, frame.y0, frame.x1, frame.y1]) * dpi).astype(int)
+        # the frame inside the room, and no wider than a PNG may be (else the dots per inch are chosen again)
+        fits = px[0] >= 0 and px[1] >= 0 and px[2] <= cols and px[3] <= rows
+        if fits and px[2] - px[0] <= PNG_MAX_PX:
+            cpu = time.process_time()
+            text.draw(renderer)
+            cut = np.ascontiguousarray(pixels[rows - px[3] : rows - px[1], px[0] : px[2]])
+            buffer: memoryview = memoryview(cut)  # type: ignore[arg-type]
+            imsave(path, buffer, format="png", origin="upper", dpi=dpi)
+            _SAVEFIG_CPU_S[0] += time.process_time() - cpu
+            reframe(fig, Bbox.from_extents(*(px / dpi)))
+            return True
+        text.remove()
+    reframe(fig, canvas)  # as it was
+    return False
+
+
+def _padded(b: Bbox) -> Bbox:
+    return Bbox.from_extents(b.x0 - _PAD, b.y0 - _PAD, b.x1 + _PAD, b.y1 + _PAD)
 
 
 def png_dpi(width_in: float) -> float:
