@@ -164,7 +164,7 @@ def window_bias(wb: dict, console) -> None:
             f"lb {long_} (warm-up+window+tail)",
             f"lb {long_} / bare",
             f"{short} / {long_}",
-            f"first {short} / rest of lb {long_}",
+            f"lb {long_}: its first {short}-batch window / the rest",
         ],
     )
     for n, p in wb["per_workers"].items():

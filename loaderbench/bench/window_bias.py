@@ -227,6 +227,16 @@ def _verdict(claim: str, intervals: dict, tolerance: float) -> dict:
     return {"claim": claim, "status": status, "detail": ", ".join(parts)}
 
 
+def short_window(runs: list[dict], num_workers: int) -> int:
+    """The batches the short arm's window measured at this worker count (its plan may lengthen WINDOWS[0] to two
+    pipelines): the long window's first batches are compared over that many, so that with workers, whose batches
+    arrive in bursts, both spans hold whole bursts."""
+    for r in runs:
+        if r["num_workers"] == num_workers and r["arm"] == str(WINDOWS[0]) and r.get("window"):
+            return int(r["window"]["measure_batches"])
+    return WINDOWS[0]
+
+
 def step_profile(runs: list[dict], num_workers: int, first: int) -> dict:
     """Whether a window's first batches cost more than its later ones, inside the same cell process: per repetition
     of the long window, the mean step time of its first `first` measured batches over that of the rest; then the
@@ -259,7 +269,7 @@ def summarize(runs: list[dict], tolerance: float = TOLERANCE) -> dict:
             **{f"lb{a}_samples_per_s": m[a] for a in arms[1:]},
             **{f"lb{a}_over_bare": ratio_interval(runs, [(n, a), (n, "bare")]) for a in arms[1:]},
             "short_over_long": ratio_interval(runs, [(n, short), (n, long_)]),
-            "first_over_rest": step_profile([r for r in runs if r["arm"] == long_], n, WINDOWS[0]),
+            "first_over_rest": step_profile([r for r in runs if r["arm"] == long_], n, short_window(runs, n)),
         }
         for n, m in med.items()
     }
