@@ -120,9 +120,10 @@ def test_thread_workers_never_beat_one_core_on_pure_python_work(tmp_path):
     one core's worth of it. One core's worth is the plain DataLoader's main process (0 workers) read as samples per
     CPU-second, measured between the thread cells: the same work with nothing beside it. (The nodes pipeline's own
     threads spend CPU on their queues, so its cells' CPU per sample would set the bound too low.) End to end, as
-    test_cpu_bound_on_one_core_does_not_scale."""
+    test_cpu_bound_on_one_core_does_not_scale. Each cell measures for about a third of a second: far longer than the
+    bursts of a shared host's other work, which a cell of a few batches (under 0.1 s) can catch whole."""
     raw = {
-        "study": {"name": "gil", "repetitions": 1, "warmup_batches": 2, "measure_batches": 12},
+        "study": {"name": "gil", "repetitions": 1, "warmup_batches": 2, "measure_batches": 48},
         "matrix": {
             "workload": "cpu",
             "cpu_work": 10,
@@ -147,7 +148,8 @@ def test_thread_workers_never_beat_one_core_on_pure_python_work(tmp_path):
     assert len(plain) == 2 and set(threads) == {(0, 1), (0, 2), (4, 1), (4, 2)}
     per_core = 1.0 / min(cpu_per_sample(r["metrics"]) for r in plain)
     for (workers, cores), r in threads.items():
-        assert r["metrics"]["end_to_end_samples_per_s"] < GIL_BOUND * per_core, (workers, cores, per_core)
+        rate = r["metrics"]["end_to_end_samples_per_s"]
+        assert rate < GIL_BOUND * per_core, (workers, cores, rate / per_core)
 
 
 @pytest.mark.parametrize("method", ["thread", "process"])
