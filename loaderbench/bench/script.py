@@ -68,17 +68,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def take(it, k: int) -> None:
-    """`k` batches as a training loop takes them: `for batch in ...`, each held until the next arrives."""
-    n = 0
-    if k < 1:
-        return
-    for batch in it:  # noqa: B007 - the loop is what is measured
-        n += 1
-        if n >= k:
-            break
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.warmup < 1 or args.batches < 1 or args.tail < 0:
@@ -100,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         from loaderbench.datasets import DatasetSpec, ensure_dataset
 
         prepared = ensure_dataset(DatasetSpec(kind="synthetic-jpeg", images=args.images))
+    from loaderbench.bench.abab import bare_window as take
     from loaderbench.schema.cell import CellConfig
     from loaderbench.workloads import DataSource
 

@@ -5,7 +5,6 @@ the figures derive too: loaderbench.analysis.table.derive.)"""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -13,9 +12,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from loaderbench.analysis.table.records import col, is_true, ok_rows
+from loaderbench.analysis.rules.rows import (  # noqa: F401 - re-exported: the question modules pick rows by these
+    finite,
+    missing,
+    narrow,
+    pick,
+    values_of,
+    varies,
+    with_workers,
+)
+from loaderbench.analysis.table.records import ok_rows
 from loaderbench.stats.intervals import MIN_N
-from loaderbench.stats.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED, Outcome, g
+from loaderbench.stats.verdicts import FAILS, HOLDS, INCONCLUSIVE, Outcome, g
 
 if TYPE_CHECKING:
     from loaderbench.analysis.rules.kinds import Kind
@@ -113,73 +121,6 @@ class Question:
     @property
     def command(self) -> str:
         return f"make local STUDY={self.study_file}"
-
-
-def finite(values) -> np.ndarray:
-    """The finite numbers among `values` (anything not a number dropped)."""
-    try:
-        x = np.asarray(values, dtype=float).ravel()
-    except (TypeError, ValueError):
-        x = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(dtype=float)
-    return x[np.isfinite(x)]
-
-
-def missing(what: str) -> Outcome:
-    return Outcome(NOT_MEASURED, what)
-
-
-def pick(rows: pd.DataFrame, **eq) -> pd.DataFrame:
-    """Rows whose columns equal the given values (None matches a missing value; a missing column matches
-    only None)."""
-    mask = pd.Series(True, index=rows.index)
-    for name, want in eq.items():
-        if name not in rows:
-            if want is not None:
-                return rows.iloc[0:0]
-            continue
-        c = rows[name]
-        if want is None:
-            mask &= c.isna()
-        else:
-            mask &= c.map(lambda v, w=want: _same(v, w)).astype(bool)
-    return rows[mask]
-
-
-def _same(v, w) -> bool:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return False
-    if isinstance(w, bool) or isinstance(v, (bool, np.bool_)):
-        return is_true(v) == bool(w) if isinstance(v, (bool, np.bool_, int, float, np.integer, np.floating)) else False
-    if isinstance(w, (int, float)) and isinstance(v, (int, float, np.integer, np.floating)):
-        return float(v) == float(w)
-    return v == w
-
-
-def values_of(rows: pd.DataFrame, name: str) -> list:
-    if name not in rows:
-        return []
-    return sorted(v for v in rows[name].dropna().unique())
-
-
-def varies(rows: pd.DataFrame, name: str) -> bool:
-    """The column takes two or more values (missing values, e.g. worker-only axes at num_workers = 0, aside)."""
-    if name not in rows:
-        return False
-    values = rows[name].dropna()
-    try:
-        return values.nunique() > 1
-    except TypeError:  # unhashable values (lists kept as objects): compare their text
-        return values.astype(str).nunique() > 1
-
-
-def narrow(rows: pd.DataFrame, names) -> pd.DataFrame:
-    """Only the named columns that exist: filtering a record table of hundreds of columns costs seconds at scale."""
-    return rows[[c for c in dict.fromkeys(names) if c in rows]]
-
-
-def with_workers(rows: pd.DataFrame) -> pd.DataFrame:
-    n = pd.to_numeric(col(rows, "num_workers", 0), errors="coerce").fillna(0)
-    return rows[n > 0]
 
 
 #: Repetitions may scatter by at most this share of their median (median over cells of the interquartile range over

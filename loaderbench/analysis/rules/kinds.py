@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import finite, pick, values_of, with_workers
+from loaderbench.analysis.rules.rows import finite, pick, values_of, with_workers
 from loaderbench.analysis.table.records import ok_rows
 from loaderbench.stats.intervals import MIN_N
 from loaderbench.stats.verdicts import Outcome, Region, all_of, both, decide_shift, g, within
