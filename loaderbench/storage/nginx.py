@@ -101,8 +101,14 @@ def start(nginx: str, root: Path, host: str, port: int, workers: int = 1) -> tup
     return proc, log_fd
 
 
-def kill(proc: subprocess.Popen) -> None:
-    """SIGKILL nginx with its workers (listed first: a dead master's workers are re-parented and live on)."""
+def kill(proc: subprocess.Popen, timeout_s: float = 10.0) -> None:
+    """SIGKILL nginx with its workers and return once they are gone. The master is stopped first so that it forks
+    no worker after its children are listed; a dead master's workers are re-parented and would live on, and they
+    are not our children, so their end is awaited in /proc (a zombie counts as gone)."""
+    try:
+        os.kill(proc.pid, signal.SIGSTOP)
+    except ProcessLookupError:
+        pass
     try:
         with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as fh:
             workers = [int(c) for c in fh.read().split()]
@@ -114,6 +120,18 @@ def kill(proc: subprocess.Popen) -> None:
         except ProcessLookupError:
             pass
     proc.wait()
+    deadline = time.monotonic() + timeout_s
+    while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` is a process that has not yet exited (a zombie has)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
 
 
 def read_log(fd: int, limit: int = 2000) -> str:
