@@ -52,6 +52,26 @@ def test_the_probe_samples_off_the_cells_cores_and_gives_them_back(tmp_path):
     assert off_cell_cpus(len(allowed)) == []  # a cell on every CPU: the probe shares them
 
 
+def test_the_runner_reads_pss_and_uss_once_more_when_the_last_window_ends_with_the_workers_alive(tmp_path):
+    """A cell far shorter than the memory schedule: besides the walks at its start, the runner walks the tree once
+    when the cell marks the end of its last window, and the cell's two workers are in that walk (its last entry),
+    so that copy-on-write growth late in a short cell is read before the workers end."""
+    sets = ["workload=sleep", "sleep_ms=1", "num_workers=2", "cores=2", "measure_batches=16", "epochs=2"]
+    sets += ["memory_interval_s=600", "repetitions=1"]
+    args = [a for s in sets for a in ("--set", s)]
+    out = subprocess.run(
+        [sys.executable, "-m", "loaderbench", "cell", *args, "--results", str(tmp_path), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    (record,) = json.loads(out.stdout[out.stdout.index("[") : out.stdout.rindex("]") + 1])
+    metrics = record["metrics"]
+    assert metrics["probe"]["memory_samples_at_window_end"] == 1
+    assert metrics["memory_timeline"][-1][1] == 3  # the cell's process and its two workers
+
+
 class FakeProcess:
     """One process of a fake tree: its RSS, and PSS = USS = `private` (RSS when unset)."""
 

@@ -52,7 +52,8 @@ class TreeProbe:
     reports, persistent ones, are counted from these) and /dev/shm: cheap reads (about 0.5 ms of CPU for a cell and
     two workers).
     PSS and USS need the kernel to walk every page table (smaps_rollup, about 6 ms for a torch process, holding the
-    cell's mmap lock), so they are read whenever RSS passes a new high by 5%, and on a schedule: every
+    cell's mmap lock), so they are read whenever RSS passes a new high by 5%, once when the cell's last window
+    ends (its workers still alive: loaderbench.measure.window_mark), and on a schedule: every
     `memory_interval_s` while they keep rising, the interval doubling (up to `memory_backoff` times) after each
     scheduled read that finds no new peak, and back to `memory_interval_s` at the next that does. Their peaks are
     the peaks of those samples: a rise shows at the next tick (RSS) or within one interval (pages turning private
@@ -70,6 +71,7 @@ class TreeProbe:
     shm_baseline: int = -1  # the use when the probe started (set then)
     samples: int = 0
     full_samples: int = 0
+    window_end_samples: int = 0  # full samples taken when the cell marked the end of its last window
     rss_peak: int = 0
     pss_peak: int = 0
     uss_peak: int = 0
@@ -105,15 +107,16 @@ class TreeProbe:
                 self.seen[pid] = (None, "?")
         return p
 
-    def sample(self) -> None:
+    def sample(self, walk: bool = False) -> None:
+        """One tick; `walk`: read PSS and USS now, whatever the schedule (the cell's last window has ended)."""
         t0, c0 = time.perf_counter(), time.thread_time()
         try:
-            self._sample(t0)
+            self._sample(t0, walk)
         finally:
             self.sample_cost_s += time.perf_counter() - t0
             self.sample_cpu_s += time.thread_time() - c0
 
-    def _sample(self, t0: float) -> None:
+    def _sample(self, t0: float, walk: bool = False) -> None:
         procs = []
         rss = fds = 0
         for pid in tree_pids(self.pid):
@@ -134,8 +137,9 @@ class TreeProbe:
         self.fds_peak = max(self.fds_peak, fds)
         self.procs_peak = max(self.procs_peak, len(procs))
         self.shm_peak = max(self.shm_peak, self.shm_reader() - self.shm_baseline)
-        if t0 - self._last_full >= self._interval or rss > 1.05 * self._rss_at_full:
+        if walk or t0 - self._last_full >= self._interval or rss > 1.05 * self._rss_at_full:
             self._full_sample(procs, t0, rss)
+            self.window_end_samples += walk
 
     def _full_sample(self, procs: list, t0: float, rss: int) -> None:
         pss = uss = 0
@@ -182,6 +186,7 @@ class TreeProbe:
             "probe": {
                 "samples": self.samples,
                 "memory_samples": self.full_samples,
+                "memory_samples_at_window_end": self.window_end_samples,
                 "cost_s": round(self.sample_cost_s, 4),
                 "cpu_s": round(self.sample_cpu_s, 4),
                 "cpu_share": round(self.sample_cpu_s / max(time.perf_counter() - self.started, 1e-9), 5),

@@ -190,6 +190,7 @@ def measure_rank(
     from loaderbench.measure.consumers import make_consumer
     from loaderbench.measure.loop import measured_steps, run_loop, summarize_loop
     from loaderbench.measure.observers import ObservedStep
+    from loaderbench.measure.window_mark import window_ended
     from loaderbench.stats.stopping import StoppingRule
     from loaderbench.study.window import plan_window
     from loaderbench.workloads import build_dataset
@@ -235,7 +236,13 @@ def measure_rank(
     if cell.second_loader:  # its own sample order: the rank after this one's
         validation = build_loader(cell, parts, VALIDATION_BATCHES * bs, source.rank + 1, repetition)[0]
 
+    epochs_done = 0
+
     def on_epoch():
+        nonlocal epochs_done
+        epochs_done += 1
+        if epochs_done == cell.epochs:  # the runner reads PSS and USS once more with the workers alive
+            window_ended()
         _pin_thread_cpu_s(pin_cpu)
         if observed is not None:
             observed.next_epoch()

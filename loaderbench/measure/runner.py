@@ -36,6 +36,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 
 from loaderbench.errors import LoaderbenchError
+from loaderbench.measure import window_mark
 from loaderbench.measure.failures import classify_exit, out_of_memory
 from loaderbench.measure.limits import limits_in_force, oom_victims
 from loaderbench.measure.private_shm_cell import enter_in_cell, into_record, open_in_runner
@@ -332,6 +333,11 @@ class _CellProcess:
         before_children = _children()
         runner_pid = os.getpid()
         go_r, self._go_w = os.pipe()  # the cell starts once the probe has seen it (see watch)
+        # the cell's last window has ended (loaderbench.measure.window_mark); the runner's answer
+        mark_r, mark_w = os.pipe()
+        answer_r, answer_w = os.pipe()
+        self._mark_r: int | None = mark_r
+        self._answer_w: int | None = answer_w
         shm_r, shm_w = os.pipe() if cell.shm_size_mb else (None, None)  # the cell's /dev/shm is mounted
         sys.stdout.flush()
         sys.stderr.flush()
@@ -340,6 +346,9 @@ class _CellProcess:
             code = 70
             try:
                 os.close(self._go_w)
+                os.close(mark_r)
+                os.close(answer_w)
+                window_mark.install(mark_w, answer_r)
                 in_cgroup = _cell_start(runner_pid, cgroup)
                 if shm_w is not None:
                     enter_in_cell(cell, channel, shm_r, shm_w)
@@ -353,6 +362,8 @@ class _CellProcess:
                 os._exit(code)
         self.pid = pid
         os.close(go_r)
+        os.close(mark_w)
+        os.close(answer_r)
         if shm_w is not None:
             os.close(shm_w)  # only the cell writes it: the runner reads an end of file if the cell dies first
         try:
@@ -390,7 +401,7 @@ class _CellProcess:
             self._release()
             while True:
                 self.probe.sample()
-                if _pidfd_wait(self.pid, probe_interval_s, self.pidfd):
+                if self._wait(probe_interval_s):
                     break
                 if time.monotonic() > deadline:
                     self.timed_out = True
@@ -402,6 +413,32 @@ class _CellProcess:
                 os.sched_setaffinity(0, own)
         _, raw_status = os.waitpid(self.pid, 0)
         self.status = os.waitstatus_to_exitcode(raw_status)
+
+    def _wait(self, timeout: float) -> bool:
+        """Wait up to `timeout` s for the cell to exit (True) or mark the end of its last window: then walk its
+        tree and answer."""
+        if self._mark_r is None:
+            return _pidfd_wait(self.pid, timeout, self.pidfd)
+        waits = [self._mark_r] if self.pidfd is None else [self._mark_r, self.pidfd]
+        ready, _, _ = select.select(waits, [], [], timeout)
+        if self._mark_r in ready:
+            if os.read(self._mark_r, 64) and self._answer_w is not None:
+                self.probe.sample(walk=True)
+                try:
+                    os.write(self._answer_w, window_mark.ANSWER)
+                except OSError:  # the cell is gone: its exit shows at the next wait
+                    pass
+            else:  # every writer is gone
+                self._close_marks()
+        if self.pidfd is not None:
+            return self.pidfd in ready
+        return os.waitpid(self.pid, os.WNOHANG)[0] != 0
+
+    def _close_marks(self) -> None:
+        for fd in (self._mark_r, self._answer_w):
+            if fd is not None:
+                os.close(fd)
+        self._mark_r = self._answer_w = None
 
     def _release(self, start: bool = True) -> None:
         """Let the cell start, or (start=False: the run was interrupted first) tell it to exit. Once. A cell that
@@ -433,6 +470,7 @@ class _CellProcess:
         )
         if self.pidfd is not None:
             os.close(self.pidfd)
+        self._close_marks()
         self._cleanup = {"processes_seen": sorted(seen), **cleanup}
         return self._cleanup
 
