@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader, Dataset
 from loaderbench.doctor import watch
 from loaderbench.doctor.doctor_json import SCHEMA, VERSION, read
 from loaderbench.doctor.settings import changes_line, read_settings
-from loaderbench.doctor.tuning import TuneBudget, search_space, tune_loader
+from loaderbench.doctor.tuning import LoopShape, TuneBudget, search_space, tune_loader
 from loaderbench.errors import LoaderbenchError
 from tests.test_doctor import REPO, _doctor
 from tests.test_doctor_iterable import Split, Whole
@@ -56,6 +56,50 @@ def test_the_start_method_varies_only_towards_fork_and_pinning_only_with_an_acce
     assert max(values["num_workers"]) == 16
 
 
+def test_the_workers_range_reaches_what_a_loop_that_waits_on_io_needs_and_no_further_than_the_cores_allow():
+    from loaderbench.doctor.tuning import workers_to_hide
+
+    # a batch loads in 32 ms (5% of it on a CPU) and a step takes 10 ms: twice 3.2 workers, 7; the ladder's 8
+    io = LoopShape(step_s=0.010, load_s=0.032, load_cpu_share=0.05)
+    need, why = workers_to_hide(io, cores=2)
+    assert need == 7 and "32 ms" in why
+    values, _ = search_space(read_settings(DataLoader(Sleepy(), batch_size=4)), 2, False, hide=need)
+    assert values["num_workers"] == [0, 1, 2, 3, 4, 6, 8]
+    # loading half on a CPU: 4 workers keep 2 cores busy, however long the loading waits
+    assert workers_to_hide(LoopShape(step_s=0.010, load_s=0.1, load_cpu_share=0.5), cores=2)[0] == 4
+    # loading that never computes: at most 16 workers per core
+    assert workers_to_hide(LoopShape(step_s=0.001, load_s=10.0, load_cpu_share=None), cores=2)[0] == 32
+    assert workers_to_hide(LoopShape(step_s=0.010), cores=2) == (None, "the loop's loading time per batch is not known")
+    # the range never shrinks below twice the cores
+    values, _ = search_space(read_settings(DataLoader(Sleepy(), batch_size=4)), 2, False, hide=1)
+    assert values["num_workers"] == [0, 1, 2, 3, 4]
+
+
+def test_a_replica_step_spends_its_cpu_share_on_this_thread_and_lasts_the_step_at_least():
+    replica = LoopShape(step_s=0.05, step_cpu_share=0.4)
+    wall, cpu = time.perf_counter(), time.thread_time()
+    replica.step()
+    wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
+    assert cpu >= 0.4 * 0.05 and wall >= 0.05
+
+
+def test_a_trial_pays_the_workers_start_at_each_epoch_unless_they_persist():
+    """Workers whose start takes 1 s: over an epoch of 8 batches the loop pays it again with workers started anew
+    at every epoch, and not with persistent ones; the trial rates a whole epoch, so it sees that."""
+    from loaderbench.doctor.tuning import LoaderTrials
+
+    loader = DataLoader(Sleepy(), batch_size=8, worker_init_fn=_slow_start)  # 8 batches per epoch
+    trials = LoaderTrials(loader, ["num_workers", "persistent_workers"], TuneBudget(120, 4), LoopShape(0.002), 8)
+    anew = trials.trial({"num_workers": 2, "persistent_workers": False})
+    kept = trials.trial({"num_workers": 2, "persistent_workers": True})
+    assert anew.status == kept.status == "ok"
+    assert kept.value > anew.value
+
+
+def _slow_start(_worker_id: int) -> None:
+    time.sleep(1.0)
+
+
 class ThreadedLoader(DataLoader):
     """A DataLoader that takes `worker_method`, as a torch with thread workers does (this one runs processes)."""
 
@@ -91,11 +135,11 @@ def test_an_iterable_dataset_that_does_not_split_is_not_tuned_over_num_workers()
     whole = read_settings(DataLoader(Whole(), batch_size=4))
     values, fixed = search_space(whole, cores=2, accelerator=False)
     assert values == {"num_workers": [0]} and "does not split" in fixed["num_workers"]
-    result = tune_loader(DataLoader(Whole(), batch_size=4), whole, 2, 0.001, TuneBudget(30, 10))
+    result = tune_loader(DataLoader(Whole(), batch_size=4), whole, 2, LoopShape(0.001), TuneBudget(30, 10))
     assert result["stop"] == "nothing to search" and result["trials"] == [] and result["changes"] == {}
     # with workers already, only what keeps the stream as it is: prefetch, never the number of workers
     loader = DataLoader(Whole(), batch_size=4, num_workers=2)
-    result = tune_loader(loader, read_settings(loader), 2, 0.001, TuneBudget(30, 4))
+    result = tune_loader(loader, read_settings(loader), 2, LoopShape(0.001), TuneBudget(30, 4))
     assert result["space"]["num_workers"] == [2] and "persistent_workers" not in result["space"]
     assert result["trials"] and {_workers(t["setting"]) for t in result["trials"]} == {2}
     assert "num_workers" not in result["changes"]
@@ -112,16 +156,16 @@ def test_an_iterable_dataset_that_splits_is_tuned_over_num_workers():
 
 def test_the_search_finds_workers_for_a_sleeping_dataset_within_its_trials():
     loader = DataLoader(Sleepy(), batch_size=4)
-    result = tune_loader(loader, read_settings(loader), 2, 0.002, TuneBudget(seconds=120, trials=16))
+    result = tune_loader(loader, read_settings(loader), 2, LoopShape(0.002), TuneBudget(seconds=120, trials=16))
     assert 0 < len(result["trials"]) <= 16
     assert result["changes"]["num_workers"] > 0  # four sleeps at a time load faster than one
-    rates = {_workers(t["setting"]): t["batches_per_s"] for t in result["trials"] if t["phase"] == "screen"}
+    rates = {_workers(t["setting"]): t["steps_per_s"] for t in result["trials"] if t["phase"] == "screen"}
     assert rates[4] > rates[0]
 
 
 def test_the_budget_counts_trials():
     loader = DataLoader(Sleepy(), batch_size=4)
-    result = tune_loader(loader, read_settings(loader), 2, 0.002, TuneBudget(seconds=120, trials=3))
+    result = tune_loader(loader, read_settings(loader), 2, LoopShape(0.002), TuneBudget(seconds=120, trials=3))
     assert len(result["trials"]) == 3 and result["stop"] == "budget spent (3 trials)"
     assert result["best"]["repetitions"] == 1  # the best of what was measured, not confirmed
 
@@ -133,7 +177,7 @@ def test_the_budget_counts_seconds_too(monkeypatch):
     ticks = itertools.count()
     monkeypatch.setattr(tuning, "clock", lambda: float(next(ticks)))
     loader = DataLoader(Sleepy(), batch_size=4)
-    result = tune_loader(loader, read_settings(loader), 2, 0.002, TuneBudget(seconds=20, trials=24))
+    result = tune_loader(loader, read_settings(loader), 2, LoopShape(0.002), TuneBudget(seconds=20, trials=24))
     assert result["stop"] == "budget spent (20 s)" and 1 <= len(result["trials"]) < 20
 
 
@@ -170,12 +214,12 @@ def test_a_setting_that_fails_is_never_the_answer(monkeypatch):
 
     monkeypatch.setattr(tuning, "variant_loader", variant)
     loader = DataLoader(Sleepy(), batch_size=4)
-    result = tune_loader(loader, read_settings(loader), 2, 0.002, TuneBudget(seconds=120, trials=8))
-    assert any(t["batches_per_s"] is None for t in result["trials"])
+    result = tune_loader(loader, read_settings(loader), 2, LoopShape(0.002), TuneBudget(seconds=120, trials=8))
+    assert any(t["steps_per_s"] is None for t in result["trials"])
     assert result["changes"] == {}  # loading in the main process is what works
     # from workers kept alive, back to none: the line to paste drops what DataLoader refuses without workers
     loader = DataLoader(Sleepy(), batch_size=4, num_workers=2, persistent_workers=True)
-    result = tune_loader(loader, read_settings(loader), 2, 0.002, TuneBudget(seconds=120, trials=8))
+    result = tune_loader(loader, read_settings(loader), 2, LoopShape(0.002), TuneBudget(seconds=120, trials=8))
     assert result["changes"] == {"num_workers": 0, "prefetch_factor": None, "persistent_workers": False}
     line = changes_line(result["changes"])
     assert line == "DataLoader(..., num_workers=0, prefetch_factor=None, persistent_workers=False)"

@@ -137,7 +137,7 @@ def tune_text(result: dict, settings: dict) -> str:
     changes = result.get("changes") or {}
     found = loader_line(settings, changes) if changes else "the current setting"
     then = "; now checked in the script's own loop" if changes else ""
-    return f"{head}: the fastest loading alone was {found} ({best['batches_per_s']:.3g} batches/s){then}"
+    return f"{head}: the fastest in a replica of the loop was {found} ({best['steps_per_s']:.3g} steps/s){then}"
 
 
 def paste_line(result: dict | None) -> str | None:

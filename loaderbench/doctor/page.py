@@ -112,14 +112,14 @@ def _settings_table(settings: dict) -> str:
 def _tune_section(tune: dict, settings: dict) -> str:
     rows = "".join(
         f"<tr><td>{_e(t['phase'])}</td><td>{_e(t['setting'])}</td>"
-        f"<td>{'failed' if t['batches_per_s'] is None else format(t['batches_per_s'], '.4g')}</td></tr>"
+        f"<td>{'failed' if t['steps_per_s'] is None else format(t['steps_per_s'], '.4g')}</td></tr>"
         for t in tune.get("trials") or []
     )
     fixed = "".join(f"<li>{_e(axis)}: {_e(why)}</li>" for axis, why in (tune.get("fixed") or {}).items())
     return (
         f"<h3>Search (--tune)</h3><p>{_e(tune_text(tune, settings))}</p>"
         + (f"<p>Held as they are:</p><ul>{fixed}</ul>" if fixed else "")
-        + (f"<table><tr><th>phase</th><th>setting</th><th>batches/s alone</th></tr>{rows}</table>" if rows else "")
+        + (f"<table><tr><th>phase</th><th>setting</th><th>steps/s, replica</th></tr>{rows}</table>" if rows else "")
     )
 
 

@@ -1,5 +1,6 @@
 """One watched loader's steps: the time each `next()` blocked (data wait) and the time the loop spent between
-two `next()` calls (the step), read with two clock reads per batch."""
+two `next()` calls (the step), read with two clock reads per batch, and the loop thread's CPU time in each (two
+reads of its CPU clock)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 
 clock = time.perf_counter
+cpu_clock = time.thread_time
 
 
 @dataclass
@@ -19,19 +21,26 @@ class StepLog:
     phase: list[str] = field(default_factory=list)
     epoch_start: list[bool] = field(default_factory=list)
     t_start: list[float] = field(default_factory=list)
+    wait_cpu_s: list[float] = field(default_factory=list)  # the loop thread's CPU time inside next()
+    step_cpu_s: list[float] = field(default_factory=list)  # and between two next() calls
 
-    def add(self, t0: float, wait: float, phase: str, first_of_iterator: bool) -> None:
-        """A batch arrived: ``wait`` seconds in next(), asked for at ``t0``; its step is not known yet."""
+    def add(self, t0: float, wait: float, phase: str, first_of_iterator: bool, wait_cpu: float = 0.0) -> None:
+        """A batch arrived: ``wait`` seconds in next() (``wait_cpu`` of them on a CPU), asked for at ``t0``; its
+        step is not known yet."""
         self.t_start.append(t0)
         self.wait_s.append(wait)
+        self.wait_cpu_s.append(wait_cpu)
         self.step_s.append(float("nan"))
+        self.step_cpu_s.append(float("nan"))
         self.phase.append(phase)
         self.epoch_start.append(first_of_iterator)
 
-    def close_step(self, step: float) -> None:
-        """The loop came back for the next batch: the last batch's step took ``step`` seconds."""
+    def close_step(self, step: float, step_cpu: float = float("nan")) -> None:
+        """The loop came back for the next batch: the last batch's step took ``step`` seconds (``step_cpu`` of the
+        loop thread's CPU time)."""
         if self.step_s:
             self.step_s[-1] = step
+            self.step_cpu_s[-1] = step_cpu
 
     def indices(self, phase: str) -> list[int]:
         """Steps of ``phase`` whose step time is known."""

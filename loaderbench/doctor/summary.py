@@ -50,6 +50,14 @@ def headspace(log: StepLog) -> dict | None:
     }
 
 
+def _share(cpu: list[float], wall: np.ndarray) -> float | None:
+    """The loop thread's CPU time over the wall time of the same spans (None where not read)."""
+    c = np.asarray(cpu, dtype=float)
+    if not len(c) or np.isnan(c).any() or float(wall.sum()) <= 0:
+        return None
+    return _num(min(1.0, float(c.sum()) / float(wall.sum())), 4)
+
+
 def summarize_steps(log: StepLog) -> dict:
     idx = log.indices("measure")
     out: dict = {
@@ -69,6 +77,8 @@ def summarize_steps(log: StepLog) -> dict:
             "wait_p95_s": _num(float(np.percentile(wait, 95))),
             "step_p50_s": _num(float(np.percentile(step, 50))),
             "step_p95_s": _num(float(np.percentile(step, 95))),
+            "step_cpu_share": _share([log.step_cpu_s[i] for i in idx], step),
+            "wait_cpu_share": _share([log.wait_cpu_s[i] for i in idx], wait),
             "steps_per_s": _num(len(idx) / float(period.sum()), 4),
             "measured_s": _num(float(period.sum()), 4),
         }

@@ -4,9 +4,14 @@ script's process, with the search `loaderbench tune` runs over a study (loaderbe
 The settings that apply to this loader become a one-scenario search space (a study matrix of the `sleep`
 workload that is never run: its cells only name the candidates); each trial builds a loader over the same
 dataset, sampler, batching and collate function with the candidate's settings
-(loaderbench.doctor.abtest.variant_loader) and times its batches alone, while the script's loop waits. The
-budget is a number of trials and a number of seconds, both checked before each trial starts. The winner is only
-a candidate: the watch then validates it in the script's own loop (A B rounds) before anything is recommended.
+(loaderbench.doctor.abtest.variant_loader) and runs a replica of the script's loop on it while the loop waits:
+after each batch, a step as long as the loop's median step, on a CPU for the share of it the loop's thread was
+(`LoopShape`). A loop whose step frees the cores (an accelerator's, a sleep) lets workers use them; one that
+keeps a core busy takes it from them. Where the epoch's length is known, a trial also times one epoch boundary
+(the old iterator dropped, the next one's first batch: workers started anew, or persistent ones reset) and rates
+the candidate by a whole epoch. The budget is a number of trials and a number of seconds, both checked before
+each trial starts. The winner is only a candidate: the watch then validates it in the script's own loop (A B
+rounds) before anything is recommended.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import gc
 import inspect
 import math
+import time
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -23,8 +29,13 @@ from loaderbench.doctor.hooks import unwatched_iter
 from loaderbench.doctor.steps import clock
 from loaderbench.errors import LoaderbenchError
 
-#: num_workers values the search may list: these, up to twice the cores the process may use (at least 4)
+#: num_workers values the search may list: these, up to twice the cores the process may use (at least 4), or
+#: further where the loop's loading waits more than it computes (`workers_to_hide`)
 WORKER_LADDER = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+#: workers to list: twice those that would just keep a data-bound loop fed (their batches come unevenly)
+HIDE_MARGIN = 2.0
+#: and at most this many per core the process may use
+MAX_WORKERS_PER_CORE = 16
 #: batches timed per trial at least (more with many workers: three times what they keep prefetched)
 MIN_TRIAL_BATCHES = 8
 #: a trial stops timing after this share of the budget's seconds per trial, once it timed 3 batches
@@ -51,6 +62,69 @@ class TuneBudget:
             )
 
 
+@dataclass(frozen=True)
+class LoopShape:
+    """What the watch measured of the script's loop: its median step (`step_s`) and the share of it the loop's
+    thread spent on a CPU; one batch's loading time in one process (`load_s`: the wait in next() without workers,
+    workers times the step period with them) and the share of it on a CPU (None: not read)."""
+
+    step_s: float = 0.0
+    step_cpu_share: float = 0.0
+    load_s: float | None = None
+    load_cpu_share: float | None = None
+
+    @classmethod
+    def of_report(cls, report: dict) -> LoopShape:
+        """From a loader report (loaderbench.doctor.report.loader_report) of a loop that waits for data."""
+        st, n = report["steps"], int(report["settings"].get("num_workers") or 0)
+        step, wait = st.get("step_p50_s"), st.get("wait_p50_s")
+        if step is None or wait is None:
+            return cls()
+        if n == 0:
+            load, share = wait, st.get("wait_cpu_share")
+        else:
+            busy = report["workers"].get("workers_cpu_cores")
+            load = n * (wait + step)
+            share = min(1.0, busy / n) if busy else None
+        return cls(step, st.get("step_cpu_share") or 0.0, load, share)
+
+    def step(self) -> None:
+        """One replica step: this thread's CPU time for its share of the median step (a thread preempted meanwhile
+        takes longer, as the loop's own would), then asleep for the rest of the step."""
+        if self.step_s <= 0:
+            return
+        t0 = clock()
+        busy_until = time.thread_time() + self.step_cpu_share * self.step_s
+        while time.thread_time() < busy_until:
+            pass
+        rest = t0 + self.step_s - clock()
+        if rest > 0:
+            time.sleep(rest)
+
+
+def workers_to_hide(loop: LoopShape | None, cores: float) -> tuple[int | None, str]:
+    """How many workers the search should reach to feed the loop: HIDE_MARGIN times one batch's loading over the
+    step, at most as many as would keep every core busy with the loading's CPU share (more would queue for the
+    cores), and at most MAX_WORKERS_PER_CORE per core; with why. None: not known."""
+    if loop is None or loop.load_s is None or loop.step_s <= 0:
+        return None, "the loop's loading time per batch is not known"
+    need = math.ceil(HIDE_MARGIN * loop.load_s / loop.step_s)
+    why = (
+        f"one batch loads in {1e3 * loop.load_s:.3g} ms and a step takes {1e3 * loop.step_s:.3g} ms: "
+        f"{HIDE_MARGIN:g} times the workers that would just keep up is {need}"
+    )
+    c = max(1, int(cores))
+    if loop.load_cpu_share:
+        busy = math.ceil(c / loop.load_cpu_share)
+        if busy < need:
+            need = busy
+            why += f"; loading is {100 * loop.load_cpu_share:.0f}% on a CPU, so {busy} keep {c} cores busy"
+    if need > MAX_WORKERS_PER_CORE * c:
+        need = MAX_WORKERS_PER_CORE * c
+        why += f"; at most {MAX_WORKERS_PER_CORE} per core"
+    return need, why
+
+
 class BudgetSpent(Exception):
     """Raised by a trial that would start past the budget: the search ends with what it measured."""
 
@@ -66,10 +140,11 @@ def thread_workers_offered() -> bool:
 
 
 def search_space(
-    settings: dict, cores: float, accelerator: bool, threads: bool = False
+    settings: dict, cores: float, accelerator: bool, threads: bool = False, hide: int | None = None
 ) -> tuple[dict[str, list], dict[str, str]]:
     """The values each setting may take here, and why the others are held at the loader's own value. `threads`:
-    whether the DataLoader offers thread workers (`thread_workers_offered`)."""
+    whether the DataLoader offers thread workers (`thread_workers_offered`); `hide`: the workers the loop would
+    need (`workers_to_hide`), listed up to the ladder's next value where that is above twice the cores."""
     n = int(settings.get("num_workers") or 0)
     values: dict[str, list] = {}
     fixed: dict[str, str] = {}
@@ -84,6 +159,8 @@ def search_space(
         workers = [n]
     else:
         top = max(4, 2 * max(1, int(cores)))
+        if hide is not None and hide > top:
+            top = min((w for w in WORKER_LADDER if w >= hide), default=WORKER_LADDER[-1])
         workers = sorted({w for w in WORKER_LADDER if w <= top} | {n})
     values["num_workers"] = workers
     if any(workers) and threads:
@@ -136,10 +213,21 @@ def changes_of(candidate: Any, varied: list[str]) -> dict:
 
 
 class LoaderTrials:
-    """measure(candidate, repetition) for the search: the candidate's loader timed alone, in batches per second."""
+    """measure(candidate, repetition) for the search: the candidate's loader in a replica of the script's loop
+    (`loop`: one replica step after each batch), in steps per second over an epoch of `epoch_batches` (None: not
+    known, the steady rate alone)."""
 
-    def __init__(self, loader: Any, varied: list[str], budget: TuneBudget):
+    def __init__(
+        self,
+        loader: Any,
+        varied: list[str],
+        budget: TuneBudget,
+        loop: LoopShape | None = None,
+        epoch_batches: int | None = None,
+    ):
         self.loader, self.varied, self.budget = loader, varied, budget
+        self.loop = loop or LoopShape()
+        self.epoch_batches = epoch_batches
         self.t0 = clock()
         self.trials = 0
         self.spent: str | None = None
@@ -174,8 +262,21 @@ class LoaderTrials:
             got = 0
             while got < want and (got < 3 or clock() - t0 < limit):
                 it = self._next(variant, it)[0]
+                self.loop.step()
                 got += 1
-            rate = got / (clock() - t0)
+            per_step = (clock() - t0) / got
+            rate = 1.0 / per_step
+            if self.epoch_batches is not None and self.epoch_batches > 1:
+                # one epoch boundary, as the loop meets it: its iterator dropped, the next one's first batch
+                t1 = clock()
+                it = None
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", UserWarning)
+                    it = unwatched_iter(variant)
+                it = self._next(variant, it)[0]
+                self.loop.step()
+                boundary = clock() - t1
+                rate = self.epoch_batches / (boundary + (self.epoch_batches - 1) * per_step)
         except Exception as exc:  # noqa: BLE001 - a setting that fails here is no answer, and the script goes on
             error = f"{type(exc).__name__}: {exc}"[:300]
             del exc, it, variant
@@ -200,20 +301,38 @@ class LoaderTrials:
                 raise LoaderbenchError("the loader yields no batch") from None
 
 
-def tune_loader(loader: Any, settings: dict, cores: float, step_s: float | None, budget: TuneBudget) -> dict:
-    """Search the settings of ``loader`` that apply (see `search_space`) within ``budget``; the result, with
-    ``changes``: the winner's settings that differ from the loader's own ({}: keep them)."""
+def epoch_length(loader: Any) -> int | None:
+    """Batches per epoch, where the loader knows (None: an IterableDataset without a length)."""
+    try:
+        return len(loader)
+    except TypeError:
+        return None
+
+
+def tune_loader(loader: Any, settings: dict, cores: float, loop: LoopShape | None, budget: TuneBudget) -> dict:
+    """Search the settings of ``loader`` that apply (see `search_space`) within ``budget``, each trial a replica of
+    ``loop``; the result, with ``changes``: the winner's settings that differ from the loader's own ({}: keep
+    them)."""
     import torch
 
     from loaderbench.tune.confirm import highest
     from loaderbench.tune.options import TuneOptions
     from loaderbench.tune.search import ScenarioSearch
 
-    values, fixed = search_space(settings, cores, torch.cuda.is_available(), thread_workers_offered())
+    loop = loop or LoopShape()
+    hide, why = workers_to_hide(loop, cores)
+    values, fixed = search_space(settings, cores, torch.cuda.is_available(), thread_workers_offered(), hide)
+    epoch = epoch_length(loader)
     out: dict = {
         "budget": {"seconds": budget.seconds, "trials": budget.trials},
         "space": values,
         "fixed": fixed,
+        "workers_needed": {"workers": hide, "why": why},
+        "replica": {
+            "step_s": loop.step_s,
+            "step_cpu_share": loop.step_cpu_share,
+            "epoch_batches": epoch,
+        },
         "trials": [],
         "changes": {},
     }
@@ -223,14 +342,14 @@ def tune_loader(loader: Any, settings: dict, cores: float, step_s: float | None,
         out["note"] = "no setting of this loader can be varied safely here"
         return out
     varied = ["num_workers", *(a for a in varied if a != "num_workers")]  # num_workers is always set, if fixed
-    scenario = scenario_of({a: values[a] for a in varied}, cores, 1e3 * (step_s or 0.0))
-    trials = LoaderTrials(loader, varied, budget)
+    scenario = scenario_of({a: values[a] for a in varied}, cores, 1e3 * loop.step_s)
+    trials = LoaderTrials(loader, varied, budget, loop, epoch)
     options = TuneOptions()
     steps: list[dict] = out["trials"]
 
     def on_step(_scenario: Any, step: Any) -> None:
         if step.repetition is not None:
-            steps.append({"phase": step.phase, "setting": step.candidate, "batches_per_s": step.value})
+            steps.append({"phase": step.phase, "setting": step.candidate, "steps_per_s": step.value})
 
     search = ScenarioSearch(scenario, trials, options, options.rungs(3), on_step)
     try:
@@ -246,7 +365,7 @@ def tune_loader(loader: Any, settings: dict, cores: float, step_s: float | None,
         out["note"] = "no trial gave a usable measurement"
         return out
     best = changes_of(answer.candidate, varied)
-    out["best"] = {"settings": best, "batches_per_s": answer.median, "repetitions": answer.n}
+    out["best"] = {"settings": best, "steps_per_s": answer.median, "repetitions": answer.n}
     current = {**TORCH_DEFAULTS, **{a: v for a, v in settings.items() if v is not None}}
     changes = {a: v for a, v in best.items() if current.get(a) != v}
     if changes.get("num_workers") == 0 and settings.get("num_workers"):

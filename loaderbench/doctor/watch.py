@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from loaderbench.doctor.steps import StepLog, clock
+from loaderbench.doctor.steps import StepLog, clock, cpu_clock
 
 WARMUP, MEASURE, HEADSPACE, AB, DONE = "warmup", "measure", "headspace", "ab", "done"
 
@@ -165,7 +165,7 @@ class LoaderWatch:
 
     def _search(self) -> dict:
         from loaderbench.doctor.report import loader_report
-        from loaderbench.doctor.tuning import TuneBudget, tune_loader
+        from loaderbench.doctor.tuning import LoopShape, TuneBudget, tune_loader
 
         budget = TuneBudget(self.plan.tune_budget_s, self.plan.tune_trials)
         report = loader_report(self, timeline=False)
@@ -178,8 +178,8 @@ class LoaderWatch:
                 f"loader {self.name}: searching its settings (at most {budget.trials} trials, {budget.seconds:g} s) "
                 "while the loop waits"
             )
-        step_s = report["steps"].get("step_p50_s")
-        self.tune_result = tune_loader(self.loader, self.settings, float(self.cores["cores"]), step_s, budget)
+        loop = LoopShape.of_report(report)
+        self.tune_result = tune_loader(self.loader, self.settings, float(self.cores["cores"]), loop, budget)
         changes = self.tune_result["changes"]
         if not changes:
             why = self.tune_result.get("note") or "the best setting the search found is the current one"
@@ -270,6 +270,7 @@ class WatchedIterator:
         self._inner = inner
         self._watch = watch
         self._last: float | None = None
+        self._last_cpu = 0.0
         self._first = True
 
     def __iter__(self) -> WatchedIterator:
@@ -285,12 +286,12 @@ class WatchedIterator:
         w = self._watch
         if w.state == DONE:
             if self._last is not None:  # the last watched step ends here
-                w.log.close_step(clock() - self._last)
+                w.log.close_step(clock() - self._last, cpu_clock() - self._last_cpu)
                 self._last = None
             return next(self._inner)
-        t0 = clock()
+        t0, c0 = clock(), cpu_clock()
         if self._last is not None:
-            w.log.close_step(t0 - self._last)
+            w.log.close_step(t0 - self._last, c0 - self._last_cpu)
         phase = w.state
         try:
             if phase == HEADSPACE:
@@ -304,8 +305,8 @@ class WatchedIterator:
             if w._sampling and w.state == MEASURE:
                 w.sampler._sample()
             raise
-        w.log.add(t0, clock() - t0, phase if phase != AB else f"ab-{w.ab.arm}", self._first)
+        w.log.add(t0, clock() - t0, phase if phase != AB else f"ab-{w.ab.arm}", self._first, cpu_clock() - c0)
         self._first = False
         w._after(phase, batch)
-        self._last = clock()
+        self._last, self._last_cpu = clock(), cpu_clock()
         return batch
