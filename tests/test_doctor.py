@@ -83,6 +83,20 @@ def test_data_wait_fraction_matches_the_two_sleeps():
     assert lo["verdict"] == "data-bound" and "num_workers=0" in lo["diagnosis"]
 
 
+def test_the_verdict_follows_the_data_wait_interval_against_the_5_percent_bound():
+    from loaderbench.doctor.diagnosis import diagnose
+
+    def verdict(estimate, low, high):
+        steps = {"data_wait_fraction": {"estimate": estimate, "low": low, "high": high}}
+        return diagnose({"num_workers": 0}, steps, {"cores_allowed": 2.0}, None)[:2]
+
+    assert verdict(0.02, 0.01, 0.04)[0] == "not data-bound"
+    v, sentence = verdict(0.04, 0.02, 0.07)
+    assert v == "borderline" and "no loader setting can win more than 7%" in sentence
+    assert verdict(0.06, 0.03, 0.09)[0] == "borderline"
+    assert verdict(0.30, 0.20, 0.40)[0] == "data-bound"
+
+
 def test_headspace_agrees_with_load_plus_step_over_step():
     ds, seen, lo = _loop(num_workers=0)
     tl = lo["timeline"]

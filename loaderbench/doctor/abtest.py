@@ -58,8 +58,8 @@ def parse_changes(items: list[str]) -> dict:
 
 def candidate(settings: dict, verdict: str, cores: float) -> dict | None:
     """The change to try when none was given: more workers (kept alive across epochs) where the loop waits for
-    data and the cores are not busy; None where no loader setting can help."""
-    if verdict != "data-bound":
+    data (or may: borderline) and the cores are not busy; None where no loader setting can help."""
+    if verdict not in ("data-bound", "borderline"):
         return None
     n = int(settings.get("num_workers") or 0)
     target = max(n + 1, 2 * n, int(cores))

@@ -23,8 +23,8 @@ def _cores(x: float) -> str:
 
 
 def diagnose(settings: dict, steps: dict, workers: dict, head: dict | None) -> tuple[str, str, list[str]]:
-    """``(verdict, sentence, warnings)``; verdict is one of "not data-bound", "data-bound", "data-bound and
-    CPU-bound", "unknown"."""
+    """``(verdict, sentence, warnings)``; verdict is one of "not data-bound", "borderline" (the data-wait interval
+    holds NOT_BOUND), "data-bound", "data-bound and CPU-bound", "unknown"."""
     frac = steps.get("data_wait_fraction")
     warnings = _warnings(settings, steps, workers)
     if not frac or frac.get("estimate") is None:
@@ -39,6 +39,13 @@ def diagnose(settings: dict, steps: dict, workers: dict, head: dict | None) -> t
             gain += f" [{head['low']:.2g}-{head['high']:.2g}x]"
     if (hi if hi is not None else f) < NOT_BOUND:
         return "not data-bound", f"not data-bound: {waits}{gain}; leave the loader", warnings
+    if lo is not None and lo < NOT_BOUND:
+        return (
+            "borderline",
+            f"borderline: {waits}{gain}; the interval holds the {_pct(NOT_BOUND)} bound, and no loader setting can "
+            f"win more than {_pct(hi if hi is not None else f)} of the step; measure more steps (--steps) to tell",
+            warnings,
+        )
     cores = float(workers.get("cores_allowed") or 0)
     used = float(workers.get("workers_cpu_cores") or 0.0) + float(workers.get("main_cpu_cores") or 0.0)
     n = settings.get("num_workers") or 0
