@@ -12,7 +12,10 @@ from loaderbench.errors import LoaderbenchError
 SCHEMA = "loaderbench-doctor"
 #: Version 1: command, status, exit_code, stderr_tail, plan, fingerprint, processes[].loaders[].
 #: Version 2: plan.tune, plan.tune_budget_s, plan.tune_trials, and processes[].loaders[].tune (the `--tune` search).
-VERSION = 2
+#: Version 3: a trial's and the best's `steps_per_s` (in a replica of the loop; was `batches_per_s`, of the loader
+#: alone), tune.workers_needed and tune.replica, steps.step_cpu_share and steps.wait_cpu_share, the verdict
+#: "borderline".
+VERSION = 3
 
 #: What a run's status says.
 STATUSES = ("ok", "script failed", "no loader", "interrupted", "stopped")
