@@ -19,6 +19,7 @@ from __future__ import annotations
 import gc
 import inspect
 import math
+import statistics
 import time
 import warnings
 from dataclasses import dataclass
@@ -230,17 +231,25 @@ class LoaderTrials:
         self.epoch_batches = epoch_batches
         self.t0 = clock()
         self.trials = 0
+        self.durations: list[float] = []
         self.spent: str | None = None
 
     def __call__(self, candidate: Any, repetition: int) -> Any:
+        """One trial, if the budget can pay for it: trials left, and seconds left for as long as the trials so far
+        took (their median)."""
         if self.trials >= self.budget.trials:
             self.spent = f"{self.budget.trials} trials"
             raise BudgetSpent(self.spent)
-        if clock() - self.t0 >= self.budget.seconds:
+        about = statistics.median(self.durations) if self.durations else 0.0
+        if clock() - self.t0 + about >= self.budget.seconds:
             self.spent = f"{self.budget.seconds:g} s"
             raise BudgetSpent(self.spent)
         self.trials += 1
-        return self.trial(changes_of(candidate, self.varied))
+        start = clock()
+        try:
+            return self.trial(changes_of(candidate, self.varied))
+        finally:
+            self.durations.append(clock() - start)
 
     def trial(self, changes: dict) -> Any:
         from loaderbench.tune.evidence import Observation
