@@ -83,6 +83,31 @@ def test_data_wait_fraction_matches_the_two_sleeps():
     assert lo["verdict"] == "data-bound" and "num_workers=0" in lo["diagnosis"]
 
 
+def test_the_loop_threads_cpu_in_its_steps_is_at_least_what_each_step_spun():
+    """A step that spins for 10 ms of this thread's CPU time, then sleeps 10 ms: the watch's step CPU holds every
+    spin, and its share of the step is at most what a step of at least 20 ms allows; a step that only sleeps reads
+    close to none."""
+    spin_s = 0.010
+    loader = DataLoader(list(range(200)), batch_size=4)
+    w = watch(loader, steps=20, warmup=2, headspace=0, echo=False)
+    for _ in w:
+        end = time.thread_time() + spin_s
+        while time.thread_time() < end:
+            pass
+        time.sleep(0.010)
+    (lo,) = w.report()["processes"][0]["loaders"]
+    (log,) = [lw.log for lw in w.session.watches.values()]
+    measured = log.indices("measure")
+    assert len(measured) >= 19 and all(log.step_cpu_s[i] >= spin_s for i in measured)
+    share = lo["steps"]["step_cpu_share"]
+    assert share is not None and share <= (spin_s + 0.002) / 0.020
+    w = watch(DataLoader(list(range(200)), batch_size=4), steps=20, warmup=2, headspace=0, echo=False)
+    for _ in w:
+        time.sleep(0.010)
+    (lo,) = w.report()["processes"][0]["loaders"]
+    assert lo["steps"]["step_cpu_share"] < 0.1
+
+
 def test_the_verdict_follows_the_data_wait_interval_against_the_5_percent_bound():
     from loaderbench.doctor.diagnosis import diagnose
 

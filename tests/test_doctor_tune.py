@@ -75,6 +75,16 @@ def test_the_workers_range_reaches_what_a_loop_that_waits_on_io_needs_and_no_fur
     assert values["num_workers"] == [0, 1, 2, 3, 4]
 
 
+def test_the_loops_shape_reads_one_batchs_loading_from_the_waits_or_from_the_workers_period():
+    steps = {"step_p50_s": 0.010, "wait_p50_s": 0.030, "step_cpu_share": 0.2, "wait_cpu_share": 0.05}
+    # no workers: the main process loads a batch during next()
+    alone = LoopShape.of_report({"steps": steps, "settings": {"num_workers": 0}, "workers": {}})
+    assert alone == LoopShape(0.010, 0.2, 0.030, 0.05)
+    # 2 workers, data-bound: each delivers a batch every 2 periods of 40 ms; together they keep 0.5 cores busy
+    two = LoopShape.of_report({"steps": steps, "settings": {"num_workers": 2}, "workers": {"workers_cpu_cores": 0.5}})
+    assert two.load_s == pytest.approx(0.080) and two.load_cpu_share == pytest.approx(0.25)
+
+
 def test_a_replica_step_spends_its_cpu_share_on_this_thread_and_lasts_the_step_at_least():
     replica = LoopShape(step_s=0.05, step_cpu_share=0.4)
     wall, cpu = time.perf_counter(), time.thread_time()
