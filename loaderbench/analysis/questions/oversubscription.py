@@ -10,6 +10,7 @@ step or model, one rank; one curve per value of every other axis that varies, so
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 
 import pandas as pd
 
@@ -144,26 +145,35 @@ def rank_mode(rows: pd.DataFrame) -> pd.Series:
     return col(rows, "rank_mode", "side_by_side").fillna("side_by_side").astype(str)
 
 
-def ranks_share_cores(rows: pd.DataFrame, mode: str = "side_by_side") -> Outcome:
-    """R ranks (run as `mode`) at W = cores / R against W = cores workers each, per workload, cores and R."""
+def _rank_cells(rows: pd.DataFrame, mode: str) -> pd.DataFrame:
+    """The ok rows of R > 1 ranks run as `mode`, with R and the total workers R x W."""
     ok = ok_rows(rows)
     ok = ok[rank_mode(ok) == mode]
-    ok = ok.assign(ranks=ranks(ok))
-    checks = []
-    for (w, cores, r), grp in ok[ok["ranks"] > 1].groupby(["workload", "cores", "ranks"]):
-        cores, r = int(cores), int(r)
-        if cores % r:
-            continue
-        a, b = (finite(grp[grp["num_workers"] == n]["samples_per_s"]) for n in (cores // r, cores))
-        if len(a) < 3 or len(b) < 3:
-            continue
-        o = decide_shift(b, a, at_least(RANKS_GAIN), label=f"total samples/s W={cores // r} / W={cores}")
-        checks.append(Outcome(o.verdict, f"{w}, {cores} cores, {r} ranks: {o.evidence}"))
-    return all_of(checks, f"needs ranks > 1 cells (rank_mode = {mode}) at W = cores / R and W = cores")
+    r = ranks(ok)
+    ok = ok.assign(ranks=r, **{"R x W": pd.to_numeric(col(ok, "num_workers", 0), errors="coerce") * r})
+    return ok[ok["ranks"] > 1]
 
 
-def ddp_ranks_share_cores(rows: pd.DataFrame) -> Outcome:
-    return ranks_share_cores(rows, "ddp")
+def _ranks_share_cores(mode: str, setting: str) -> Shift:
+    """R ranks (run as `mode`) at R x W = cores against W = cores workers each, per workload, cores and R."""
+    return Shift(
+        "samples_per_s",
+        "total samples/s",
+        {"num_workers": Of("cores")},
+        {"R x W": Of("cores")},
+        at_least(RANKS_GAIN),
+        ("workload", "cores", "ranks"),
+        frame=partial(_rank_cells, mode=mode),
+        note=f"{setting}; {_NOISE}",
+    )
+
+
+ranks_share_cores = _ranks_share_cores("side_by_side", "R > 1 loaders side by side (no process group)")
+ddp_ranks_share_cores = _ranks_share_cores(
+    "ddp",
+    "R > 1 real DDP ranks (gloo, DistributedSampler, gradient all-reduce), total throughput over the window all "
+    "ranks shared",
+)
 
 
 def ddp_shares_disjoint(rows: pd.DataFrame) -> Outcome:
@@ -270,17 +280,14 @@ QUESTION.claims.extend(
         Claim(
             "oversubscription",
             "with R loaders side by side (DDP-like), R x W = cores beats R x cores workers",
-            f"per workload, cores and R > 1 loaders side by side (no process group): holds if total throughput at "
-            f"W = cores/R is at least {RANKS_GAIN:g}x that at W = cores; {_NOISE}",
+            ranks_share_cores,
             quiet(ranks_share_cores),
             needs=_has_ranks,
         ),
         Claim(
             "oversubscription",
             "with R DDP ranks, R x W = cores beats R x cores workers",
-            f"per workload, cores and R > 1 real DDP ranks (gloo, DistributedSampler, gradient all-reduce): holds "
-            f"if total throughput over the window all ranks shared at W = cores/R is at least {RANKS_GAIN:g}x "
-            f"that at W = cores; {_NOISE}",
+            ddp_ranks_share_cores,
             quiet(ddp_ranks_share_cores, select=_ddp_read),
             needs=_has_ddp,
             number=19,

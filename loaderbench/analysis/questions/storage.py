@@ -12,6 +12,7 @@ from __future__ import annotations
 import pandas as pd
 
 from loaderbench.analysis.rules.claim import EXTENSION, NOISY, Claim, Metric, Question, finite, narrow, pick, quiet
+from loaderbench.analysis.rules.kinds import Of, Shift
 from loaderbench.analysis.rules.worker_costs import IO_ENOUGH
 from loaderbench.analysis.table.derive import ranks
 from loaderbench.analysis.table.records import col, ok_rows
@@ -46,6 +47,10 @@ PER_REQUEST_MAX = 1 - MIN_EFFECT
 #: "remote storage makes the pipeline I/O-bound": at num_workers = cores, reading over HTTP at FAR_LATENCY_MS or
 #: more gives at most this share of reading the same files locally.
 REMOTE_SHARE = 0.5
+_NOISE = (
+    f"inconclusive when repetitions scatter by more than {NOISY:.0%} of their median (median over cells of "
+    "the interquartile range over the median): the cores were not the cells' own"
+)
 
 AXES = (
     "workload",
@@ -186,26 +191,27 @@ def _reads(rows: pd.DataFrame) -> pd.DataFrame:
     return ok[keep]
 
 
-def remote_is_io_bound(rows: pd.DataFrame) -> Outcome:
+def _far_reads(rows: pd.DataFrame) -> pd.DataFrame:
+    """_reads' HTTP rows at FAR_LATENCY_MS or more, and its local rows once per such latency (their twins)."""
     ok = _reads(rows)
-    checks = []
-    for (stage, cores), grp in ok.groupby(["jpeg_stage", "cores"], dropna=False, sort=True):
-        at = grp[grp["num_workers"] == cores]
-        local = finite(at.loc[at["storage"] == "local", "samples_per_s"])
-        far = at[(at["storage"] == "http") & (pd.to_numeric(at["latency_ms"], errors="coerce") >= FAR_LATENCY_MS)]
-        for latency, cell in far.groupby("latency_ms", sort=True):
-            o = decide_shift(
-                local,
-                finite(cell["samples_per_s"]),
-                at_most(REMOTE_SHARE),
-                label=f"{stage} stage, {int(cores)} core{'s' if cores != 1 else ''}, w={int(cores)}: HTTP at "
-                f"{g(latency)} ms / local",
-            )
-            checks.append(o)
-    return all_of(
-        checks,
-        f"needs jpeg cells read locally and over HTTP at {g(FAR_LATENCY_MS)} ms or more, at num_workers = cores",
-    )
+    if ok.empty:
+        return ok
+    http = ok[(ok["storage"] == "http") & (pd.to_numeric(col(ok, "latency_ms"), errors="coerce") >= FAR_LATENCY_MS)]
+    local = ok[ok["storage"] == "local"]
+    return pd.concat([http, *(local.assign(latency_ms=v) for v in sorted(set(http["latency_ms"])))])
+
+
+remote_is_io_bound = Shift(
+    "samples_per_s",
+    "throughput",
+    {"storage": "local", "num_workers": Of("cores")},
+    {"storage": "http", "num_workers": Of("cores")},
+    at_most(REMOTE_SHARE),
+    ("jpeg_stage", "cores", "latency_ms"),
+    names=("local reads", "HTTP reads"),
+    frame=_far_reads,
+    note=f"HTTP pooled and uncapped, at every latency of at least {g(FAR_LATENCY_MS)} ms; {_NOISE}",
+)
 
 
 def io_rule_of_thumb_over_http(rows: pd.DataFrame) -> Outcome:
@@ -291,10 +297,6 @@ QUESTION = Question(
     figure="loaderbench.analysis.figures.questions.storage:workers_hide_latency",
     tables={"storage": (Metric("samples_per_s", "samples/s"),)},
 )
-_NOISE = (
-    f"inconclusive when repetitions scatter by more than {NOISY:.0%} of their median (median over cells of "
-    "the interquartile range over the median): the cores were not the cells' own"
-)
 QUESTION.claims.extend(
     [
         Claim(
@@ -314,9 +316,7 @@ QUESTION.claims.extend(
             "storage",
             "remote storage makes a pipeline I/O-bound: at num_workers = cores it loads far slower than from local "
             "disk",
-            f"jpeg reading, per stage (read only, full pipeline) and cores: holds if at every latency of at least "
-            f"{g(FAR_LATENCY_MS)} ms the throughput over HTTP (pooled, uncapped) at num_workers = cores is at most "
-            f"{g(REMOTE_SHARE)}x that of the same files read locally; {_NOISE}",
+            remote_is_io_bound,
             quiet(remote_is_io_bound, select=_reads),
             needs=_has_local_and_remote,
             number=56,

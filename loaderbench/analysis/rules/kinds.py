@@ -10,7 +10,8 @@ interval and how many repetitions would settle it) and says what is missing when
 
 A side or a `where` may name an axis value FEWEST or MOST: the smallest or largest value of that axis among the
 cells of the group (for `where`: among all the cells, after its fixed values); a side may take the value of another
-axis of the group, Of("cores"); a `where` value that is a tuple picks any of its values."""
+axis of the group, Of("cores"); a `where` value that is a tuple picks any of its values. An extreme or Of that both
+sides take says where the rule reads (its value heads each group's evidence)."""
 
 from __future__ import annotations
 
@@ -51,8 +52,11 @@ class Of:
 AXES: dict[str, tuple[str, str, str, Callable[[Any], str]]] = {
     "num_workers": ("worker count", "the fewest workers", "the most workers", lambda v: f"w={int(v)}"),
     "payload_mb": ("payload", "the smallest payload", "the largest payload", lambda v: f"{float(v):g} MiB"),
-    "cores": ("core count", "the fewest cores", "the most cores", lambda v: f"{int(v)} cores"),
+    "cores": ("core count", "the fewest cores", "the most cores", lambda v: f"{int(v)} core{'s' * (int(v) != 1)}"),
     "epochs": ("epoch count", "the fewest epochs", "the most epochs", lambda v: f"{int(v)} epochs"),
+    "latency_ms": ("latency", "the lowest latency", "the highest latency", lambda v: f"{float(v):g} ms"),
+    "ranks": ("rank count", "the fewest ranks", "the most ranks", lambda v: f"{int(v)} ranks"),
+    "jpeg_stage": ("jpeg stage", "the first stage", "the last stage", lambda v: f"{v} stage"),
     "curve": ("curve", "the first curve", "the last curve", lambda v: str(v)),
     "batch_size": ("batch size", "the smallest batch size", "the largest batch size", lambda v: f"batch {int(v)}"),
     "tensors_per_sample": (
@@ -159,7 +163,7 @@ def _scope(per: tuple[str, ...], where: Mapping[str, Any]) -> str:
     """Where a rule reads, in words: "at the smallest payload, at every worker count x payload"."""
     parts = [
         _said(k, v)
-        if isinstance(v, Extreme)
+        if isinstance(v, (Extreme, Of))
         else f"{k} = {' or '.join(_value(x) for x in v)}"
         if isinstance(v, tuple)
         else f"{k} = {_value(v)}"
@@ -240,6 +244,10 @@ class Shift(Kind):
         a, b = (self._apart(side) for side in (self.a, self.b))
         return ", ".join(_said(k, v) for k, v in a.items()), ", ".join(_said(k, v) for k, v in b.items())
 
+    def _shared(self) -> dict[str, Any]:
+        """The extremes and Of values both sides take: where the rule reads, not what tells the sides apart."""
+        return {k: v for k, v in self.a.items() if isinstance(v, (Extreme, Of)) and self.b.get(k) == v}
+
     def _apart(self, side: Mapping[str, Any]) -> dict[str, Any]:
         other = self.b if side is self.a else self.a
         return {k: v for k, v in side.items() if not (k in other and other[k] == v)}
@@ -283,7 +291,7 @@ class Shift(Kind):
         )
 
     def scope(self) -> str:
-        return _scope(self.per, self.where)
+        return _scope(self.per, {**self.where, **self._shared()})
 
     def needs(self) -> str:
         a, b = self.sides()
@@ -318,7 +326,8 @@ class Shift(Kind):
             o = decide_shift(xa, xb, self.region, log=self.log, unit=self.unit, label=self._label(a_eq, b_eq))
             if self.aside:
                 o = Outcome(o.verdict, f"{o.evidence} ({self.aside(ra, rb)})")
-            out.append((", ".join(h for h in (_fixed(self.where), head, fixed) if h), o))
+            shared = ", ".join(_axis(k)[3](a_eq[k]) for k in self._shared())
+            out.append((", ".join(h for h in (_fixed(self.where), head, fixed, shared) if h), o))
         return out
 
 
