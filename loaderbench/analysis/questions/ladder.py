@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import GPU_REFERENCE, NOISY, Claim, Question, finite, missing, quiet
-from loaderbench.analysis.rules.kinds import Shift
+from loaderbench.analysis.rules.claim import GPU_REFERENCE, NOISY, Claim, Question, finite, missing, pick, quiet
+from loaderbench.analysis.rules.kinds import Equivalent, Shift
 from loaderbench.analysis.table.derive import RUNGS, ladder_rung, on_gpu
 from loaderbench.analysis.table.records import col, ok_rows
 from loaderbench.stats.verdicts import (
@@ -97,24 +98,26 @@ def ladder_step_helps(rung: str, previous: str) -> Shift:
     )
 
 
-def ladder_step_about_one(rung: str, previous: str) -> Callable[[pd.DataFrame], Outcome]:
-    def rule(rows: pd.DataFrame) -> Outcome:
-        ok = _ladder(rows)
-        if ok.empty:
-            return missing("no ok records")
-        a, b = ok[ok["rung"] == previous], ok[ok["rung"] == rung]
-        o = decide_shift(
-            finite(a[METRIC]),
-            finite(b[METRIC]),
-            within(1 - ABOUT_ONE, 1 + ABOUT_ONE),
-            label=f"end-to-end samples/s {rung} / {previous}",
-        )
-        if o.verdict == NOT_MEASURED or on_gpu(b):
-            return o
+def ladder_step_about_one(rung: str, previous: str) -> Shift:
+    """The equivalence "about 1.0x" of `rung` over `previous`, not measurable (its ratio kept) where `rung`'s step
+    ran without a GPU."""
+    flat = Equivalent(
+        METRIC,
+        "end-to-end samples/s",
+        {"rung": previous},
+        {"rung": rung},
+        ABOUT_ONE,
+        frame=_ladder,
+        note="not measurable unless the model step ran on a GPU (without one the step does nothing)",
+    )
+
+    def off_gpu(rows: pd.DataFrame) -> Outcome | None:
+        o = flat(rows)
+        if o.verdict == NOT_MEASURED or on_gpu(pick(_ladder(rows), rung=rung)):
+            return None
         return Outcome(NOT_MEASURABLE, f"{o.evidence.split(': ')[0]}; the step did nothing here: it needs a GPU")
 
-    rule.__name__ = f"ladder_step_about_one_{rung}"
-    return rule
+    return dataclasses.replace(flat, guard=off_gpu)
 
 
 def _needs(rows: pd.DataFrame) -> bool:
@@ -168,9 +171,6 @@ QUESTION.claims.extend(
             Claim(
                 "ladder",
                 f"{rung} alone gains about 1.0x over {prev} (the tutorial's step)",
-                f"an equivalence: holds if end-to-end samples/s of {rung} over {prev} lies within "
-                f"{1 - ABOUT_ONE:g}..{1 + ABOUT_ONE:g}x, does not hold if it lies entirely outside; not measurable "
-                "unless the model step ran on a GPU (without one the step does nothing)",
                 ladder_step_about_one(rung, prev),
                 number=40,
             )
