@@ -14,6 +14,7 @@ those cells, and a claim of its own compares the control with and without it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import numpy as np
@@ -161,20 +162,7 @@ _totals = Shift(
 #: without the totals the rest says nothing of the number of workers
 _TOTALS_NEEDED = "needs fork list_str cells and the numpy_bytes control at two or more num_workers, 3 ok repetitions"
 cow_grows_with_workers = AllOf(
-    (
-        _totals,
-        Shift(
-            PEAK,
-            "peak USS per worker",
-            {"index_backing": "numpy_bytes"},
-            {"index_backing": "list_str"},
-            at_least(GROW_MIB),
-            where={"start_method": "fork", "num_workers": MOST},
-            log=False,
-            unit=" MiB",
-            frame=_beyond_control,
-        ),
-    ),
+    (_totals, dataclasses.replace(cow_grows("list_str"), per=(), where={"start_method": "fork", "num_workers": MOST})),
     note="the control is numpy_bytes (an index that is one object), its median per worker subtracted",
     guard=lambda rows: None if _totals.grouped(rows) else missing(_TOTALS_NEEDED),
 )
