@@ -9,8 +9,9 @@ import pandas as pd
 
 from loaderbench.analysis.rules.claim import GPU_REFERENCE, NOISY, Claim, Question, finite, missing, pick, quiet
 from loaderbench.analysis.rules.kinds import Equivalent, Shift
+from loaderbench.analysis.rules.rows import listed
 from loaderbench.analysis.table.derive import RUNGS, ladder_rung, on_gpu
-from loaderbench.analysis.table.records import col, ok_rows
+from loaderbench.analysis.table.records import ok_rows
 from loaderbench.stats.verdicts import (
     NOT_MEASURABLE,
     NOT_MEASURED,
@@ -60,7 +61,6 @@ def ladder_matches(rung: str) -> Callable[[pd.DataFrame], Outcome]:
         )
         if o.verdict == NOT_MEASURED or on_gpu(this):
             return o
-        device = ", ".join(sorted(set(col(this, "consumer").dropna().astype(str)))) or "?"
         why = (
             "pin_memory was not in effect (no GPU)"
             if rung == "+pin_memory"
@@ -71,7 +71,8 @@ def ladder_matches(rung: str) -> Callable[[pd.DataFrame], Outcome]:
         ours = o.evidence.split(": ")[0]
         return Outcome(
             NOT_MEASURABLE,
-            f"{ours}; consumer ran on {device}: {why}; run {QUESTION.study_file} on a machine with a GPU",
+            f"{ours}; consumer ran on {listed(this, 'consumer')}: {why}; run {QUESTION.study_file} on a machine "
+            "with a GPU",
         )
 
     rule.__name__ = f"ladder_matches_{rung}"
@@ -82,8 +83,7 @@ def ladder_step_helps(rung: str, previous: str) -> Shift:
     pub = PUBLISHED[rung] / PUBLISHED.get(previous, 1.0)
 
     def aside(a: pd.DataFrame, b: pd.DataFrame) -> str:
-        device = ", ".join(sorted(set(col(b, "consumer").dropna().astype(str)))) or "?"
-        return f"tutorial: {pub:.3g}x; model step on {device}"
+        return f"tutorial: {pub:.3g}x; model step on {listed(b, 'consumer')}"
 
     return Shift(
         METRIC,
