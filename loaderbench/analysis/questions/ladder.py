@@ -45,6 +45,14 @@ def _ladder(rows):
     return ok
 
 
+def _off_gpu(o: Outcome, this: pd.DataFrame, why: str) -> Outcome | None:
+    """Not measurable, `o`'s estimate kept and `why` added, where the rung (`this`) ran without a GPU; None where
+    it ran on one or `o` is not measured yet."""
+    if o.verdict == NOT_MEASURED or on_gpu(this):
+        return None
+    return Outcome(NOT_MEASURABLE, f"{o.evidence.split(': ')[0]}; {why}")
+
+
 def ladder_matches(rung: str) -> Callable[[pd.DataFrame], Outcome]:
     published = PUBLISHED[rung]
 
@@ -59,8 +67,6 @@ def ladder_matches(rung: str) -> Callable[[pd.DataFrame], Outcome]:
             within(published / LADDER_MATCH_FACTOR, published * LADDER_MATCH_FACTOR),
             label=f"{rung} / baseline (published {published:g}x)",
         )
-        if o.verdict == NOT_MEASURED or on_gpu(this):
-            return o
         why = (
             "pin_memory was not in effect (no GPU)"
             if rung == "+pin_memory"
@@ -68,12 +74,8 @@ def ladder_matches(rung: str) -> Callable[[pd.DataFrame], Outcome]:
             if rung == "+prefetcher"
             else "the published numbers are for the model on a GPU"
         )
-        ours = o.evidence.split(": ")[0]
-        return Outcome(
-            NOT_MEASURABLE,
-            f"{ours}; consumer ran on {listed(this, 'consumer')}: {why}; run {QUESTION.study_file} on a machine "
-            "with a GPU",
-        )
+        where = f"consumer ran on {listed(this, 'consumer')}: {why}; run {QUESTION.study_file} on a machine with a GPU"
+        return _off_gpu(o, this, where) or o
 
     rule.__name__ = f"ladder_matches_{rung}"
     return rule
@@ -112,10 +114,7 @@ def ladder_step_about_one(rung: str, previous: str) -> Shift:
     )
 
     def off_gpu(rows: pd.DataFrame) -> Outcome | None:
-        o = flat(rows)
-        if o.verdict == NOT_MEASURED or on_gpu(pick(_ladder(rows), rung=rung)):
-            return None
-        return Outcome(NOT_MEASURABLE, f"{o.evidence.split(': ')[0]}; the step did nothing here: it needs a GPU")
+        return _off_gpu(flat(rows), pick(_ladder(rows), rung=rung), "the step did nothing here: it needs a GPU")
 
     return dataclasses.replace(flat, guard=off_gpu)
 
