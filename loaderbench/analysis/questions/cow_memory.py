@@ -64,9 +64,12 @@ def _isolated(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[frozen] if frozen.any() else rows
 
 
-def _cow(rows, backing, nw, value: str = PEAK):
+def _cow(rows, backing, nw, value: str = PEAK, start_method: str = "fork"):
+    """One cell's `value` per repetition: a backing at a num_workers under a start method."""
     ok = rows[
-        (col(rows, "index_backing") == backing) & (rows["num_workers"] == nw) & (col(rows, "start_method") == "fork")
+        (col(rows, "index_backing") == backing)
+        & (rows["num_workers"] == nw)
+        & (col(rows, "start_method") == start_method)
     ]
     return finite(ok[value])
 
@@ -172,13 +175,6 @@ cow_grows_with_workers = AllOf(
 EAGER = ("decoded", "decoded_objects")
 
 
-def _eager_lazy(ok: pd.DataFrame, eager: str, sm: str, nw: int):
-    """Peak USS per worker of the eager (`eager` backing) and lazy (list_str) cells at one start method and
-    num_workers."""
-    at = ok[(col(ok, "start_method") == sm) & (ok["num_workers"] == nw)]
-    return tuple(finite(at[col(at, "index_backing") == b][PEAK]) for b in (eager, "list_str"))
-
-
 def lazy_avoids_duplication(eager: str, start_method: str) -> Callable[[pd.DataFrame], Outcome]:
     """#24 under one start method: at every num_workers, the eager dataset's (`eager` backing) workers' peak USS per
     worker minus the lazy one's, against DUPLICATE_SHARE of the decoded images' size: a worker that holds its own
@@ -192,7 +188,7 @@ def lazy_avoids_duplication(eager: str, start_method: str) -> Callable[[pd.DataF
         data_mib = float(pd.to_numeric(held["index_items"]).max()) * DECODED_BYTES / 2**20
         checks = []
         for nw in sorted(set(held["num_workers"])):
-            a, b = _eager_lazy(ok, eager, start_method, nw)
+            a, b = (_cow(ok, backing, nw, start_method=start_method) for backing in (eager, "list_str"))
             if len(a) < 3 or len(b) < 3:
                 continue
             checks.append(
