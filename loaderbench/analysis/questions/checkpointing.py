@@ -13,7 +13,7 @@ import itertools
 import numpy as np
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import Claim, Question, finite, g, pick, values_of, varies
+from loaderbench.analysis.rules.claim import Claim, Question, finite, g, pick, values_of, varies, with_workers
 from loaderbench.analysis.table.records import col, is_true, ok_rows
 from loaderbench.stats.verdicts import NOT_MEASURED, Outcome, all_of, at_least, decide_shift, fact
 
@@ -41,7 +41,7 @@ def resume_rows(rows: pd.DataFrame) -> pd.DataFrame:
 def _groups(ok: pd.DataFrame):
     """(label, rows) per workload, cores and num_workers > 0."""
     keys = [k for k in ("workload", "cores", "num_workers") if k in ok]
-    for key, grp in ok[pd.to_numeric(col(ok, "num_workers", 0), errors="coerce") > 0].groupby(keys, sort=True):
+    for key, grp in with_workers(ok).groupby(keys, sort=True):
         label = ", ".join(f"{k}={v if isinstance(v, str) else int(v)}" for k, v in zip(keys, key))
         yield label, grp
 
@@ -93,8 +93,7 @@ def cost_falls_with_n(rows: pd.DataFrame) -> Outcome:
 
 def _replay_by_n(rows: pd.DataFrame):
     """(num_workers, resume_at, {n: median replayed samples}) of the ok resume rows with workers."""
-    ok = ok_rows(resume_rows(rows))
-    ok = ok[pd.to_numeric(col(ok, "num_workers", 0), errors="coerce") > 0]
+    ok = with_workers(ok_rows(resume_rows(rows)))
     for (nw, at), grp in ok.groupby(["num_workers", "resume_at"], sort=True):
         med = grp.groupby("snapshot_every_n_steps")["resume_replayed_samples"].median()
         if len(med) >= 2:

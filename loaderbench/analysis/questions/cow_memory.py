@@ -14,14 +14,17 @@ those cells, and a claim of its own compares the control with and without it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
+import numpy as np
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import EXTENSION, Claim, Metric, Question, finite, g, missing, pick
-from loaderbench.analysis.rules.kinds import Shift
+from loaderbench.analysis.rules.claim import EXTENSION, Claim, Metric, Question, finite, g, missing
+from loaderbench.analysis.rules.kinds import FEWEST, MOST, AllOf, Shift, medians
 from loaderbench.analysis.table.derive import with_growth
 from loaderbench.analysis.table.records import col, is_true
+from loaderbench.stats.intervals import MIN_N
 from loaderbench.stats.verdicts import (
     Outcome,
     all_of,
@@ -61,9 +64,12 @@ def _isolated(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[frozen] if frozen.any() else rows
 
 
-def _cow(rows, backing, nw, value: str = PEAK):
+def _cow(rows, backing, nw, value: str = PEAK, start_method: str = "fork"):
+    """One cell's `value` per repetition: a backing at a num_workers under a start method."""
     ok = rows[
-        (col(rows, "index_backing") == backing) & (rows["num_workers"] == nw) & (col(rows, "start_method") == "fork")
+        (col(rows, "index_backing") == backing)
+        & (rows["num_workers"] == nw)
+        & (col(rows, "start_method") == start_method)
     ]
     return finite(ok[value])
 
@@ -133,49 +139,40 @@ def cow_flat(rows: pd.DataFrame) -> Outcome:
     return all_of(checks, "needs fork cells of numpy_bytes and arrow with a memory timeline, 3 ok repetitions")
 
 
-def cow_grows_with_workers(rows: pd.DataFrame) -> Outcome:
+def _beyond_control(rows: pd.DataFrame) -> pd.DataFrame:
+    """The fork cells that isolate the index, with all workers' peak USS beyond the numpy_bytes control's (its
+    median per worker at the same num_workers, of MIN_N or more ok repetitions) as `beyond_mib`."""
     ok = _isolated(with_growth(rows))
-    ns = sorted(set(pick(ok, start_method="fork", index_backing="list_str")["num_workers"]))
-    if len(ns) < 2:
-        return missing("needs fork list_str cells at two or more num_workers")
-    tot = {}
-    for n in (ns[0], ns[-1]):
-        ctl = _cow(ok, "numpy_bytes", n)
-        if len(ctl) < 3:
-            return missing(f"needs the numpy_bytes control at w={n} (3 ok repetitions; has {len(ctl)})")
-        tot[n] = (pd.Series(_cow(ok, "list_str", n)) - pd.Series(ctl).median()) * n
-    if min(len(t) for t in tot.values()) < 3:
-        return missing(f"fewer than 3 ok repetitions (w={ns[0]}: {len(tot[ns[0]])}, w={ns[-1]}: {len(tot[ns[-1]])})")
-    o = both(
-        decide_shift(
-            tot[ns[0]],
-            tot[ns[-1]],
-            at_least(COW_WORKERS_RATIO),
-            label=f"all workers' peak USS beyond the control w={ns[-1]} / w={ns[0]}",
-        ),
-        _diff(
-            _cow(ok, "numpy_bytes", ns[-1]),
-            _cow(ok, "list_str", ns[-1]),
-            at_least(GROW_MIB),
-            f"w={ns[-1]}: peak USS per worker list_str - numpy_bytes",
-        ),
-    )
-    return Outcome(
-        o.verdict,
-        f"fork list_str (totals w={ns[0]} +{g(tot[ns[0]].median())} MiB, w={ns[-1]} "
-        f"+{g(tot[ns[-1]].median())} MiB): {o.evidence}",
-    )
+    ok = ok[col(ok, "start_method") == "fork"]
+    control = {
+        nw: float(np.median(x))
+        for nw, grp in ok[col(ok, "index_backing") == "numpy_bytes"].groupby("num_workers")
+        if len(x := finite(grp[PEAK])) >= MIN_N
+    }
+    return ok.assign(beyond_mib=(pd.to_numeric(ok[PEAK]) - ok["num_workers"].map(control)) * ok["num_workers"])
+
+
+_totals = Shift(
+    "beyond_mib",
+    "all workers' peak USS beyond the control",
+    {"num_workers": FEWEST},
+    {"num_workers": MOST},
+    at_least(COW_WORKERS_RATIO),
+    where={"start_method": "fork", "index_backing": "list_str"},
+    frame=_beyond_control,
+    aside=medians("beyond_mib", " MiB"),
+)
+#: without the totals the rest says nothing of the number of workers
+_TOTALS_NEEDED = "needs fork list_str cells and the numpy_bytes control at two or more num_workers, 3 ok repetitions"
+cow_grows_with_workers = AllOf(
+    (_totals, dataclasses.replace(cow_grows("list_str"), per=(), where={"start_method": "fork", "num_workers": MOST})),
+    note="the control is numpy_bytes (an index that is one object), its median per worker subtracted",
+    guard=lambda rows: None if _totals.grouped(rows) else missing(_TOTALS_NEEDED),
+)
 
 
 #: the eager backings: decoded images as NumPy arrays, or as Python objects (each image a list of its pixel rows)
 EAGER = ("decoded", "decoded_objects")
-
-
-def _eager_lazy(ok: pd.DataFrame, eager: str, sm: str, nw: int):
-    """Peak USS per worker of the eager (`eager` backing) and lazy (list_str) cells at one start method and
-    num_workers."""
-    at = ok[(col(ok, "start_method") == sm) & (ok["num_workers"] == nw)]
-    return tuple(finite(at[col(at, "index_backing") == b][PEAK]) for b in (eager, "list_str"))
 
 
 def lazy_avoids_duplication(eager: str, start_method: str) -> Callable[[pd.DataFrame], Outcome]:
@@ -191,7 +188,7 @@ def lazy_avoids_duplication(eager: str, start_method: str) -> Callable[[pd.DataF
         data_mib = float(pd.to_numeric(held["index_items"]).max()) * DECODED_BYTES / 2**20
         checks = []
         for nw in sorted(set(held["num_workers"])):
-            a, b = _eager_lazy(ok, eager, start_method, nw)
+            a, b = (_cow(ok, backing, nw, start_method=start_method) for backing in (eager, "list_str"))
             if len(a) < 3 or len(b) < 3:
                 continue
             checks.append(
@@ -266,9 +263,6 @@ QUESTION.claims.extend(
         Claim(
             "cow-memory",
             "the copies grow with the number of workers (each copies for itself)",
-            f"fork list_str, all workers' peak USS together beyond the numpy_bytes control's (its median per worker "
-            f"subtracted): holds if at the most workers it is at least {COW_WORKERS_RATIO:g}x that at the fewest, "
-            f"and list_str's peak per worker is at least {GROW_MIB:g} MiB above the control's there",
             cow_grows_with_workers,
             number=23,
         ),

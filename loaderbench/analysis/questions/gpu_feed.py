@@ -9,6 +9,7 @@ import pandas as pd
 
 from loaderbench.analysis.rules.claim import GPU_REFERENCE, Claim, Question, finite, g, missing
 from loaderbench.analysis.rules.kinds import Shift, medians
+from loaderbench.analysis.rules.rows import listed
 from loaderbench.analysis.rules.step_overlap import CLAIMS as STEP_OVERLAP
 from loaderbench.analysis.table.derive import copies_non_blocking, on_gpu
 from loaderbench.analysis.table.records import col, is_true, ok_rows
@@ -51,10 +52,10 @@ def _gpu(rows: pd.DataFrame, blocking_too: bool = False) -> tuple[pd.DataFrame |
         return None, missing("no ok records")
     gpu = ok[col(ok, "consumer").astype(str) == "gpu"]
     if gpu.empty:
-        kinds = ", ".join(sorted(set(col(ok, "consumer").dropna().astype(str)))) or "?"
         return None, Outcome(
             NOT_MEASURABLE,
-            f"the step ran on: {kinds}; the rules of thumb are about a GPU: run {QUESTION.study_file} on a GPU node",
+            f"the step ran on: {listed(ok, 'consumer')}; the rules of thumb are about a GPU: run "
+            f"{QUESTION.study_file} on a GPU node",
         )
     return gpu, None
 

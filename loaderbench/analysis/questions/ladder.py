@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import GPU_REFERENCE, NOISY, Claim, Question, finite, missing, quiet
-from loaderbench.analysis.rules.kinds import Shift
+from loaderbench.analysis.rules.claim import GPU_REFERENCE, NOISY, Claim, Question, finite, missing, pick, quiet
+from loaderbench.analysis.rules.kinds import Equivalent, Shift
+from loaderbench.analysis.rules.rows import listed
 from loaderbench.analysis.table.derive import RUNGS, ladder_rung, on_gpu
-from loaderbench.analysis.table.records import col, ok_rows
+from loaderbench.analysis.table.records import ok_rows
 from loaderbench.stats.verdicts import (
     NOT_MEASURABLE,
     NOT_MEASURED,
@@ -43,6 +45,14 @@ def _ladder(rows):
     return ok
 
 
+def _off_gpu(o: Outcome, this: pd.DataFrame, why: str) -> Outcome | None:
+    """Not measurable, `o`'s estimate kept and `why` added, where the rung (`this`) ran without a GPU; None where
+    it ran on one or `o` is not measured yet."""
+    if o.verdict == NOT_MEASURED or on_gpu(this):
+        return None
+    return Outcome(NOT_MEASURABLE, f"{o.evidence.split(': ')[0]}; {why}")
+
+
 def ladder_matches(rung: str) -> Callable[[pd.DataFrame], Outcome]:
     published = PUBLISHED[rung]
 
@@ -57,9 +67,6 @@ def ladder_matches(rung: str) -> Callable[[pd.DataFrame], Outcome]:
             within(published / LADDER_MATCH_FACTOR, published * LADDER_MATCH_FACTOR),
             label=f"{rung} / baseline (published {published:g}x)",
         )
-        if o.verdict == NOT_MEASURED or on_gpu(this):
-            return o
-        device = ", ".join(sorted(set(col(this, "consumer").dropna().astype(str)))) or "?"
         why = (
             "pin_memory was not in effect (no GPU)"
             if rung == "+pin_memory"
@@ -67,11 +74,8 @@ def ladder_matches(rung: str) -> Callable[[pd.DataFrame], Outcome]:
             if rung == "+prefetcher"
             else "the published numbers are for the model on a GPU"
         )
-        ours = o.evidence.split(": ")[0]
-        return Outcome(
-            NOT_MEASURABLE,
-            f"{ours}; consumer ran on {device}: {why}; run {QUESTION.study_file} on a machine with a GPU",
-        )
+        where = f"consumer ran on {listed(this, 'consumer')}: {why}; run {QUESTION.study_file} on a machine with a GPU"
+        return _off_gpu(o, this, where) or o
 
     rule.__name__ = f"ladder_matches_{rung}"
     return rule
@@ -81,8 +85,7 @@ def ladder_step_helps(rung: str, previous: str) -> Shift:
     pub = PUBLISHED[rung] / PUBLISHED.get(previous, 1.0)
 
     def aside(a: pd.DataFrame, b: pd.DataFrame) -> str:
-        device = ", ".join(sorted(set(col(b, "consumer").dropna().astype(str)))) or "?"
-        return f"tutorial: {pub:.3g}x; model step on {device}"
+        return f"tutorial: {pub:.3g}x; model step on {listed(b, 'consumer')}"
 
     return Shift(
         METRIC,
@@ -97,24 +100,23 @@ def ladder_step_helps(rung: str, previous: str) -> Shift:
     )
 
 
-def ladder_step_about_one(rung: str, previous: str) -> Callable[[pd.DataFrame], Outcome]:
-    def rule(rows: pd.DataFrame) -> Outcome:
-        ok = _ladder(rows)
-        if ok.empty:
-            return missing("no ok records")
-        a, b = ok[ok["rung"] == previous], ok[ok["rung"] == rung]
-        o = decide_shift(
-            finite(a[METRIC]),
-            finite(b[METRIC]),
-            within(1 - ABOUT_ONE, 1 + ABOUT_ONE),
-            label=f"end-to-end samples/s {rung} / {previous}",
-        )
-        if o.verdict == NOT_MEASURED or on_gpu(b):
-            return o
-        return Outcome(NOT_MEASURABLE, f"{o.evidence.split(': ')[0]}; the step did nothing here: it needs a GPU")
+def ladder_step_about_one(rung: str, previous: str) -> Shift:
+    """The equivalence "about 1.0x" of `rung` over `previous`, not measurable (its ratio kept) where `rung`'s step
+    ran without a GPU."""
+    flat = Equivalent(
+        METRIC,
+        "end-to-end samples/s",
+        {"rung": previous},
+        {"rung": rung},
+        ABOUT_ONE,
+        frame=_ladder,
+        note="not measurable unless the model step ran on a GPU (without one the step does nothing)",
+    )
 
-    rule.__name__ = f"ladder_step_about_one_{rung}"
-    return rule
+    def off_gpu(rows: pd.DataFrame) -> Outcome | None:
+        return _off_gpu(flat(rows), pick(_ladder(rows), rung=rung), "the step did nothing here: it needs a GPU")
+
+    return dataclasses.replace(flat, guard=off_gpu)
 
 
 def _needs(rows: pd.DataFrame) -> bool:
@@ -168,9 +170,6 @@ QUESTION.claims.extend(
             Claim(
                 "ladder",
                 f"{rung} alone gains about 1.0x over {prev} (the tutorial's step)",
-                f"an equivalence: holds if end-to-end samples/s of {rung} over {prev} lies within "
-                f"{1 - ABOUT_ONE:g}..{1 + ABOUT_ONE:g}x, does not hold if it lies entirely outside; not measurable "
-                "unless the model step ran on a GPU (without one the step does nothing)",
                 ladder_step_about_one(rung, prev),
                 number=40,
             )

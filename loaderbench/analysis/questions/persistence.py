@@ -18,7 +18,7 @@ from loaderbench.analysis.rules.claim import (
     values_of,
     varies,
 )
-from loaderbench.analysis.rules.kinds import MOST, Shift, medians
+from loaderbench.analysis.rules.kinds import MOST, Shift, medians, ok_with_workers
 from loaderbench.analysis.table.records import col, is_true, ok_rows
 from loaderbench.stats.verdicts import FAILS, HOLDS, INCONCLUSIVE, Outcome, Region, at_least, decide_shift
 
@@ -33,8 +33,7 @@ SECOND_RATIO = 1.6
 
 
 def _pers(rows):
-    ok = ok_rows(rows)
-    ok = ok[ok["num_workers"] > 0]
+    ok = ok_with_workers(rows)
     if ok.empty:
         return ok, 0
     top = int(pd.to_numeric(ok["epochs"], errors="coerce").max())
@@ -43,8 +42,8 @@ def _pers(rows):
 
 def _epochs(rows: pd.DataFrame) -> pd.DataFrame:
     """The ok rows with workers of cells with 2 or more epochs."""
-    ok = ok_rows(rows)
-    return ok[(ok["num_workers"] > 0) & (pd.to_numeric(col(ok, "epochs"), errors="coerce") > 1)]
+    ok = ok_with_workers(rows)
+    return ok[pd.to_numeric(col(ok, "epochs"), errors="coerce") > 1]
 
 
 def _gap(a: dict, b: dict, region: Region, names: tuple[str, str], note: str = "", **where) -> Shift:
@@ -157,12 +156,10 @@ def workers_held_mib(timeline) -> float | None:
 def second_loader_doubles(rows: pd.DataFrame) -> Outcome:
     """#28: with persistent workers, the workers' USS held over the run with a second (validation) loader beside
     the training one, over that without, at least SECOND_RATIO; fresh workers each epoch are the control."""
-    ok = ok_rows(rows)
+    ok = ok_with_workers(rows)
     if ok.empty or "second_loader" not in ok:
         return missing("needs cells with and without second_loader")
-    ok = ok[ok["num_workers"] > 0].assign(
-        held=[workers_held_mib(t) for t in col(ok[ok["num_workers"] > 0], "memory_timeline")]
-    )
+    ok = ok.assign(held=[workers_held_mib(t) for t in col(ok, "memory_timeline")])
     out = None
     parts = []
     for persistent in (True, False):

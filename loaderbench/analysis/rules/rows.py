@@ -77,3 +77,8 @@ def narrow(rows: pd.DataFrame, names) -> pd.DataFrame:
 def with_workers(rows: pd.DataFrame) -> pd.DataFrame:
     n = pd.to_numeric(col(rows, "num_workers", 0), errors="coerce").fillna(0)
     return rows[n > 0]
+
+
+def listed(rows: pd.DataFrame, name: str) -> str:
+    """The column's distinct values, sorted, as words ("?" when it has none): "cpu, gpu"."""
+    return ", ".join(sorted(set(col(rows, name).dropna().astype(str)))) or "?"
