@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 
-from loaderbench.analysis import claims as C
+from loaderbench.analysis.claims.claims_table import claims_table
 from loaderbench.analysis.findings.blocks import BLOCKS
 from loaderbench.analysis.findings.common import median_text
 from loaderbench.analysis.findings.page import BEGIN, COMMAND, main, render
@@ -142,7 +142,7 @@ def _tables():
 def test_a_claim_study_block_shows_its_cells_and_the_verdicts_of_its_claims(study):
     df = _tables()[study]
     text = BLOCKS[study].render([df], [{}])
-    table = C.claims_table(df)
+    table = claims_table(df)
     mine = table[table["question"] == study]
     assert len(mine)
     for number, claim, verdict in zip(mine["number"], mine["claim"], mine["verdict"]):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from loaderbench.analysis import claims as C
+from loaderbench.analysis.claims.claims_table import BY_NAME, CLAIMS, carries, claims_table
 from loaderbench.analysis.questions.gpu_batch_size import batch_size_balance
 from loaderbench.analysis.questions.gpu_decode import cuda_breaks_forked_workers
 from loaderbench.fake_records.gpu import gpu_batch_table, gpu_decode_table
@@ -74,11 +74,11 @@ def test_batch_size_is_not_measurable_without_a_gpu_step():
 def test_the_gpu_questions_carry_only_their_own_studies():
     """A GPU batch-size sweep carries no "4 workers per GPU are enough" (it measures one num_workers), and the decode
     study's rows carry no gpu-feed claim (they vary the decoder, which gpu-feed's rules do not tell apart)."""
-    few = next(c for c in C.CLAIMS if c.number == 38)
+    few = next(c for c in CLAIMS if c.number == 38)
     assert few.decide(gpu_batch_table()).verdict == N
     decode = gpu_decode_table()
-    assert not C.carries(C.BY_NAME["gpu-feed"], few, decode)
-    assert C.carries(C.BY_NAME["gpu-decode"], C.BY_NAME["gpu-decode"].claims[0], decode)
+    assert not carries(BY_NAME["gpu-feed"], few, decode)
+    assert carries(BY_NAME["gpu-decode"], BY_NAME["gpu-decode"].claims[0], decode)
 
 
 @pytest.mark.parametrize(("number", "verdict"), [(12, H), (44, N)])
@@ -86,7 +86,7 @@ def test_the_shipped_h200_records_decide_the_gpu_claims(number, verdict):
     from loaderbench.analysis.table.records import load_records
 
     df, _ = load_records(REPO / "results" / "reference" / "h200", use_cache=False)
-    table = C.claims_table(df)
+    table = claims_table(df)
     row = table[table["number"] == f"#{number}"].iloc[0]
     assert row["verdict"] == verdict, row["evidence"]
     assert isinstance(row["evidence"], str) and row["study"] in ("gpu-decode", "gpu-batch-size")

@@ -9,7 +9,38 @@ import itertools
 import pandas as pd
 import pytest
 
-from loaderbench.analysis import claims as C
+from loaderbench.analysis.claims.claims_table import (
+    CLAIMS,
+    LATER,
+    NUMBERED_COLUMNS,
+    claims_table,
+    numbered,
+    write_claims,
+)
+from loaderbench.analysis.questions.cheap_work import WIN, crossovers, zero_wins_when_cheap
+from loaderbench.analysis.questions.gpu_feed import (
+    PINNED_H2D_MIN,
+    few_workers_suffice,
+    non_blocking_frees_host,
+    pin_thread_bottleneck,
+    pinned_copies_faster,
+)
+from loaderbench.analysis.questions.ladder import ABOUT_ONE, ladder_step_about_one
+from loaderbench.analysis.questions.start_method import spawn_uses_more_memory
+from loaderbench.analysis.questions.storage import REMOTE_SHARE, remote_is_io_bound
+from loaderbench.analysis.rules.catalogue import BY_NUMBER, CATALOGUE
+from loaderbench.analysis.rules.claim import Claim
+from loaderbench.analysis.rules.step_overlap import knee_at_prep_over_train, step_is_max_not_sum
+from loaderbench.analysis.rules.worker_costs import (
+    CTX_RISE,
+    FIRST_BATCH_MIN,
+    IO_ENOUGH,
+    first_batch_without_workers,
+    io_rule_of_thumb,
+    readable_tracebacks,
+    sleep_scales_past_cores,
+    switches_rise_past_cores,
+)
 from loaderbench.fake_records.gpu import TUTORIAL, ladder_table, stepped_table
 from loaderbench.fake_records.questions import (
     CURVES,
@@ -34,33 +65,33 @@ from loaderbench.fake_records.storage import storage_table
 
 
 def test_the_catalogue_numbers_57_claims_each_with_a_source():
-    assert [s.number for s in C.CATALOGUE] == list(range(1, 58))
-    assert all(s.source and s.where in ("C", "G", "B") for s in C.CATALOGUE)
+    assert [s.number for s in CATALOGUE] == list(range(1, 58))
+    assert all(s.source and s.where in ("C", "G", "B") for s in CATALOGUE)
 
 
 def test_every_number_is_decided_by_a_rule_or_says_what_would_decide_it():
-    ruled = {c.number for c in C.CLAIMS if c.number is not None}
-    assert ruled <= set(C.BY_NUMBER)
-    open_ = [s.number for s in C.CATALOGUE if s.number not in ruled and not s.pending]
+    ruled = {c.number for c in CLAIMS if c.number is not None}
+    assert ruled <= set(BY_NUMBER)
+    open_ = [s.number for s in CATALOGUE if s.number not in ruled and not s.pending]
     assert open_ == []
     for n in (18,):  # a 64-core node
-        assert n not in ruled and C.BY_NUMBER[n].pending
-    assert 6 in ruled and not C.BY_NUMBER[6].pending  # the threads study decides it
-    assert 49 in ruled and not C.BY_NUMBER[49].pending  # checkpointable loading: the `checkpointing` study
+        assert n not in ruled and BY_NUMBER[n].pending
+    assert 6 in ruled and not BY_NUMBER[6].pending  # the threads study decides it
+    assert 49 in ruled and not BY_NUMBER[49].pending  # checkpointable loading: the `checkpointing` study
     for n in (19, 20):  # decided from real DDP records
-        assert n in ruled and not C.BY_NUMBER[n].pending
+        assert n in ruled and not BY_NUMBER[n].pending
 
 
 def test_the_table_has_a_row_for_every_number_even_without_records(tmp_path):
-    t = C.claims_table(pd.DataFrame())
-    assert set(t["number"]) - {"–"} == {s.tag for s in C.CATALOGUE}
-    later = t[t["question"] == C.LATER]
+    t = claims_table(pd.DataFrame())
+    assert set(t["number"]) - {"–"} == {s.tag for s in CATALOGUE}
+    later = t[t["question"] == LATER]
     assert (later["verdict"] == N).all() and later["evidence"].str.startswith("not measured yet: ").all()
     assert "64 or more cores" in later.set_index("number").loc["#18", "evidence"]
-    index = C.numbered(t)
-    assert list(index.columns) == C.NUMBERED_COLUMNS and len(index) == 57
+    index = numbered(t)
+    assert list(index.columns) == NUMBERED_COLUMNS and len(index) == 57
     assert (index["verdict"] == N).all()
-    md = C.write_claims(pd.DataFrame(), tmp_path)[1].read_text()
+    md = write_claims(pd.DataFrame(), tmp_path)[1].read_text()
     assert "## The 57 numbered claims" in md and "not measured yet: 57" in md
 
 
@@ -72,7 +103,7 @@ def test_a_numbered_claim_holds_only_when_all_its_rows_do():
             "verdict": [H, H, H, H, F],
         }
     )
-    index = C.numbered(rows).set_index("number")
+    index = numbered(rows).set_index("number")
     assert index.loc["#7", "verdict"] == H and index.loc["#10", "verdict"] == F
     assert index.loc["#2", "verdict"] == N and index.loc["#7", "rows"].startswith("2 (")
 
@@ -86,22 +117,22 @@ def test_rows_of_a_setting_the_suite_added_are_reported_beside_the_verdict_and_n
             "role": ["seed", "extension: under fork on this machine", "seed"],
         }
     )
-    row = C.numbered(rows).set_index("number").loc["#26"]
+    row = numbered(rows).set_index("number").loc["#26"]
     assert row["verdict"] == H and row["rows"].startswith("2 (")
     assert row["elsewhere"] == "does not hold under fork on this machine"
     seed_fails = rows.assign(verdict=[F, H, H])
-    assert C.numbered(seed_fails).set_index("number").loc["#26", "verdict"] == F
+    assert numbered(seed_fails).set_index("number").loc["#26", "verdict"] == F
 
 
 def test_every_extension_names_its_setting_and_every_numbered_claim_has_a_row_in_its_own_setting():
     from loaderbench.analysis.rules.claim import EXTENSION, SEED
 
-    assert all(c.setting for c in C.CLAIMS if c.role == EXTENSION)
-    numbered_rules = {c.number for c in C.CLAIMS if c.number is not None}
-    seeded = {c.number for c in C.CLAIMS if c.number is not None and c.role == SEED}
+    assert all(c.setting for c in CLAIMS if c.role == EXTENSION)
+    numbered_rules = {c.number for c in CLAIMS if c.number is not None}
+    seeded = {c.number for c in CLAIMS if c.number is not None and c.role == SEED}
     assert numbered_rules == seeded
     with pytest.raises(ValueError, match="an extension names"):
-        C.Claim("q", "c", "r", lambda rows: None, number=1, role=EXTENSION)
+        Claim("q", "c", "r", lambda rows: None, number=1, role=EXTENSION)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -110,8 +141,8 @@ def test_every_extension_names_its_setting_and_every_numbered_claim_has_a_row_in
 
 def test_zero_workers_win_cheap_work_and_the_crossover_is_bracketed():
     df = cheap_table()
-    assert decide(C.zero_wins_when_cheap, df) == H
-    found = {(c.cores, c.sample_bytes): c for c in C.crossovers(df)}
+    assert decide(zero_wins_when_cheap, df) == H
+    found = {(c.cores, c.sample_bytes): c for c in crossovers(df)}
     small, big = found[(2, 16)], found[(2, 150528)]
     assert (small.below, small.above) == (10.0, 30.0)
     assert (big.below, big.above) == (30.0, 100.0)
@@ -121,14 +152,14 @@ def test_zero_workers_win_cheap_work_and_the_crossover_is_bracketed():
 
 def test_cheap_work_rule_fails_where_workers_win_at_no_work():
     df = cheap_table(lambda cores, size, work, nw: 100.0 * (1 + min(nw, cores)))
-    assert decide(C.zero_wins_when_cheap, df) == F
+    assert decide(zero_wins_when_cheap, df) == F
 
 
 def test_cheap_work_rule_inconclusive_and_not_measured():
-    out = C.zero_wins_when_cheap(cheap_table(lambda cores, size, work, nw: 100.0))
+    out = zero_wins_when_cheap(cheap_table(lambda cores, size, work, nw: 100.0))
     assert out.verdict == I and "no crossover shown" in out.evidence
-    assert decide(C.zero_wins_when_cheap, cheap_table(reps=2)) == N
-    t = C.claims_table(cheap_table()).set_index("number")
+    assert decide(zero_wins_when_cheap, cheap_table(reps=2)) == N
+    t = claims_table(cheap_table()).set_index("number")
     assert t.loc["#2", "study"] == "cheap-work" and t.loc["#2", "verdict"] == H
 
 
@@ -141,13 +172,13 @@ LONG = {0: 0.200, 1: 0.100, 2: 0.100, 3: 0.100, 4: 0.100}
 
 
 def test_step_overlap_rules_hold():
-    assert decide(C.step_is_max_not_sum, stepped_table(STEP)) == H
-    out = C.knee_at_prep_over_train(stepped_table(LONG, step_ms=100.0, cores=4))
+    assert decide(step_is_max_not_sum, stepped_table(STEP)) == H
+    out = knee_at_prep_over_train(stepped_table(LONG, step_ms=100.0, cores=4))
     assert out.verdict == H and "= 1" in out.evidence
 
 
 def test_the_knee_is_not_judged_where_the_cores_would_stop_the_curve_anyway():
-    out = C.knee_at_prep_over_train(stepped_table(STEP))  # ceil(100 / 25) = 4 at or above the 2 cores: #13's question
+    out = knee_at_prep_over_train(stepped_table(STEP))  # ceil(100 / 25) = 4 at or above the 2 cores: #13's question
     assert out.verdict == N and "at or above the 2 cores, not judged" in out.evidence
 
 
@@ -155,21 +186,21 @@ def test_the_knee_reads_t_prep_from_loading_alone_not_from_the_step_beside_one_w
     """A 300 ms step beside 200 ms of loading: one worker's loop runs at the step's pace (a little over it), which
     says nothing of T_prep; loading alone (0 workers, less the step) gives it, and the knee, 1, is below 2 cores."""
     longer = {0: 0.500, 1: 0.306, 2: 0.303, 3: 0.303, 4: 0.303}
-    out = C.knee_at_prep_over_train(stepped_table(longer, step_ms=300.0, cores=2))
+    out = knee_at_prep_over_train(stepped_table(longer, step_ms=300.0, cores=2))
     assert out.verdict == H and "T_prep 200 ms (at 0 workers), knee ceil(T_prep / T_train) = 1" in out.evidence
 
 
 def test_step_overlap_rules_fail():
-    assert decide(C.step_is_max_not_sum, stepped_table({**STEP, 1: 0.124})) == F  # the sum: nothing overlapped
+    assert decide(step_is_max_not_sum, stepped_table({**STEP, 1: 0.124})) == F  # the sum: nothing overlapped
     gains = {**LONG, 3: 0.08}  # past the knee of 1 worker, 3 workers still gain
-    assert decide(C.knee_at_prep_over_train, stepped_table(gains, step_ms=100.0, cores=4)) == F
+    assert decide(knee_at_prep_over_train, stepped_table(gains, step_ms=100.0, cores=4)) == F
 
 
 def test_step_overlap_inconclusive_when_max_and_sum_are_alike_and_not_measured_without_repetitions():
-    out = C.step_is_max_not_sum(stepped_table({0: 0.026, 1: 0.025, 2: 0.025}))  # loading 1 ms beside 25 ms
+    out = step_is_max_not_sum(stepped_table({0: 0.026, 1: 0.025, 2: 0.025}))  # loading 1 ms beside 25 ms
     assert out.verdict == N and "within 10% of each other, not judged" in out.evidence
-    assert decide(C.step_is_max_not_sum, stepped_table(STEP, reps=2)) == N
-    t = C.claims_table(stepped_table(LONG, step_ms=100.0, cores=4)).set_index("number")
+    assert decide(step_is_max_not_sum, stepped_table(STEP, reps=2)) == N
+    t = claims_table(stepped_table(LONG, step_ms=100.0, cores=4)).set_index("number")
     assert t.loc["#3", "study"] == "gpu-feed-small" and t.loc["#3", "verdict"] == H and t.loc["#4", "verdict"] == H
 
 
@@ -178,35 +209,35 @@ def test_step_overlap_inconclusive_when_max_and_sum_are_alike_and_not_measured_w
 
 
 def test_first_batch_without_workers():
-    assert decide(C.first_batch_without_workers, curve_table(CURVES)) == H
-    assert decide(C.first_batch_without_workers, curve_table(CURVES, ttfb=lambda w, nw: 0.1)) == F
-    assert decide(C.first_batch_without_workers, curve_table(CURVES, reps=2)) == N
+    assert decide(first_batch_without_workers, curve_table(CURVES)) == H
+    assert decide(first_batch_without_workers, curve_table(CURVES, ttfb=lambda w, nw: 0.1)) == F
+    assert decide(first_batch_without_workers, curve_table(CURVES, reps=2)) == N
 
 
 def test_context_switches_past_the_cores():
     more = curve_table(CURVES, ctx=lambda w, cores, nw: 0.01 if nw <= cores else 0.1)
-    assert decide(C.switches_rise_past_cores, more) == H
-    assert decide(C.switches_rise_past_cores, curve_table(CURVES)) == F
-    assert decide(C.switches_rise_past_cores, curve_table({("sleep", 2): CURVES[("sleep", 2)]})) == N
+    assert decide(switches_rise_past_cores, more) == H
+    assert decide(switches_rise_past_cores, curve_table(CURVES)) == F
+    assert decide(switches_rise_past_cores, curve_table({("sleep", 2): CURVES[("sleep", 2)]})) == N
 
 
 def test_sleep_scales_past_the_cores_where_cpu_does_not():
-    assert decide(C.sleep_scales_past_cores, curve_table(CURVES)) == H
+    assert decide(sleep_scales_past_cores, curve_table(CURVES)) == H
     flat = {**CURVES, ("sleep", 2): {0: 450.0, 1: 480.0, 2: 950.0, 4: 950.0, 8: 950.0}}
-    assert decide(C.sleep_scales_past_cores, curve_table(flat)) == F
-    assert decide(C.sleep_scales_past_cores, curve_table({("sleep", 2): CURVES[("sleep", 2)]})) == N
+    assert decide(sleep_scales_past_cores, curve_table(flat)) == F
+    assert decide(sleep_scales_past_cores, curve_table({("sleep", 2): CURVES[("sleep", 2)]})) == N
 
 
 def test_four_times_the_cores_for_io_bound_loading():
-    assert decide(C.io_rule_of_thumb, curve_table(CURVES)) == H
+    assert decide(io_rule_of_thumb, curve_table(CURVES)) == H
     longer = {("sleep", 2): {**CURVES[("sleep", 2)], 16: 7000.0}}
-    out = C.io_rule_of_thumb(curve_table(longer))
+    out = io_rule_of_thumb(curve_table(longer))
     assert out.verdict == F and "2 x cores (w=4) reaches" in out.evidence
-    assert decide(C.io_rule_of_thumb, curve_table({("cpu", 2): CURVES[("cpu", 2)]})) == N
+    assert decide(io_rule_of_thumb, curve_table({("cpu", 2): CURVES[("cpu", 2)]})) == N
 
 
 def test_curve_claims_are_read_from_the_quick_study():
-    t = C.claims_table(curve_table(CURVES))
+    t = claims_table(curve_table(CURVES))
     quick = t[t["study"] == "quick"].set_index("number")
     for n in ("#16", "#17", "#57"):
         assert quick.loc[n, "verdict"] == H, quick.loc[n, "evidence"]
@@ -219,18 +250,18 @@ def test_curve_claims_are_read_from_the_quick_study():
 
 def test_spawn_uses_more_memory_than_fork():
     more = sm_table(uss=lambda m, nw, p: nw * (20 if m == "fork" else 150) * MIB)
-    assert decide(C.spawn_uses_more_memory, more) == H
-    assert decide(C.spawn_uses_more_memory, sm_table()) == F  # the default table: alike at no payload
-    assert decide(C.spawn_uses_more_memory, sm_table(reps=2)) == N
+    assert decide(spawn_uses_more_memory, more) == H
+    assert decide(spawn_uses_more_memory, sm_table()) == F  # the default table: alike at no payload
+    assert decide(spawn_uses_more_memory, sm_table(reps=2)) == N
 
 
 def test_remote_storage_is_io_bound():
     df = storage_table()
-    assert decide(C.remote_is_io_bound, df) == H
+    assert decide(remote_is_io_bound, df) == H
     slow_disk = df.copy()
     slow_disk.loc[slow_disk["storage"] == "local", "samples_per_s"] = 50.0
-    assert decide(C.remote_is_io_bound, slow_disk) == F
-    assert decide(C.remote_is_io_bound, df[df["storage"] != "local"]) == N
+    assert decide(remote_is_io_bound, slow_disk) == F
+    assert decide(remote_is_io_bound, df[df["storage"] != "local"]) == N
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -256,16 +287,16 @@ def gpu_copy_table(gbps, share, consumer="gpu", reps=3) -> pd.DataFrame:
 
 
 def test_pinned_copies_are_faster():
-    assert decide(C.pinned_copies_faster, gpu_copy_table(lambda p: 47.0 if p else 4.5, lambda n: 0.1)) == H
-    assert decide(C.pinned_copies_faster, gpu_copy_table(lambda p: 10.0, lambda n: 0.1)) == F
-    assert decide(C.pinned_copies_faster, gpu_copy_table(lambda p: 10.0, lambda n: 0.1, consumer="simulated")) == X
+    assert decide(pinned_copies_faster, gpu_copy_table(lambda p: 47.0 if p else 4.5, lambda n: 0.1)) == H
+    assert decide(pinned_copies_faster, gpu_copy_table(lambda p: 10.0, lambda n: 0.1)) == F
+    assert decide(pinned_copies_faster, gpu_copy_table(lambda p: 10.0, lambda n: 0.1, consumer="simulated")) == X
 
 
 def test_pin_thread_bottleneck_needs_its_growth_and_its_level():
     busy = lambda n: 0.2 if n == 4 else 0.9  # the share at each num_workers
-    assert decide(C.pin_thread_bottleneck, gpu_copy_table(lambda p: 40.0, busy, reps=5)) == H
-    assert decide(C.pin_thread_bottleneck, gpu_copy_table(lambda p: 40.0, lambda n: 0.2 + n / 40, reps=5)) == F
-    out = C.pin_thread_bottleneck(gpu_copy_table(lambda p: 40.0, busy))
+    assert decide(pin_thread_bottleneck, gpu_copy_table(lambda p: 40.0, busy, reps=5)) == H
+    assert decide(pin_thread_bottleneck, gpu_copy_table(lambda p: 40.0, lambda n: 0.2 + n / 40, reps=5)) == F
+    out = pin_thread_bottleneck(gpu_copy_table(lambda p: 40.0, busy))
     assert out.verdict == I and "5 give" in out.evidence  # a median's level needs 5 repetitions
 
 
@@ -294,21 +325,21 @@ def host_blocked_table(blocked: dict, consumer="gpu", reps=3) -> pd.DataFrame:
 
 
 def test_non_blocking_copies_free_the_host_against_blocking_ones():
-    assert decide(C.non_blocking_frees_host, host_blocked_table({True: 0.02, False: 1.0})) == H
-    out = C.non_blocking_frees_host(host_blocked_table({True: 0.95, False: 1.0}))
+    assert decide(non_blocking_frees_host, host_blocked_table({True: 0.02, False: 1.0})) == H
+    out = non_blocking_frees_host(host_blocked_table({True: 0.95, False: 1.0}))
     assert out.verdict == F and "w=16" in out.evidence
-    assert decide(C.non_blocking_frees_host, host_blocked_table({True: 0.02, False: 1.0}, consumer="cpu")) == X
-    assert decide(C.non_blocking_frees_host, host_blocked_table({True: 0.02, False: 1.0}, reps=2)) == N
+    assert decide(non_blocking_frees_host, host_blocked_table({True: 0.02, False: 1.0}, consumer="cpu")) == X
+    assert decide(non_blocking_frees_host, host_blocked_table({True: 0.02, False: 1.0}, reps=2)) == N
 
 
 def test_the_feeding_rules_leave_the_blocking_control_out():
     # were the blocking cells read, 4 workers would fall far short of the best (16 blocking workers)
-    assert decide(C.few_workers_suffice, host_blocked_table({True: 0.02, False: 1.0})) == H
+    assert decide(few_workers_suffice, host_blocked_table({True: 0.02, False: 1.0})) == H
 
 
 @pytest.mark.parametrize("rung,prev", [("+pin_memory", "+workers"), ("+prefetcher", "+persistent")])
 def test_flat_ladder_steps(rung, prev):
-    rule = C.ladder_step_about_one(rung, prev)
+    rule = ladder_step_about_one(rung, prev)
     assert decide(rule, _ladder_gpu()) == H  # the tutorial's 1.01x and 1.003x
     assert decide(rule, _ladder_gpu({**TUTORIAL, rung: 2 * TUTORIAL[prev]})) == F
     assert decide(rule, _ladder_gpu(consumer="cpu")) == X
@@ -316,11 +347,11 @@ def test_flat_ladder_steps(rung, prev):
 
 
 def test_new_thresholds_are_printed_from_their_constants():
-    rules = {c.number: c.rule for c in C.CLAIMS if c.number in (2, 15, 17, 33, 40, 56, 57) and c.role == "seed"}
-    rules |= {57: next(c.rule for c in C.CLAIMS if c.number == 57 and "first batch" in c.rule)}
-    assert f"{C.WIN:g}x" in rules[2] and f"{C.CTX_RISE:g}x" in rules[15] and f"{C.IO_ENOUGH:g}x" in rules[17]
-    assert f"{C.PINNED_H2D_MIN:g}x" in rules[33] and f"{1 - C.ABOUT_ONE:g}..{1 + C.ABOUT_ONE:g}x" in rules[40]
-    assert f"{C.REMOTE_SHARE:g}x" in rules[56] and f"{C.FIRST_BATCH_MIN:g}x" in rules[57]
+    rules = {c.number: c.rule for c in CLAIMS if c.number in (2, 15, 17, 33, 40, 56, 57) and c.role == "seed"}
+    rules |= {57: next(c.rule for c in CLAIMS if c.number == 57 and "first batch" in c.rule)}
+    assert f"{WIN:g}x" in rules[2] and f"{CTX_RISE:g}x" in rules[15] and f"{IO_ENOUGH:g}x" in rules[17]
+    assert f"{PINNED_H2D_MIN:g}x" in rules[33] and f"{1 - ABOUT_ONE:g}..{1 + ABOUT_ONE:g}x" in rules[40]
+    assert f"{REMOTE_SHARE:g}x" in rules[56] and f"{FIRST_BATCH_MIN:g}x" in rules[57]
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -341,11 +372,11 @@ def traceback_table(held: dict[int, bool], reps=3) -> pd.DataFrame:
 
 
 def test_readable_tracebacks_are_counted_from_the_frames_the_loop_holds():
-    assert decide(C.readable_tracebacks, traceback_table({0: True, 2: False})) == H
-    assert decide(C.readable_tracebacks, traceback_table({0: True, 2: True})) == F
-    assert decide(C.readable_tracebacks, traceback_table({0: False, 2: False})) == F
-    assert decide(C.readable_tracebacks, traceback_table({0: True, 2: False}, reps=2)) == N
-    out = C.readable_tracebacks(traceback_table({0: True, 2: False}))
+    assert decide(readable_tracebacks, traceback_table({0: True, 2: False})) == H
+    assert decide(readable_tracebacks, traceback_table({0: True, 2: True})) == F
+    assert decide(readable_tracebacks, traceback_table({0: False, 2: False})) == F
+    assert decide(readable_tracebacks, traceback_table({0: True, 2: False}, reps=2)) == N
+    out = readable_tracebacks(traceback_table({0: True, 2: False}))
     assert (
         "w=2: the dataset's frame in the traceback in 0 of 3 repetitions, quoted in the message only in 3"
         in out.evidence

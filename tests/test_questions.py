@@ -10,7 +10,7 @@ import re
 import pandas as pd
 import pytest
 
-from loaderbench.analysis import claims as C
+from loaderbench.analysis.claims.claims_table import QUESTIONS, question_of
 from loaderbench.analysis.figures import questions as Q
 from loaderbench.analysis.table import derive as D
 from loaderbench.fake_records.gpu import TUTORIAL, gpu_batch_table, gpu_decode_table, gpu_rate, gpu_table, ladder_table
@@ -65,7 +65,7 @@ TABLES = {
 
 
 def test_one_figure_per_question_named_after_it():
-    assert set(Q.figures()) == set(C.QUESTIONS)
+    assert set(Q.figures()) == set(QUESTIONS)
     names = {f.__name__ for f in Q.figures().values()}
     assert {
         "time_to_first_batch_by_start_method",
@@ -90,7 +90,7 @@ def test_one_figure_per_question_named_after_it():
 
 
 @pytest.mark.filterwarnings("error:.*could not draw")
-@pytest.mark.parametrize("question", C.QUESTIONS)
+@pytest.mark.parametrize("question", QUESTIONS)
 def test_draws_a_png_a_reader_can_read(question, kept, tmp_path):
     """PNG; on the canvas, the same x axis per variable, a legend of what is drawn, n printed, no 95%."""
     df = TABLES[question]()
@@ -103,7 +103,7 @@ def test_draws_a_png_a_reader_can_read(question, kept, tmp_path):
     assert "n = 3 repetitions per" in all_text(kept[0][0])  # every table has 3 repetitions per cell
 
 
-@pytest.mark.parametrize("question", C.QUESTIONS)
+@pytest.mark.parametrize("question", QUESTIONS)
 def test_draws_something_when_every_record_failed(question, kept, tmp_path):
     df = TABLES[question]().assign(status="failed")
     paths = Q.draw_question_figures(df, question, tmp_path)
@@ -152,15 +152,15 @@ def test_other_studies_get_no_question_figure(tmp_path):
     assert Q.draw_question_figures(df, "absent", tmp_path) == []
 
 
-@pytest.mark.parametrize("question", C.QUESTIONS)
+@pytest.mark.parametrize("question", QUESTIONS)
 def test_shipped_study_validates_and_answers_its_question(question):
     from loaderbench.study.study_file import load_study
 
     study = load_study(f"loaderbench/studies/{question}.toml", max_cores=16)
     assert study.name == question
     cells = pd.DataFrame([c.config for c in study.cells]).assign(study=question, status="ok")
-    assert C.question_of(question, cells) == question
-    assert C.question_of("renamed", cells.assign(study="renamed", question=question)) == question  # as declared
+    assert question_of(question, cells) == question
+    assert question_of("renamed", cells.assign(study="renamed", question=question)) == question  # as declared
 
 
 def test_ladder_study_is_exactly_the_six_rungs():

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from loaderbench.analysis.claims import FAILS, HOLDS, NOT_MEASURED, claims_table
+from loaderbench.analysis.claims import claims_table
 from loaderbench.analysis.table.records import load_records
+from loaderbench.stats.verdicts import FAILS, HOLDS, NOT_MEASURED
 from tests.conftest import REPO
 
 H100 = REPO / "results" / "reference" / "h100"

@@ -10,11 +10,11 @@ from types import SimpleNamespace
 import pytest
 
 import loaderbench.settle.rounds as rounds
-from loaderbench.analysis import claims as C
+from loaderbench.analysis.claims.claims_table import BY_NAME, decide_claims
 from loaderbench.errors import LoaderbenchError
 from loaderbench.fake_records.questions import in_order_table, rec
 from loaderbench.settle.needs import cells_read, estimate, open_claims
-from loaderbench.stats.verdicts import at_least, decide_shift
+from loaderbench.stats.verdicts import HOLDS, INCONCLUSIVE, at_least, decide_shift
 
 WIDE = 0.3  # repetitions at 0.7, 1.0 and 1.3 of the value: every interval reaches both sides
 P99_BASE = {(True, False): 0.01, (False, False): 0.01, (True, True): 0.08, (False, True): 0.02}
@@ -25,7 +25,7 @@ PERMANENT = "in_order=False leaves mean throughput about the same when one worke
 
 def test_the_estimate_is_read_from_the_rules_own_evidence():
     out = decide_shift([100, 104, 96], [108, 113, 104], at_least(1.05), label="x")
-    assert out.verdict == C.INCONCLUSIVE, out.evidence
+    assert out.verdict == INCONCLUSIVE, out.evidence
     assert estimate(out.evidence) is not None and f"about {estimate(out.evidence)} repetitions" in out.evidence
     assert (
         estimate(
@@ -39,8 +39,8 @@ def test_the_estimate_is_read_from_the_rules_own_evidence():
 
 def test_the_cells_a_rule_reads_are_those_whose_absence_changes_its_outcome():
     rows = in_order_table(P99_BASE, THR_BASE, occasional={True: 900.0, False: 910.0})
-    rule = next((q, j) for q in ("in-order",) for j, c in enumerate(C.BY_NAME[q].claims) if c.claim == PERMANENT)
-    outcome = C.decide_claims(rows, [rule])[rule]
+    rule = next((q, j) for q in ("in-order",) for j, c in enumerate(BY_NAME[q].claims) if c.claim == PERMANENT)
+    outcome = decide_claims(rows, [rule])[rule]
     read = cells_read(rule, rows, outcome)
     permanent = rows[(rows["slow_worker_ms"] > 0) & rows["slow_every"].isna()]
     assert sorted(read) == sorted(permanent["cell_id"].unique())
@@ -91,7 +91,7 @@ def test_settling_measures_only_the_cells_open_claims_read_until_they_are_decide
         SimpleNamespace(name="in-order", path=Path("in-order.toml")), tmp_path, budget_min=10, say=lambda _: None
     )
     name = f"#47 {PERMANENT}"
-    assert done.before[name] == C.INCONCLUSIVE and done.after[name] == C.HOLDS, done
+    assert done.before[name] == INCONCLUSIVE and done.after[name] == HOLDS, done
     straggling = {c for c, (cfg, _) in truth.items() if cfg["slow_worker_ms"]}
     assert asked and all(set(cells) <= straggling for _, cells in asked)  # never the control cells
     assert [n for n, _ in asked] == list(range(4, 4 + len(asked)))  # one more repetition a round

@@ -8,9 +8,22 @@ import inspect
 
 import pytest
 
-from loaderbench.analysis import claims as C
+from loaderbench.analysis.claims.claims_table import BY_NAME, claims_table, question_of
+from loaderbench.analysis.questions.threads import (
+    FIRST_BATCH_CUT,
+    MEMORY_CUT,
+    PROCESS_GAIN,
+    REACH,
+    SCALE_KEEP,
+    THREADS_CAP,
+    threads_scale_released_work,
+    threads_serialize_python,
+    threads_start_faster,
+    threads_use_less_memory,
+)
 from loaderbench.errors import StudyError
 from loaderbench.fake_records.questions import F, H, N, decide, threads_rate, threads_table
+from loaderbench.stats.verdicts import INCONCLUSIVE
 from loaderbench.study import loader_rules
 from loaderbench.study.study_file import parse_study
 from loaderbench.tune.answer_text import dataloader_call, threads_line
@@ -107,15 +120,15 @@ def test_the_threads_study_fits_six_minutes():
 
 def test_threads_rules_hold_on_the_expected_shape():
     df = threads_table()
-    assert C.question_of("threads", df) == "threads"
+    assert question_of("threads", df) == "threads"
     for rule in (
-        C.threads_serialize_python,
-        C.threads_scale_released_work,
-        C.threads_use_less_memory,
-        C.threads_start_faster,
+        threads_serialize_python,
+        threads_scale_released_work,
+        threads_use_less_memory,
+        threads_start_faster,
     ):
         assert decide(rule, df) == H, rule(df).evidence
-    table = C.claims_table(df)
+    table = claims_table(df)
     six = table[table["number"] == "#6"]
     assert list(six["verdict"]) == [H] and "threads" in set(six["study"])
 
@@ -125,8 +138,8 @@ def test_threads_scaling_python_work_refutes_six():
         return 1000.0 * min(nw, cores) if nw else 1000.0
 
     df = threads_table(rate=scaling)
-    assert decide(C.threads_serialize_python, df) == F
-    out = C.threads_serialize_python(df)
+    assert decide(threads_serialize_python, df) == F
+    out = threads_serialize_python(df)
     assert "best thread (w=2) / main process" in out.evidence
 
 
@@ -134,27 +147,27 @@ def test_threads_that_fall_behind_or_cost_as_much_do_not_hold():
     def behind(workload, cores, method, nw):
         return threads_rate(workload, cores, method, nw) * (0.5 if method == "thread" else 1.0)
 
-    assert decide(C.threads_scale_released_work, threads_table(rate=behind)) == F
+    assert decide(threads_scale_released_work, threads_table(rate=behind)) == F
     same = threads_table(pss_mib=lambda m, nw: 400 + 250 * nw, ttfb_s=lambda m, nw: 0.05)
-    assert decide(C.threads_use_less_memory, same) == F
-    assert decide(C.threads_start_faster, same) == F
+    assert decide(threads_use_less_memory, same) == F
+    assert decide(threads_start_faster, same) == F
 
 
 def test_no_process_control_leaves_six_open_and_no_threads_leaves_it_unmeasured():
     def flat(workload, cores, method, nw):
         return 1000.0
 
-    assert decide(C.threads_serialize_python, threads_table(rate=flat)) == C.INCONCLUSIVE
+    assert decide(threads_serialize_python, threads_table(rate=flat)) == INCONCLUSIVE
     only = threads_table()
     only = only[only["worker_method"] != "thread"]
-    for rule in (C.threads_serialize_python, C.threads_scale_released_work, C.threads_start_faster):
+    for rule in (threads_serialize_python, threads_scale_released_work, threads_start_faster):
         assert decide(rule, only) == N
 
 
 def test_thresholds_are_printed_in_the_rules():
-    rules = {c.claim: c.rule for c in C.BY_NAME["threads"].claims}
+    rules = {c.claim: c.rule for c in BY_NAME["threads"].claims}
     text = " ".join(rules.values())
-    for value in (C.THREADS_CAP, C.PROCESS_GAIN, C.SCALE_KEEP, C.MEMORY_CUT, C.FIRST_BATCH_CUT, C.REACH):
+    for value in (THREADS_CAP, PROCESS_GAIN, SCALE_KEEP, MEMORY_CUT, FIRST_BATCH_CUT, REACH):
         assert f"{value:g}" in text
 
 
