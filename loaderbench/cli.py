@@ -197,6 +197,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="leave cells whose last attempt failed or timed out alone (default: measure them again)",
     )
+    s.add_argument(
+        "--wait-quiet",
+        type=float,
+        metavar="S",
+        default=0.0,
+        help="first wait up to S seconds for the 1-minute load average to fall below half the logical CPUs, "
+        "the load a published study must begin at to count as measured alone (default: start at once)",
+    )
 
     s = command(
         "settle",

@@ -4,6 +4,7 @@ arguments and returns the exit status. Heavy imports happen inside each command,
 from __future__ import annotations
 
 import json
+import math
 import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -46,6 +47,11 @@ def cmd_run(args) -> int:
     from loaderbench.launch.local import run_local
     from loaderbench.schema.store import Store
 
+    wait = getattr(args, "wait_quiet", 0.0)
+    if not math.isfinite(wait) or wait < 0:
+        from loaderbench.errors import LoaderbenchError
+
+        raise LoaderbenchError(f"--wait-quiet {wait:g}: allowed: a number of seconds, 0 or more")
     study = _load(args.study)
     if getattr(args, "repetitions", None) is not None or getattr(args, "cells", None):
         from loaderbench.study.subset import only_cells, with_repetitions
@@ -58,6 +64,10 @@ def cmd_run(args) -> int:
         f"study {study.name!r}: {len(study.cells)} cells x {study.settings.repetitions} repetitions -> "
         f"{Path(args.results) / study.name}"
     )
+    if wait > 0:
+        from loaderbench.launch.quiet import wait_for_quiet
+
+        wait_for_quiet(args.wait_quiet, err.print)
     try:
         summary = run_local(study, Store(args.results), retry_failed=not args.no_retry_failed, pattern=args.k)
     except KeyboardInterrupt:

@@ -26,6 +26,8 @@ from typing import Any
 # tighter margin would flag the reference's noise, not the machine (`make bench` part 8 measures it here).
 SPEED_MARGIN = 0.25
 OTHERS_MARGIN = 0.10  # the share of the cell's cores other processes may take
+#: a run began on a quiet machine ("alone") when the 1-minute load average was below this share of its logical CPUs
+QUIET_LOAD_PER_CPU = 0.5
 REMEASURE_BUDGET = 0.20  # extra repetitions a study may spend on disturbed ones, as a share of its repetitions
 MAX_REMEASURES = 2  # attempts at one repetition beyond the first, whatever the budget
 KEPT_METRICS = ("samples_per_s", "end_to_end_samples_per_s", "machine")  # of a disturbed attempt, when replaced

@@ -16,11 +16,10 @@ from pathlib import Path
 import pandas as pd
 
 from loaderbench.locations import checkout_root
-from loaderbench.schema.disturbance import OTHERS_MARGIN
+from loaderbench.schema.disturbance import OTHERS_MARGIN, QUIET_LOAD_PER_CPU
 
-#: "alone": the 1-minute load average at the run's start below this share of the machine's logical CPUs ...
-QUIET_LOAD_PER_CPU = 0.5
-#: ... and others' CPU time on the cells' cores at most the share a repetition is judged disturbed beyond, at the
+#: "alone": the 1-minute load average at the run's start below QUIET_LOAD_PER_CPU of the machine's logical CPUs,
+#: and others' CPU time on the cells' cores at most the share a repetition is judged disturbed beyond, at the
 #: median over repetitions
 QUIET_OTHERS_SHARE = OTHERS_MARGIN
 
