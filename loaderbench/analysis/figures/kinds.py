@@ -1,0 +1,130 @@
+"""The kinds of figure the question figures are declared as, so that a figure module says what it shows and not
+how to draw it: `Curves` (medians against an axis, the repetitions as dots beside them, a panel per metric and
+row value) and `answer`, the legend, claims header and note every question figure ends with."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from loaderbench.analysis.figures.questions.shared import claims_header, legend_above, plain_log, save_with_note
+
+
+@dataclass(frozen=True)
+class Curves:
+    """A line of medians over the repetitions against `x` per value of `hue` (in `hues` order, coloured by
+    `palette`) and of `style` (drawn as `styles` says: (line style, marker)), the repetitions as `dots` (marker,
+    colour) beside it; a column of panels per metric of `y` ((column, scale, y label); a column the rows lack is
+    left out), a row of panels per value of `row` (in `rows` order, titled by `title`). `axis`: "categorical"
+    (the x values at 0, 1, ... labelled by `tick`, a missing one breaking the line where `gaps`) or "symlog" (the
+    values measured in the row as ticks). `label` names a line from its hue and style value."""
+
+    x: str
+    y: Sequence[tuple[str, float, str]]
+    hue: str
+    hues: Sequence
+    palette: Sequence
+    label: Callable[..., str] = str
+    style: str | None = None
+    styles: dict = field(default_factory=dict)
+    row: str | None = None
+    rows: Sequence = (None,)
+    title: Callable[[object], str] | None = None
+    axis: str = "categorical"
+    tick: Callable[[object], str] = str
+    gaps: bool = True
+    xlabel: str = ""
+    dots: tuple[str, str] = ("o", "black")
+    line_ms: float | None = None
+    log: bool = False
+    from_zero: bool = False
+    size: tuple[float, float, float] = (11, 4, 0)  # width, height per row, extra height
+
+    def draw(self, data: pd.DataFrame, xs: Sequence | None = None, mark: Callable | None = None):
+        """The figure of `data` (x values `xs`, default those of `data`), `mark(ax)` drawing more on each panel
+        before its axes are set: (fig, axes, points (ax, x, median, n) for the note, legend handles by label)."""
+        panels = [p for p in self.y if p[0] in data]
+        width, per_row, extra = self.size
+        fig, axes = plt.subplots(len(self.rows), len(panels), figsize=(width, per_row * len(self.rows) + extra))
+        axes = np.asarray(axes).reshape(len(self.rows), len(panels))
+        xs = sorted(data[self.x].unique()) if xs is None else list(xs)
+        points: list[tuple] = []
+        handles: dict[str, object] = {}
+        for r, row in enumerate(self.rows):
+            mine = data if self.row is None else data[data[self.row] == row]
+            for ax, (column, scale, ylabel) in zip(axes[r], panels):
+                points += self._lines(ax, mine, column, scale, xs, handles)
+                if mark is not None:
+                    mark(ax)
+                self._axes(ax, mine, xs, ylabel, r == len(self.rows) - 1, row)
+        return fig, axes, points, handles
+
+    def _lines(self, ax, data: pd.DataFrame, column: str, scale: float, xs: list, handles: dict) -> list[tuple]:
+        """Each line of one panel, its dots and the points it drew."""
+        points = []
+        for hue, colour in zip(self.hues, self.palette):
+            for style in self.styles or [None]:
+                rows = data[data[self.hue] == hue]
+                if self.style is not None:
+                    rows = rows[rows[self.style] == style]
+                if rows.empty:
+                    continue
+                y = pd.to_numeric(rows[column], errors="coerce") * scale
+                x = rows[self.x].map({v: i for i, v in enumerate(xs)}) if self.axis == "categorical" else rows[self.x]
+                finite = np.isfinite(y.to_numpy(dtype=float))
+                med = y[finite].groupby(x[finite]).median()
+                counts = y[finite].groupby(x[finite]).count()
+                if self.axis == "categorical" and self.gaps:
+                    med = med.reindex(range(len(xs)))
+                line, marker = self.styles.get(style, ("-", "o"))
+                kw = {} if self.line_ms is None else {"ms": self.line_ms}
+                label = self.label(hue) if self.style is None else self.label(hue, style)
+                (h,) = ax.plot(med.index, med.values, line, marker=marker, color=colour, label=label, zorder=2, **kw)
+                handles.setdefault(label, h)
+                ax.plot(x[finite], y[finite], self.dots[0], color=self.dots[1], ms=2.5, zorder=3)
+                points += [(ax, float(k), float(v), int(counts[k])) for k, v in med.dropna().items()]
+        return points
+
+    def _axes(self, ax, data: pd.DataFrame, xs: list, ylabel: str, bottom: bool, row) -> None:
+        if self.axis == "symlog":
+            ax.set_xscale("symlog", linthresh=1)
+            ticks = sorted(int(w) for w in data[self.x].unique())
+            ax.set_xticks(ticks, [str(t) for t in ticks])
+        else:
+            ax.set_xticks(range(len(xs)), [self.tick(v) for v in xs])
+        if self.log:
+            plain_log(ax)
+        ax.set_xlabel(self.xlabel if bottom else "")
+        ax.set_ylabel(ylabel)
+        if self.from_zero:
+            ax.set_ylim(bottom=0)
+        if self.title is not None:
+            ax.set_title(self.title(row))
+        sns.despine(ax=ax)
+
+
+def answer(
+    fig,
+    handles: dict,
+    ncol: int,
+    df: pd.DataFrame,
+    study: str,
+    out: Path,
+    question: str,
+    title: str,
+    name: str,
+    note: str,
+    points: list[tuple],
+    per: str = "point",
+) -> list[Path]:
+    """The end of every question figure: the legend of `handles` above the panels, the claims header under `title`,
+    and the figure saved as `name` with the note and the repetitions behind the `points`."""
+    legend = legend_above(fig, list(handles.values()), list(handles), ncol) if handles else None
+    claims_header(fig, title, df, study, question, legend=legend)
+    return save_with_note(fig, df, study, out, name, note, points, per=per)
