@@ -11,13 +11,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from loaderbench.analysis.figures.questions.shared import (
-    NothingToDraw,
-    claims_header,
-    legend_top,
-    plain_log,
-    save_with_note,
-)
+from loaderbench.analysis.figures.kinds import Curves, answer
+from loaderbench.analysis.figures.questions.shared import NothingToDraw, claims_header, legend_top, save_with_note
 from loaderbench.analysis.questions.sharing_size import STRATEGIES, kib, size_rows, switch_rows
 from loaderbench.analysis.table.records import is_true
 
@@ -29,38 +24,29 @@ def cost_per_tensor_by_size(df: pd.DataFrame, study: str, out: Path) -> list[Pat
     rows = size_rows(df)
     if rows.empty:
         raise NothingToDraw("no ok sleep cells with workers")
-    sizes = sorted(rows["sample_kb"].dropna().unique())
-    pal = sns.color_palette("colorblind", 2)
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    points = []
-    for colour, strategy in zip(pal, STRATEGIES):
-        med = []
-        for x, kb in enumerate(sizes):
-            v = 1e6 / rows[(rows["sharing_strategy"] == strategy) & (rows["sample_kb"] == kb)]["samples_per_s"]
-            v = v.to_numpy(dtype=float)
-            v = v[np.isfinite(v)]
-            med.append(float(np.median(v)) if v.size else np.nan)
-            if v.size:
-                ax.plot([x] * v.size, v, "o", color="black", ms=2.5)
-                points.append((ax, x, med[-1], int(v.size)))
-        ax.plot(range(len(sizes)), med, "-o", color=colour, label=strategy)
-    ax.set_xticks(range(len(sizes)), [kib(s) for s in sizes])
-    ax.set_yscale("log")
-    plain_log(ax)
-    ax.set_xlabel("tensor size (one tensor per batch)")
-    ax.set_ylabel("time per tensor (µs)")
-    sns.despine(ax=ax)
-    leg = legend_top(fig, ax, None, ncol=2)
-    claims_header(fig, f"Sharing strategies by tensor size ({study})", df, study, "sharing-size", legend=leg)
-    return save_with_note(
+    fig, _, points, handles = Curves(
+        x="sample_kb",
+        y=[("us_per_tensor", 1.0, "time per tensor (µs)")],
+        hue="sharing_strategy",
+        hues=STRATEGIES,
+        palette=sns.color_palette("colorblind", 2),
+        tick=kib,
+        xlabel="tensor size (one tensor per batch)",
+        log=True,
+        size=(7, 4.2, 0),
+    ).draw(rows.assign(us_per_tensor=1e6 / rows["samples_per_s"]), xs=sorted(rows["sample_kb"].dropna().unique()))
+    return answer(
         fig,
+        handles,
+        2,
         df,
         study,
         out,
+        "sharing-size",
+        f"Sharing strategies by tensor size ({study})",
         "cost_per_tensor_by_size",
         "Lines: median over repetitions of 1 / tensors handed over per second (2 workers); dots: repetitions.",
         points,
-        per="point",
     )
 
 
