@@ -20,8 +20,8 @@ from loaderbench.analysis.figures.questions.shared import claims_header, legend_
 class Curves:
     """A line of medians over the repetitions against `x` per value of `hue` (in `hues` order, coloured by
     `palette`) and of `style` (drawn as `styles` says: (line style, marker)), the repetitions as `dots` (marker,
-    colour) beside it; a column of panels per metric of `y` ((column, scale, y label); a column the rows lack is
-    left out), a row of panels per value of `row` (in `rows` order, titled by `title`). `axis`: "categorical"
+    colour) beside it; a column of panels per metric of `y` ((column, scale, y label); empty where the rows lack
+    the column), a row of panels per value of `row` (in `rows` order, titled by `title`). `axis`: "categorical"
     (the x values at 0, 1, ... labelled by `tick`, a missing one breaking the line where `gaps`) or "symlog" (the
     values measured in the row as ticks). `label` names a line from its hue and style value."""
 
@@ -49,7 +49,7 @@ class Curves:
     def draw(self, data: pd.DataFrame, xs: Sequence | None = None, mark: Callable | None = None):
         """The figure of `data` (x values `xs`, default those of `data`), `mark(ax)` drawing more on each panel
         before its axes are set: (fig, axes, points (ax, x, median, n) for the note, legend handles by label)."""
-        panels = [p for p in self.y if p[0] in data]
+        panels = list(self.y)
         width, per_row, extra = self.size
         fig, axes = plt.subplots(len(self.rows), len(panels), figsize=(width, per_row * len(self.rows) + extra))
         axes = np.asarray(axes).reshape(len(self.rows), len(panels))
@@ -67,7 +67,9 @@ class Curves:
 
     def _lines(self, ax, data: pd.DataFrame, column: str, scale: float, xs: list, handles: dict) -> list[tuple]:
         """Each line of one panel, its dots and the points it drew."""
-        points = []
+        points: list[tuple] = []
+        if column not in data:
+            return points
         for hue, colour in zip(self.hues, self.palette):
             for style in self.styles or [None]:
                 rows = data[data[self.hue] == hue]
