@@ -170,12 +170,25 @@ def drawn(root: Path, out: Path) -> dict:
     return shown
 
 
-def questions_drawn(out: Path) -> dict:
-    """Draw each question's figure from its table in tests/test_questions.py into `out`: {question: styled_data}."""
+def question_tables() -> dict:
+    """{name: (study, its records)}: each question's table in tests/test_questions.py, and the records of the
+    other figures a question draws (the persistence study's state figure, the sharing-size switch figure)."""
+    from loaderbench.fake_records.questions import sharing_switch_table, state_table
+    from tests.test_questions import TABLES
+
+    held = {(True, False): 60.0, (True, True): 120.0, (False, False): 60.0, (False, True): 62.0}
+    fd, fs = "file_descriptor", "file_system"
+    return {q: (q, table) for q, table in TABLES.items()} | {
+        "persistent-state": ("persistence-state", lambda: state_table({True: 192, False: 0}, held)),
+        "sharing-switch": ("sharing-size-switch", lambda: sharing_switch_table([fd, fd, fd], [fd, fs, fs])),
+    }
+
+
+def questions_drawn(out: Path, only: set[str] | None = None) -> dict:
+    """Draw each of question_tables' figures (those named in `only`, if given) into `out`: {name: styled_data}."""
     import matplotlib.pyplot as plt
 
     from loaderbench.analysis.figures import questions, style
-    from tests.test_questions import TABLES
 
     shown: dict[str, dict] = {}
     real_png = style._write_png
@@ -186,9 +199,10 @@ def questions_drawn(out: Path) -> dict:
 
     style._write_png = write_png
     try:
-        for current, table in TABLES.items():
-            np.random.seed(0)  # the strip plots' jitter
-            questions.draw_question_figures(table(), current, out / current)
+        for current, (study, table) in question_tables().items():
+            if only is None or current in only:
+                np.random.seed(0)  # the strip plots' jitter
+                questions.draw_question_figures(table(), study, out / current)
     finally:
         style._write_png = real_png
         plt.close("all")
