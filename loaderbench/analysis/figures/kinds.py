@@ -1,6 +1,7 @@
 """The kinds of figure the question figures are declared as, so that a figure module says what it shows and not
 how to draw it: `Curves` (medians against an axis, the repetitions as dots beside them, a panel per metric and
-row value) and `answer`, the legend, claims header and note every question figure ends with."""
+row value), `Bars` (median bars with the repetitions as dots, a panel per metric) and `answer`, the legend,
+claims header and note every question figure ends with."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from loaderbench.analysis.figures.questions.shared import claims_header, legend_above, plain_log, save_with_note
+from loaderbench.analysis.figures.questions.shared import bars, claims_header, legend_above, plain_log, save_with_note
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,50 @@ class Curves:
         if self.title is not None:
             ax.set_title(self.title(row))
         sns.despine(ax=ax)
+
+
+@dataclass(frozen=True)
+class Bars:
+    """Median bars with the repetitions as dots at `order` of `x`, side by side per value of `hue` (in `hues`
+    order, coloured by `palette`): a panel per metric of `y` ((column, y label, log scale, title)) and, where
+    `split` names a column, per value of it in `splits` (titled by the value); `ncols` panels a row (default: all),
+    x tick labels turned by `rotate` degrees."""
+
+    x: str
+    order: Sequence
+    y: Sequence[tuple[str, str, bool, str]]
+    hue: str | None = None
+    hues: Sequence | None = None
+    palette: Sequence | None = None
+    xlabel: str = ""
+    split: str | None = None
+    splits: Sequence = (None,)
+    ncols: int | None = None
+    rotate: float = 0
+    size: tuple[float, float] = (11, 4)
+
+    def draw(self, data: pd.DataFrame):
+        """The figure of `data`: (fig, panels, points (ax, x, median, n) for the note, legend handles by label)."""
+        panels = [(split, metric) for split in self.splits for metric in self.y]
+        ncols = self.ncols or len(panels)
+        fig, grid = plt.subplots(-(-len(panels) // ncols), ncols, figsize=self.size, squeeze=False)
+        axes = list(grid.ravel())
+        for ax in axes[len(panels) :]:
+            ax.set_visible(False)
+        points = []
+        for ax, (split, (column, ylabel, log, title)) in zip(axes, panels):
+            rows = data if self.split is None else data[data[self.split] == split]
+            points += bars(ax, rows, self.x, column, self.hue, self.order, self.hues, self.palette, log=log)
+            ax.set_xlabel(self.xlabel)
+            ax.set_ylabel(ylabel)
+            ax.set_title(title if self.split is None else str(split))
+            if self.rotate:
+                ax.tick_params(axis="x", labelrotation=self.rotate)
+        handles, labels = axes[0].get_legend_handles_labels()
+        for ax in axes:
+            if ax.get_legend() is not None:
+                ax.get_legend().remove()
+        return fig, axes, points, dict(zip(labels, handles))
 
 
 def answer(
