@@ -172,15 +172,21 @@ def drawn(root: Path, out: Path) -> dict:
 
 def question_tables() -> dict:
     """{name: (study, its records)}: each question's table in tests/test_questions.py, and the records of the
-    other figures a question draws (the persistence study's state figure, the sharing-size switch figure)."""
+    other figures a question draws (the persistence study's state figure, the sharing-size switch figure, the
+    shm-size leak figure)."""
     from loaderbench.fake_records.questions import sharing_switch_table, state_table
     from tests.test_questions import TABLES
+    from tests.test_shm_size import _leaks
 
     held = {(True, False): 60.0, (True, True): 120.0, (False, False): 60.0, (False, True): 62.0}
     fd, fs = "file_descriptor", "file_system"
     return {q: (q, table) for q, table in TABLES.items()} | {
         "persistent-state": ("persistence-state", lambda: state_table({True: 192, False: 0}, held)),
         "sharing-switch": ("sharing-size-switch", lambda: sharing_switch_table([fd, fd, fd], [fd, fs, fs])),
+        "segments-left": (
+            "shm-size-leaks",
+            lambda: _leaks({("none", fs): 0, ("kill_self", fs): 3, ("kill_self", fd): 0}),
+        ),
     }
 
 
