@@ -149,11 +149,17 @@ class Bars:
             ax.set_title(title if self.split is None else str(split))
             if self.rotate:
                 ax.tick_params(axis="x", labelrotation=self.rotate)
-        handles, labels = axes[0].get_legend_handles_labels()
-        for ax in axes:
-            if ax.get_legend() is not None:
-                ax.get_legend().remove()
-        return fig, axes, points, dict(zip(labels, handles))
+        return fig, axes, points, legend_of(*axes)
+
+
+def legend_of(*axes) -> dict:
+    """The legend entries of the first of `axes` by label, every one's own legend removed (answer draws the entries
+    above the panels)."""
+    for ax in axes:
+        if ax.get_legend() is not None:
+            ax.get_legend().remove()
+    handles, labels = axes[0].get_legend_handles_labels()
+    return dict(zip(labels, handles))
 
 
 def answer(

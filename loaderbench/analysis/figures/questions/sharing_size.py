@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from loaderbench.analysis.figures.kinds import Curves, answer
-from loaderbench.analysis.figures.questions.shared import NothingToDraw, claims_header, legend_top, save_with_note
+from loaderbench.analysis.figures.kinds import Curves, answer, legend_of
+from loaderbench.analysis.figures.questions.shared import NothingToDraw
 from loaderbench.analysis.questions.sharing_size import STRATEGIES, kib, size_rows, switch_rows
 from loaderbench.analysis.table.records import is_true
 
@@ -71,15 +71,15 @@ def strategy_after_switch(df: pd.DataFrame, study: str, out: Path) -> list[Path]
         ax.set_xlabel("set_sharing_strategy is called after epoch 1")
         sns.despine(ax=ax)
     axes[0].set_ylabel("repetitions")
-    leg = legend_top(fig, axes[0], None, ncol=3)
-    claims_header(
-        fig, f"set_sharing_strategy after the workers started ({study})", df, study, "sharing-size", legend=leg
-    )
-    return save_with_note(
+    return answer(
         fig,
+        legend_of(axes[0]),
+        3,
         df,
         study,
         out,
+        "sharing-size",
+        f"set_sharing_strategy after the workers started ({study})",
         "strategy_after_switch",
         "Bars: repetitions whose epoch's first batch arrived by each strategy, seen in the main process's memory "
         "map (an unlinked /dev/shm segment: file_descriptor; a named one: file_system).",
