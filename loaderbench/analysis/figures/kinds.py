@@ -1,7 +1,7 @@
 """The kinds of figure the question figures are declared as, so that a figure module says what it shows and not
 how to draw it: `Curves` (medians against an axis, the repetitions as dots beside them, a panel per metric and
-row value), `Bars` (median bars with the repetitions as dots, a panel per metric) and `answer`, the legend,
-claims header and note every question figure ends with."""
+row value), `Bars` (median bars with the repetitions as dots, a panel per metric) and `Answer`, the legend,
+claims header and note every question figure ends with; a kind given its Answer (`says`) draws and saves it whole."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import seaborn as sns
 from loaderbench.analysis.figures.questions.shared import bars, claims_header, legend_above, plain_log, save_with_note
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Curves:
     """A line of medians over the repetitions against `x` per value of `hue` (in `hues` order, coloured by
     `palette`) and of `style` (drawn as `styles` says: (line style, marker)), the repetitions as `dots` (marker,
@@ -46,6 +46,12 @@ class Curves:
     log: bool = False
     from_zero: bool = False
     size: tuple[float, float, float] = (11, 4, 0)  # width, height per row, extra height
+    says: Answer
+
+    def answer(self, data: pd.DataFrame, df: pd.DataFrame, study: str, out: Path, **draw) -> list[Path]:
+        """Draw `data` (Curves.draw's `xs`, `mark` as `draw`) and save the figure as `says`."""
+        fig, _, points, handles = self.draw(data, **draw)
+        return self.says.save(fig, handles, points, df, study, out)
 
     def draw(self, data: pd.DataFrame, xs: Sequence | None = None, mark: Callable | None = None):
         """The figure of `data` (x values `xs`, default those of `data`), `mark(ax)` drawing more on each panel
@@ -112,7 +118,7 @@ class Curves:
         sns.despine(ax=ax)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Bars:
     """Median bars with the repetitions as dots at `order` of `x`, side by side per value of `hue` (in `hues`
     order, coloured by `palette`): a panel per metric of `y` ((column, y label, log scale, title)) and, where
@@ -131,6 +137,12 @@ class Bars:
     ncols: int | None = None
     rotate: float = 0
     size: tuple[float, float] = (11, 4)
+    says: Answer
+
+    def answer(self, data: pd.DataFrame, df: pd.DataFrame, study: str, out: Path) -> list[Path]:
+        """Draw `data` and save the figure as `says`."""
+        fig, _, points, handles = self.draw(data)
+        return self.says.save(fig, handles, points, df, study, out)
 
     def draw(self, data: pd.DataFrame):
         """The figure of `data`: (fig, panels, points (ax, x, median, n) for the note, legend handles by label)."""
@@ -162,22 +174,20 @@ def legend_of(*axes) -> dict:
     return dict(zip(labels, handles))
 
 
-def answer(
-    fig,
-    handles: dict,
-    ncol: int,
-    df: pd.DataFrame,
-    study: str,
-    out: Path,
-    question: str,
-    title: str,
-    name: str,
-    note: str,
-    points: list[tuple],
-    per: str = "point",
-) -> list[Path]:
-    """The end of every question figure: the legend of `handles` above the panels, the claims header under `title`,
-    and the figure saved as `name` with the note and the repetitions behind the `points`."""
-    legend = legend_above(fig, list(handles.values()), list(handles), ncol) if handles else None
-    claims_header(fig, title, df, study, question, legend=legend)
-    return save_with_note(fig, df, study, out, name, note, points, per=per)
+@dataclass(frozen=True)
+class Answer:
+    """What every question figure ends with: the legend above the panels (`ncol` columns), the claims of `question`
+    under `title`, and the figure saved as `name` with `note` and the repetitions behind each point (`per`: what a
+    point is) above the footer."""
+
+    question: str
+    title: str
+    name: str
+    note: str
+    ncol: int = 2
+    per: str = "point"
+
+    def save(self, fig, handles: dict, points: list[tuple], df: pd.DataFrame, study: str, out: Path) -> list[Path]:
+        legend = legend_above(fig, list(handles.values()), list(handles), self.ncol) if handles else None
+        claims_header(fig, self.title, df, study, self.question, legend=legend)
+        return save_with_note(fig, df, study, out, self.name, self.note, points, per=self.per)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import seaborn as sns
 
-from loaderbench.analysis.figures.kinds import Curves, answer
+from loaderbench.analysis.figures.kinds import Answer, Curves
 from loaderbench.analysis.figures.questions.shared import NothingToDraw
 from loaderbench.analysis.questions.batch_size import batch_rows
 
@@ -21,7 +21,7 @@ def loading_time_by_batch_size(df: pd.DataFrame, study: str, out: Path) -> list[
     rows = batch_rows(df)
     if rows.empty:
         raise NothingToDraw("no ok cpu cells without a training step")
-    fig, _, points, handles = Curves(
+    return Curves(
         x="batch_size",
         y=PANELS,
         hue="num_workers",
@@ -29,18 +29,12 @@ def loading_time_by_batch_size(df: pd.DataFrame, study: str, out: Path) -> list[
         palette=sns.color_palette("colorblind", 4),
         label=lambda workers: f"{int(workers)} workers",
         xlabel="batch size",
-    ).draw(rows)
-    return answer(
-        fig,
-        handles,
-        4,
-        df,
-        study,
-        out,
-        "batch-size",
-        f"Loading time against batch size ({study})",
-        "loading_time_by_batch_size",
-        "Lines: median over repetitions; dots: repetitions. Loading time: batch size (or 1) over the measured "
-        "samples/s, with no training step.",
-        points,
-    )
+        says=Answer(
+            "batch-size",
+            f"Loading time against batch size ({study})",
+            "loading_time_by_batch_size",
+            "Lines: median over repetitions; dots: repetitions. Loading time: batch size (or 1) over the measured "
+            "samples/s, with no training step.",
+            ncol=4,
+        ),
+    ).answer(rows, df, study, out)

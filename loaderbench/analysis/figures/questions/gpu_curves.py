@@ -5,11 +5,12 @@ labelled with its failure kind (a failure is the answer there: out of GPU memory
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pandas as pd
 import seaborn as sns
 
-from loaderbench.analysis.figures.kinds import Curves
+from loaderbench.analysis.figures.kinds import Answer, Curves
 from loaderbench.analysis.figures.style import FAILED_MARKER
 from loaderbench.analysis.table.records import col
 
@@ -29,10 +30,17 @@ def failed_cells(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def draw_curves(rows: pd.DataFrame, x: str, series: Callable[[pd.Series], str]):
+def draw_curves(
+    rows: pd.DataFrame,
+    x: str,
+    series: Callable[[pd.Series], str],
+    says: Answer,
+    df: pd.DataFrame,
+    study: str,
+    out: Path,
+) -> list[Path]:
     """Curves of PANELS, a line per `series` (a row's label) of medians over ok repetitions against `x` at
-    categorical positions, and the all-failed cells as crosses at zero: (fig, points, legend handles) as
-    Curves.draw returns them."""
+    categorical positions, and the all-failed cells as crosses at zero, saved as `says`."""
     rows = rows.assign(_series=rows.apply(series, axis=1), _x=pd.to_numeric(rows[x], errors="coerce"))
     xs = sorted(int(v) for v in rows["_x"].dropna().unique())
     labels = list(dict.fromkeys(rows.sort_values("_x")["_series"]))
@@ -45,7 +53,7 @@ def draw_curves(rows: pd.DataFrame, x: str, series: Callable[[pd.Series], str]):
             ax.plot(at, 0, FAILED_MARKER, color=pal[cell["_series"]], ms=9, mew=2, zorder=4)
             ax.annotate(cell["kind"], (at, 0), xytext=(0, 9), textcoords="offset points", ha="center", fontsize=7)
 
-    fig, _, points, handles = Curves(
+    return Curves(
         x="_x",
         y=PANELS,
         hue="_series",
@@ -54,5 +62,5 @@ def draw_curves(rows: pd.DataFrame, x: str, series: Callable[[pd.Series], str]):
         gaps=False,
         xlabel=x,
         from_zero=True,
-    ).draw(rows[rows["status"] == "ok"], xs=xs, mark=crosses)
-    return fig, points, handles
+        says=says,
+    ).answer(rows[rows["status"] == "ok"], df, study, out, xs=xs, mark=crosses)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from loaderbench.analysis.figures.kinds import answer
+from loaderbench.analysis.figures.kinds import Answer
 from loaderbench.analysis.figures.questions.gpu_curves import draw_curves
 from loaderbench.analysis.figures.questions.shared import drawable
 
@@ -25,18 +25,20 @@ def _series(row: pd.Series) -> str:
 def decoding_on_the_gpu_against_cpu_workers(df: pd.DataFrame, study: str, out: Path) -> list[Path]:
     """Samples/s and the GPU's busy share by num_workers, per decoder and start method; all-failed cells as crosses."""
     drawable(df)  # something ran
-    fig, points, handles = draw_curves(df, "num_workers", _series)
-    return answer(
-        fig,
-        handles,
-        3,
+    return draw_curves(
+        df,
+        "num_workers",
+        _series,
+        Answer(
+            "gpu-decode",
+            f"Decoding on the GPU against CPU workers ({study})",
+            "decoding_on_the_gpu_against_cpu_workers",
+            "Lines: median over repetitions; dots: repetitions; a cross: a cell whose every repetition failed, "
+            "with its failure kind. At 0 workers the cell process decodes. AU: the share of the window the GPU "
+            "spent on the step.",
+            ncol=3,
+        ),
         df,
         study,
         out,
-        "gpu-decode",
-        f"Decoding on the GPU against CPU workers ({study})",
-        "decoding_on_the_gpu_against_cpu_workers",
-        "Lines: median over repetitions; dots: repetitions; a cross: a cell whose every repetition failed, with its "
-        "failure kind. At 0 workers the cell process decodes. AU: the share of the window the GPU spent on the step.",
-        points,
     )

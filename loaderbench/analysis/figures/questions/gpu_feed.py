@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import seaborn as sns
 
-from loaderbench.analysis.figures.kinds import Bars, answer
+from loaderbench.analysis.figures.kinds import Answer, Bars
 from loaderbench.analysis.figures.questions.shared import drawable
 from loaderbench.analysis.table.records import col, is_true
 
@@ -40,17 +40,10 @@ def pin_memory_by_workers(df: pd.DataFrame, study: str, out: Path) -> list[Path]
         size=(max(6.5, 5.2 * len(models)), 3.8),
     ).draw(ok)
     step = ", ".join(sorted(set(col(ok, "consumer").dropna().astype(str)))) or "?"
-    return answer(
-        fig,
-        handles,
-        2,
-        df,
-        study,
-        out,
+    return Answer(
         "gpu-feed",
         f"Feeding the accelerator: workers and pin_memory ({study}; step on {step}, {int(ok['cores'].iloc[0])} cores)",
         "pin_memory_by_workers",
         "Bars: median over repetitions; dots: repetitions. Cells on the most cores the study measured.",
-        points,
         per="bar",
-    )
+    ).save(fig, handles, points, df, study, out)

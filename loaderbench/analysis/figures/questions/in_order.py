@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from loaderbench.analysis.figures.kinds import Bars, answer
+from loaderbench.analysis.figures.kinds import Answer, Bars
 from loaderbench.analysis.figures.questions.shared import drawable
 from loaderbench.analysis.table.derive import straggler_ms
 from loaderbench.analysis.table.records import col, is_true
@@ -38,7 +38,7 @@ def tail_latency_in_order(df: pd.DataFrame, study: str, out: Path) -> list[Path]
     pal = sns.color_palette("colorblind", 2)
     for q in ("p50", "p95", "p99"):
         ok[f"wait_{q}_ms"] = ok[f"batch_wait_{q}_s"] * 1e3
-    fig, _, points, handles = Bars(
+    return Bars(
         x="straggler",
         order=order,
         y=[(metric, label, False, title) for metric, label, title in PANELS],
@@ -47,19 +47,12 @@ def tail_latency_in_order(df: pd.DataFrame, study: str, out: Path) -> list[Path]
         palette=pal,
         xlabel="workers / worker 0's extra wait per sample",
         size=(max(13, 3 * (1.2 + 0.9 * len(order))), 3.9),
-    ).draw(ok)
-    return answer(
-        fig,
-        handles,
-        2,
-        df,
-        study,
-        out,
-        "in-order",
-        f"in_order=False with a straggling worker ({study})",
-        "tail_latency_in_order",
-        "Bars: median over repetitions; dots: repetitions. Waits: time the training loop waited "
-        "for each batch of the measured window.",
-        points,
-        per="bar",
-    )
+        says=Answer(
+            "in-order",
+            f"in_order=False with a straggling worker ({study})",
+            "tail_latency_in_order",
+            "Bars: median over repetitions; dots: repetitions. Waits: time the training loop waited "
+            "for each batch of the measured window.",
+            per="bar",
+        ),
+    ).answer(ok, df, study, out)

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from loaderbench.analysis.figures.kinds import Bars, answer
+from loaderbench.analysis.figures.kinds import Answer, Bars
 from loaderbench.analysis.figures.questions.shared import drawable
 from loaderbench.analysis.questions.persistence import workers_held_mib
 from loaderbench.analysis.table.records import col, is_true
@@ -33,7 +33,7 @@ def persistent_state(df: pd.DataFrame, study: str, out: Path) -> list[Path]:
     samples = pd.to_numeric(col(ok, "epoch_attr_samples"), errors="coerce")
     ok["stale_pct"] = 100 * pd.to_numeric(col(ok, "epoch_attr_stale"), errors="coerce") / samples
     pal = sns.color_palette("colorblind", 2)
-    fig, _, points, handles = Bars(
+    return Bars(
         x="workers",
         order=X_ORDER,
         y=[
@@ -44,20 +44,13 @@ def persistent_state(df: pd.DataFrame, study: str, out: Path) -> list[Path]:
         hues=HUE_ORDER,
         palette=pal,
         xlabel="workers",
-    ).draw(ok)
-    return answer(
-        fig,
-        handles,
-        2,
-        df,
-        study,
-        out,
-        "persistence",
-        f"What persistent workers hold and see ({study})",
-        "persistent_state",
-        "Bars: median over repetitions; dots: repetitions. Held: the median of the workers' USS over the probe's "
-        "samples with a worker alive. Old value: samples after the first epoch whose worker's copy of the dataset "
-        "carried an epoch count older than the main process's.",
-        points,
-        per="bar",
-    )
+        says=Answer(
+            "persistence",
+            f"What persistent workers hold and see ({study})",
+            "persistent_state",
+            "Bars: median over repetitions; dots: repetitions. Held: the median of the workers' USS over the probe's "
+            "samples with a worker alive. Old value: samples after the first epoch whose worker's copy of the dataset "
+            "carried an epoch count older than the main process's.",
+            per="bar",
+        ),
+    ).answer(ok, df, study, out)

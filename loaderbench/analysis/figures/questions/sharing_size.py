@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from loaderbench.analysis.figures.kinds import Curves, answer, legend_of
+from loaderbench.analysis.figures.kinds import Answer, Curves, legend_of
 from loaderbench.analysis.figures.questions.shared import NothingToDraw
 from loaderbench.analysis.questions.sharing_size import STRATEGIES, kib, size_rows, switch_rows
 from loaderbench.analysis.table.records import is_true
@@ -24,7 +24,7 @@ def cost_per_tensor_by_size(df: pd.DataFrame, study: str, out: Path) -> list[Pat
     rows = size_rows(df)
     if rows.empty:
         raise NothingToDraw("no ok sleep cells with workers")
-    fig, _, points, handles = Curves(
+    return Curves(
         x="sample_kb",
         y=[("us_per_tensor", 1.0, "time per tensor (µs)")],
         hue="sharing_strategy",
@@ -34,19 +34,18 @@ def cost_per_tensor_by_size(df: pd.DataFrame, study: str, out: Path) -> list[Pat
         xlabel="tensor size (one tensor per batch)",
         log=True,
         size=(7, 4.2, 0),
-    ).draw(rows.assign(us_per_tensor=1e6 / rows["samples_per_s"]), xs=sorted(rows["sample_kb"].dropna().unique()))
-    return answer(
-        fig,
-        handles,
-        2,
+        says=Answer(
+            "sharing-size",
+            f"Sharing strategies by tensor size ({study})",
+            "cost_per_tensor_by_size",
+            "Lines: median over repetitions of 1 / tensors handed over per second (2 workers); dots: repetitions.",
+        ),
+    ).answer(
+        rows.assign(us_per_tensor=1e6 / rows["samples_per_s"]),
         df,
         study,
         out,
-        "sharing-size",
-        f"Sharing strategies by tensor size ({study})",
-        "cost_per_tensor_by_size",
-        "Lines: median over repetitions of 1 / tensors handed over per second (2 workers); dots: repetitions.",
-        points,
+        xs=sorted(rows["sample_kb"].dropna().unique()),
     )
 
 
@@ -71,18 +70,12 @@ def strategy_after_switch(df: pd.DataFrame, study: str, out: Path) -> list[Path]
         ax.set_xlabel("set_sharing_strategy is called after epoch 1")
         sns.despine(ax=ax)
     axes[0].set_ylabel("repetitions")
-    return answer(
-        fig,
-        legend_of(axes[0]),
-        3,
-        df,
-        study,
-        out,
+    return Answer(
         "sharing-size",
         f"set_sharing_strategy after the workers started ({study})",
         "strategy_after_switch",
         "Bars: repetitions whose epoch's first batch arrived by each strategy, seen in the main process's memory "
         "map (an unlinked /dev/shm segment: file_descriptor; a named one: file_system).",
-        points,
+        ncol=3,
         per="epoch",
-    )
+    ).save(fig, legend_of(axes[0]), points, df, study, out)

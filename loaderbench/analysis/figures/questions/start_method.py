@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import seaborn as sns
 
-from loaderbench.analysis.figures.kinds import Bars, answer
+from loaderbench.analysis.figures.kinds import Answer, Bars
 from loaderbench.analysis.figures.questions.shared import drawable
 from loaderbench.analysis.table.derive import MIB, payload_mb, start_method_label
 from loaderbench.analysis.table.records import col
@@ -41,7 +41,7 @@ def time_to_first_batch_by_start_method(df: pd.DataFrame, study: str, out: Path)
     ok["workers_cpu_per_worker"] = pd.to_numeric(col(ok, "cpu_workers_s"), errors="coerce") / ok["num_workers"]
     palette = sns.color_palette("Paired", len(hue_order))
     panels = [p for p in PANELS if p[0] in ok and pd.to_numeric(ok[p[0]], errors="coerce").notna().any()]
-    fig, _, points, handles = Bars(
+    return Bars(
         x="method",
         order=order,
         y=panels,
@@ -52,22 +52,16 @@ def time_to_first_batch_by_start_method(df: pd.DataFrame, study: str, out: Path)
         ncols=min(3, len(panels)),
         rotate=20,
         size=(5.2 * min(3, len(panels)), 3.7 * -(-len(panels) // 3)),
-    ).draw(ok)
-    return answer(
-        fig,
-        handles,
-        len(hue_order),
-        df,
-        study,
-        out,
-        "start-method",
-        f"Start methods: what a worker costs to start ({study})",
-        "time_to_first_batch_by_start_method",
-        "Bars: median over repetitions; dots: repetitions. forkserver+preload = set_forkserver_preload(torch, "
-        "torchvision, the workload). Payload: Python strings the dataset object carries (pickled to "
-        "spawn/forkserver workers).\nWorkers = every process under the cell but the main one, per worker: "
-        "under forkserver it includes the fork server, under spawn/forkserver the resource tracker. A spawned "
-        "worker's exit can add a transient as large as the payload to its USS peak.",
-        points,
-        per="bar",
-    )
+        says=Answer(
+            "start-method",
+            f"Start methods: what a worker costs to start ({study})",
+            "time_to_first_batch_by_start_method",
+            "Bars: median over repetitions; dots: repetitions. forkserver+preload = set_forkserver_preload(torch, "
+            "torchvision, the workload). Payload: Python strings the dataset object carries (pickled to "
+            "spawn/forkserver workers).\nWorkers = every process under the cell but the main one, per worker: "
+            "under forkserver it includes the fork server, under spawn/forkserver the resource tracker. A spawned "
+            "worker's exit can add a transient as large as the payload to its USS peak.",
+            ncol=len(hue_order),
+            per="bar",
+        ),
+    ).answer(ok, df, study, out)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import seaborn as sns
 
-from loaderbench.analysis.figures.kinds import Curves, answer
+from loaderbench.analysis.figures.kinds import Answer, Curves
 from loaderbench.analysis.figures.questions.shared import NothingToDraw, drawable
 from loaderbench.analysis.questions.threads import GIL_RELEASING, PURE_PYTHON
 from loaderbench.analysis.table.records import col
@@ -47,7 +47,7 @@ def thread_process_curves(df: pd.DataFrame, study: str, out: Path) -> list[Path]
     order = [w for w in (*PURE_PYTHON, *GIL_RELEASING) if w in set(ok["workload"])]
     order += sorted(set(ok["workload"]) - set(order))
     cores = sorted(int(c) for c in ok["cores"].unique())
-    fig, _, points, handles = Curves(
+    return Curves(
         x="num_workers",
         y=PANELS,
         hue="cores",
@@ -65,19 +65,12 @@ def thread_process_curves(df: pd.DataFrame, study: str, out: Path) -> list[Path]
         line_ms=4,
         from_zero=True,
         size=(10, 2.6, 0.6),
-    ).draw(_curves(ok))
-    return answer(
-        fig,
-        handles,
-        2,
-        df,
-        study,
-        out,
-        "threads",
-        f"Threads or processes ({study})",
-        "thread_process_curves",
-        "Lines: medians over repetitions (solid: thread workers, dashed: process workers; both start at the main "
-        "process, num_workers = 0); dots: repetitions. PSS: the peak of the cell's processes together (main and "
-        "workers), so thread workers count once, in the main process.",
-        points,
-    )
+        says=Answer(
+            "threads",
+            f"Threads or processes ({study})",
+            "thread_process_curves",
+            "Lines: medians over repetitions (solid: thread workers, dashed: process workers; both start at the main "
+            "process, num_workers = 0); dots: repetitions. PSS: the peak of the cell's processes together (main and "
+            "workers), so thread workers count once, in the main process.",
+        ),
+    ).answer(_curves(ok), df, study, out)
