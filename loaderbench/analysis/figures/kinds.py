@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from loaderbench.analysis.figures.questions.shared import bars, claims_header, legend_above, plain_log, save_with_note
+from loaderbench.analysis.figures.questions.shared import bars, claims_header, plain_log, save_with_note
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,28 +49,26 @@ class Curves:
     says: Answer
 
     def answer(self, data: pd.DataFrame, df: pd.DataFrame, study: str, out: Path, **draw) -> list[Path]:
-        """Draw `data` (Curves.draw's `xs`, `mark` as `draw`) and save the figure as `says`."""
-        fig, _, points, handles = self.draw(data, **draw)
-        return self.says.save(fig, handles, points, df, study, out)
+        """Draw `data` (with draw's `xs` and `mark`) and save the figure as `says`."""
+        return self.says.save(*self.draw(data, **draw), df, study, out)
 
     def draw(self, data: pd.DataFrame, xs: Sequence | None = None, mark: Callable | None = None):
         """The figure of `data` (x values `xs`, default those of `data`), `mark(ax)` drawing more on each panel
-        before its axes are set: (fig, axes, points (ax, x, median, n) for the note, legend handles by label)."""
-        panels = list(self.y)
+        before its axes are set: (fig, legend handles by label, points (ax, x, median, n) for the note)."""
         width, per_row, extra = self.size
-        fig, axes = plt.subplots(len(self.rows), len(panels), figsize=(width, per_row * len(self.rows) + extra))
-        axes = np.asarray(axes).reshape(len(self.rows), len(panels))
+        fig, axes = plt.subplots(len(self.rows), len(self.y), figsize=(width, per_row * len(self.rows) + extra))
+        axes = np.asarray(axes).reshape(len(self.rows), len(self.y))
         xs = sorted(data[self.x].unique()) if xs is None else list(xs)
         points: list[tuple] = []
         handles: dict[str, object] = {}
         for r, row in enumerate(self.rows):
             mine = data if self.row is None else data[data[self.row] == row]
-            for ax, (column, scale, ylabel) in zip(axes[r], panels):
+            for ax, (column, scale, ylabel) in zip(axes[r], self.y):
                 points += self._lines(ax, mine, column, scale, xs, handles)
                 if mark is not None:
                     mark(ax)
                 self._axes(ax, mine, xs, ylabel, r == len(self.rows) - 1, row)
-        return fig, axes, points, handles
+        return fig, handles, points
 
     def _lines(self, ax, data: pd.DataFrame, column: str, scale: float, xs: list, handles: dict) -> list[tuple]:
         """Each line of one panel, its dots and the points it drew."""
@@ -92,9 +90,8 @@ class Curves:
                 if self.axis == "categorical" and self.gaps:
                     med = med.reindex(range(len(xs)))
                 line, marker = self.styles.get(style, ("-", "o"))
-                kw = {} if self.line_ms is None else {"ms": self.line_ms}
                 label = self.label(hue) if self.style is None else self.label(hue, style)
-                (h,) = ax.plot(med.index, med.values, line, marker=marker, color=colour, label=label, zorder=2, **kw)
+                (h,) = ax.plot(med.index, med.values, line, marker=marker, color=colour, label=label, ms=self.line_ms)
                 handles.setdefault(label, h)
                 ax.plot(x[finite], y[finite], self.dots[0], color=self.dots[1], ms=2.5, zorder=3)
                 points += [(ax, float(k), float(v), int(counts[k])) for k, v in med.dropna().items()]
@@ -141,11 +138,10 @@ class Bars:
 
     def answer(self, data: pd.DataFrame, df: pd.DataFrame, study: str, out: Path) -> list[Path]:
         """Draw `data` and save the figure as `says`."""
-        fig, _, points, handles = self.draw(data)
-        return self.says.save(fig, handles, points, df, study, out)
+        return self.says.save(*self.draw(data), df, study, out)
 
     def draw(self, data: pd.DataFrame):
-        """The figure of `data`: (fig, panels, points (ax, x, median, n) for the note, legend handles by label)."""
+        """The figure of `data`: (fig, legend handles by label, points (ax, x, median, n) for the note)."""
         panels = [(split, metric) for split in self.splits for metric in self.y]
         ncols = self.ncols or len(panels)
         fig, grid = plt.subplots(-(-len(panels) // ncols), ncols, figsize=self.size, squeeze=False)
@@ -161,7 +157,7 @@ class Bars:
             ax.set_title(title if self.split is None else str(split))
             if self.rotate:
                 ax.tick_params(axis="x", labelrotation=self.rotate)
-        return fig, axes, points, legend_of(*axes)
+        return fig, legend_of(*axes), points
 
 
 def legend_of(*axes) -> dict:
@@ -176,9 +172,9 @@ def legend_of(*axes) -> dict:
 
 @dataclass(frozen=True)
 class Answer:
-    """What every question figure ends with: the legend above the panels (`ncol` columns), the claims of `question`
-    under `title`, and the figure saved as `name` with `note` and the repetitions behind each point (`per`: what a
-    point is) above the footer."""
+    """What every question figure ends with: the legend above the panels (`ncol` columns, titled `legend`), the
+    claims of `question` (lines cut at `width`) under `title`, and the figure saved as `name` with `note` and the
+    repetitions behind each point (`per`: what a point is) above the footer."""
 
     question: str
     title: str
@@ -186,8 +182,22 @@ class Answer:
     note: str
     ncol: int = 2
     per: str = "point"
+    legend: str | None = None
+    width: int = 150
 
     def save(self, fig, handles: dict, points: list[tuple], df: pd.DataFrame, study: str, out: Path) -> list[Path]:
-        legend = legend_above(fig, list(handles.values()), list(handles), self.ncol) if handles else None
-        claims_header(fig, self.title, df, study, self.question, legend=legend)
+        legend = None
+        if handles:  # just above the axes; claims_header stacks the header above it
+            legend = fig.legend(
+                list(handles.values()),
+                list(handles),
+                title=self.legend,
+                loc="lower center",
+                bbox_to_anchor=(0.5, 1.0),
+                ncol=self.ncol,
+                frameon=False,
+                fontsize=8,
+                title_fontsize=8,
+            )
+        claims_header(fig, self.title, df, study, self.question, self.width, legend)
         return save_with_note(fig, df, study, out, self.name, self.note, points, per=self.per)

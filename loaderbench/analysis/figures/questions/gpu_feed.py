@@ -27,7 +27,8 @@ def pin_memory_by_workers(df: pd.DataFrame, study: str, out: Path) -> list[Path]
     order = sorted(ok["num_workers"].astype(int).unique())
     ok["num_workers"] = ok["num_workers"].astype(int)
     pal = sns.color_palette("colorblind", 2)[-len(hues) :] if len(hues) == 1 else sns.color_palette("colorblind", 2)
-    fig, _, points, handles = Bars(
+    step = ", ".join(sorted(set(col(ok, "consumer").dropna().astype(str)))) or "?"
+    return Bars(
         x="num_workers",
         order=order,
         y=[("samples_per_s", "throughput (samples/s)", False, "")],
@@ -38,12 +39,12 @@ def pin_memory_by_workers(df: pd.DataFrame, study: str, out: Path) -> list[Path]
         split="model",
         splits=models,
         size=(max(6.5, 5.2 * len(models)), 3.8),
-    ).draw(ok)
-    step = ", ".join(sorted(set(col(ok, "consumer").dropna().astype(str)))) or "?"
-    return Answer(
-        "gpu-feed",
-        f"Feeding the accelerator: workers and pin_memory ({study}; step on {step}, {int(ok['cores'].iloc[0])} cores)",
-        "pin_memory_by_workers",
-        "Bars: median over repetitions; dots: repetitions. Cells on the most cores the study measured.",
-        per="bar",
-    ).save(fig, handles, points, df, study, out)
+        says=Answer(
+            "gpu-feed",
+            f"Feeding the accelerator: workers and pin_memory ({study}; step on {step}, "
+            f"{int(ok['cores'].iloc[0])} cores)",
+            "pin_memory_by_workers",
+            "Bars: median over repetitions; dots: repetitions. Cells on the most cores the study measured.",
+            per="bar",
+        ),
+    ).answer(ok, df, study, out)
