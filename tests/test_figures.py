@@ -8,6 +8,7 @@ that share an x variable share its limits and ticks, each legend entry stands fo
 of repetitions behind the points is printed, and no interval is called 95% (the helpers below are shared with
 tests/test_questions.py)."""
 
+import json
 import re
 
 import matplotlib.image as mpimg
@@ -34,6 +35,7 @@ from loaderbench.analysis.table.scaling import analyze_study
 from loaderbench.analysis.table.usl import MIN_DISTINCT_N
 from loaderbench.fake_records.studies import study_cells, study_records, write_records
 from loaderbench.stats.intervals import coverage_text
+from tests.figure_data import QUESTION_FIXTURE, differences, questions_drawn
 
 FIGURES = (throughput_vs_workers, usl_fit, rules_of_thumb, oversubscription)
 
@@ -614,3 +616,13 @@ def test_workers_axis_is_log_for_wide_sweeps():
     workers_axis(ax2, [0, 1, 2, 4, 8, 16, 32, 64])
     assert ax1.get_xscale() == "linear" and ax2.get_xscale() == "symlog"
     plt.close(fig)
+
+
+def test_question_figures_show_the_data_they_showed_before(tmp_path):
+    """Each question's figure draws the marks, styles, labels, legends and texts captured from its drawing code
+    before the figures were declared as kinds (tests/figure_data.py --questions)."""
+    have = json.loads(json.dumps(questions_drawn(tmp_path)))
+    want = json.loads(QUESTION_FIXTURE.read_text())
+    assert set(have) == set(want)
+    problems = differences(want, have)
+    assert not problems, "\n".join(problems[:20])

@@ -11,24 +11,7 @@ from pathlib import Path
 from loaderbench.analysis.figures.draw_all import STUDY_CACHE, process_all
 from loaderbench.analysis.table.records import load_records
 from loaderbench.fake_records.studies import study_cells, study_records, write_records
-from tests.figure_data import FIXTURE, drawn, figure_study
-
-
-def _diff(want, have, where: str = "") -> list[str]:
-    """Where two drawn_data trees differ (the first few places), to name them in a failure."""
-    if isinstance(want, dict) and isinstance(have, dict):
-        out = [f"{where}/{k}: missing" for k in want if k not in have] + [
-            f"{where}/{k}: new" for k in have if k not in want
-        ]
-        for k in want:
-            if k in have:
-                out += _diff(want[k], have[k], f"{where}/{k}")
-        return out
-    if isinstance(want, list) and isinstance(have, list):
-        if len(want) != len(have):
-            return [f"{where}: {len(want)} items before, {len(have)} now"]
-        return [d for i, (w, h) in enumerate(zip(want, have)) for d in _diff(w, h, f"{where}[{i}]")]
-    return [] if want == have else [f"{where}: {want!r} before, {have!r} now"]
+from tests.figure_data import FIXTURE, differences, drawn, figure_study
 
 
 def test_the_figures_show_the_data_they_showed_before(tmp_path):
@@ -38,7 +21,7 @@ def test_the_figures_show_the_data_they_showed_before(tmp_path):
     have = drawn(tmp_path / "records", tmp_path / "figures")
     want = json.loads(FIXTURE.read_text())
     assert set(have) == set(want)
-    problems = _diff(want, json.loads(json.dumps(have)))
+    problems = differences(want, json.loads(json.dumps(have)))
     assert not problems, "\n".join(problems[:20])
 
 

@@ -7,7 +7,8 @@ spread); ratio whiskers are distribution-free intervals whose real coverage and 
 names the verdicts of the question's claims as computed by loaderbench.analysis.claims (never written by hand); the
 footer says how many repetitions are behind each bar or point ("n=k" at those that differ) and names study,
 machine and versions. A figure whose rows hold nothing to draw raises NothingToDraw, and a
-placeholder saying why is drawn instead (parts.py holds what the figures share).
+placeholder saying why is drawn instead. loaderbench.analysis.figures.kinds holds the kinds most figures are
+declared as and the Answer every one ends with; shared.py the helpers they draw with.
 """
 
 from __future__ import annotations

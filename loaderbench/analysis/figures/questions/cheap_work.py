@@ -9,13 +9,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from loaderbench.analysis.figures.questions.shared import (
-    NothingToDraw,
-    claims_header,
-    drawable,
-    legend_above,
-    save_with_note,
-)
+from loaderbench.analysis.figures.kinds import Answer
+from loaderbench.analysis.figures.questions.shared import NothingToDraw, drawable
 from loaderbench.analysis.questions.cheap_work import OPEN, WORKERS, ZERO, crossovers
 from loaderbench.analysis.text import size_text
 
@@ -67,20 +62,12 @@ def crossover_by_sample_size(df: pd.DataFrame, study: str, out: Path) -> list[Pa
         ax.set_ylabel("CPU work per sample (µs)")
         ax.set_title(f"{n_cores} core{'s' if n_cores != 1 else ''}")
         sns.despine(ax=ax)
-    fig.tight_layout()
-    leg = legend_above(fig, list(handles.values()), list(handles), ncol=2)
-    claims_header(
-        fig, f"Where num_workers = 0 wins: cheap work on data in memory ({study})", df, study, "cheap-work", legend=leg
-    )
-    return save_with_note(
-        fig,
-        df,
-        study,
-        out,
+    return Answer(
+        "cheap-work",
+        f"Where num_workers = 0 wins: cheap work on data in memory ({study})",
         "crossover_by_sample_size",
         "Markers: at each cost, whether 0 workers beat every num_workers by 5% or more, some num_workers beat them "
         "by 5%, or neither was shown (90% intervals of the throughput ratio). Bar: the crossover lies between the "
         "most work up to which 0 workers won throughout and the least work past it at which workers won.",
-        points,
         per="cell",
-    )
+    ).save(fig, handles, points, df, study, out)

@@ -10,13 +10,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from loaderbench.analysis.figures.questions.shared import (
-    NothingToDraw,
-    claims_header,
-    drawable,
-    legend_above,
-    save_with_note,
-)
+from loaderbench.analysis.figures.kinds import Answer, legend_of
+from loaderbench.analysis.figures.questions.shared import NothingToDraw, drawable
 from loaderbench.analysis.questions.checkpointing import resume_rows, throughput_rows
 from loaderbench.analysis.table.records import ok_rows
 
@@ -86,21 +81,12 @@ def snapshot_cost_against_replay(df: pd.DataFrame, study: str, out: Path) -> lis
         ax.set_ylabel("throughput cost against the plain DataLoader (%)")
         ax.set_title(panel)
         sns.despine(ax=ax)
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.tight_layout()
-    leg = legend_above(fig, handles, labels, ncol=4)
-    claims_header(
-        fig, f"Which snapshot_every_n_steps? Cost against replay ({study})", df, study, "checkpointing", legend=leg
-    )
-    return save_with_note(
-        fig,
-        df,
-        study,
-        out,
+    return Answer(
+        "checkpointing",
+        f"Which snapshot_every_n_steps? Cost against replay ({study})",
         "snapshot_cost_against_replay",
         "Points: one per snapshot_every_n_steps n. Cost: the plain DataLoader's median samples/s over the "
         "StatefulDataLoader's, minus 1, uninterrupted. Replay: median samples the resumed process loaded only to "
         "fast-forward, in the study's resume cells at the same num_workers and n (the resume step that replays most).",
-        points,
-        per="point",
-    )
+        ncol=4,
+    ).save(fig, legend_of(axes[0][0]), points, df, study, out)

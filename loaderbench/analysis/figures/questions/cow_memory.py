@@ -9,7 +9,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from loaderbench.analysis.figures.questions.shared import NothingToDraw, bars, claims_header, legend_top, save_with_note
+from loaderbench.analysis.figures.kinds import Answer, legend_of
+from loaderbench.analysis.figures.questions.shared import NothingToDraw, bars
 from loaderbench.analysis.table.derive import MIB, alive_samples, peak_pss_mib_per_worker, with_growth
 from loaderbench.analysis.table.records import col, is_true
 
@@ -123,24 +124,10 @@ def memory_growth_by_backing(df: pd.DataFrame, study: str, out: Path) -> list[Pa
     fig, axes = plt.subplots(2, ncols, figsize=(4.2 * ncols, 7.2), squeeze=False)
     _timelines(axes[0], _timeline_rows(ok), combos, palette)
     points = _growth_bars(axes[1], ok, [_layout(*c, sep="\n") for c in combos], backings, palette)
-    leg = legend_top(fig, axes[1][0], "index backing", ncol=4)
-    for ax in list(axes[1][1:]) + list(axes[0]):
-        if ax.get_legend():
-            ax.get_legend().remove()
     items = int(pd.to_numeric(col(ok, "index_items"), errors="coerce").max())
-    claims_header(
-        fig,
-        f"Copy-on-write: workers' memory while reading a {items:,}-entry index ({study})",
-        df,
-        study,
+    return Answer(
         "cow-memory",
-        legend=leg,
-    )
-    return save_with_note(
-        fig,
-        df,
-        study,
-        out,
+        f"Copy-on-write: workers' memory while reading a {items:,}-entry index ({study})",
         "memory_growth_by_backing",
         "Top: workers' USS per worker from the runner's probe (every 0.2 s), each line one repetition. "
         "Bottom: bars median, dots repetitions. Growth: highest minus first probe sample with all workers "
@@ -148,5 +135,7 @@ def memory_growth_by_backing(df: pd.DataFrame, study: str, out: Path) -> list[Pa
         "\nnumpy_bytes is the control (an index that is one object). A step shared by every backing is not "
         "the index's: a full pass of Python's cyclic GC writes to every tracked object the worker inherited "
         "(gc.freeze() in the parent before forking avoids it: the panels marked gc.freeze()).",
-        points,
-    )
+        ncol=4,
+        per="bar",
+        legend="index backing",
+    ).save(fig, legend_of(*axes[1], *axes[0]), points, df, study, out)

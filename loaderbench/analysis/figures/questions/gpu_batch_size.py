@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import pandas as pd
 
+from loaderbench.analysis.figures.kinds import Answer
 from loaderbench.analysis.figures.questions.gpu_curves import draw_curves
-from loaderbench.analysis.figures.questions.shared import claims_header, drawable, legend_top, save_with_note
+from loaderbench.analysis.figures.questions.shared import drawable
 from loaderbench.analysis.table.records import col
 
 
@@ -17,18 +17,19 @@ def samples_by_batch_size_on_the_gpu(df: pd.DataFrame, study: str, out: Path) ->
     """Samples/s and the GPU's busy share by batch size, per model; sizes whose every repetition failed as crosses."""
     drawable(df)
     rows = df.assign(model=col(df, "model", "none").astype(str))
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    points = draw_curves(axes, rows, "batch_size", lambda row: f"{row['model']}, {row.get('decoder') or '?'} decoder")
-    leg = legend_top(fig, axes[0], None, ncol=3)
-    claims_header(fig, f"Batch size on the GPU ({study})", df, study, "gpu-batch-size", legend=leg)
-    return save_with_note(
-        fig,
+    return draw_curves(
+        rows,
+        "batch_size",
+        lambda row: f"{row['model']}, {row.get('decoder') or '?'} decoder",
+        Answer(
+            "gpu-batch-size",
+            f"Batch size on the GPU ({study})",
+            "samples_by_batch_size_on_the_gpu",
+            "Lines: median over repetitions; dots: repetitions; a cross: a batch size whose every repetition "
+            "failed, with its failure kind. AU: the share of the window the GPU spent on the step.",
+            ncol=3,
+        ),
         df,
         study,
         out,
-        "samples_by_batch_size_on_the_gpu",
-        "Lines: median over repetitions; dots: repetitions; a cross: a batch size whose every repetition failed, with "
-        "its failure kind. AU: the share of the window the GPU spent on the step.",
-        points,
-        per="point",
     )

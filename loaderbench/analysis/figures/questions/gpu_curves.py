@@ -5,15 +5,19 @@ labelled with its failure kind (a failure is the answer there: out of GPU memory
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from loaderbench.analysis.figures.kinds import Answer, Curves
 from loaderbench.analysis.figures.style import FAILED_MARKER
 from loaderbench.analysis.table.records import col
 
-PANELS = [("samples_per_s", "throughput (samples/s)"), ("accelerator_busy_fraction", "accelerator utilization (AU)")]
+PANELS = [
+    ("samples_per_s", 1.0, "throughput (samples/s)"),
+    ("accelerator_busy_fraction", 1.0, "accelerator utilization (AU)"),
+]
 
 
 def failed_cells(rows: pd.DataFrame) -> pd.DataFrame:
@@ -26,39 +30,37 @@ def failed_cells(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def draw_curves(axes, rows: pd.DataFrame, x: str, series: Callable[[pd.Series], str]) -> list[tuple]:
-    """On each of `axes` (one per PANELS entry), a line per `series` (a row's label) of median over ok repetitions
-    against `x` at categorical positions, the repetitions as black dots and the all-failed cells as crosses at zero;
-    returns the points drawn (ax, position, median, n) for the note's repetition counts."""
-    xs = sorted(int(v) for v in pd.to_numeric(rows[x], errors="coerce").dropna().unique())
-    at = {v: i for i, v in enumerate(xs)}
-    rows = rows.assign(_series=rows.apply(series, axis=1), _x=pd.to_numeric(rows[x], errors="coerce").map(at))
+def draw_curves(
+    rows: pd.DataFrame,
+    x: str,
+    series: Callable[[pd.Series], str],
+    says: Answer,
+    df: pd.DataFrame,
+    study: str,
+    out: Path,
+) -> list[Path]:
+    """Curves of PANELS, a line per `series` (a row's label) of medians over ok repetitions against `x` at
+    categorical positions, and the all-failed cells as crosses at zero, saved as `says`."""
+    rows = rows.assign(_series=rows.apply(series, axis=1), _x=pd.to_numeric(rows[x], errors="coerce"))
+    xs = sorted(int(v) for v in rows["_x"].dropna().unique())
     labels = list(dict.fromkeys(rows.sort_values("_x")["_series"]))
     pal = dict(zip(labels, sns.color_palette("colorblind", max(len(labels), 1))))
-    ok, failed = rows[rows["status"] == "ok"], failed_cells(rows)
-    points = []
-    for ax, (column, label) in zip(axes, PANELS):
-        for name in labels:
-            line = ok[ok["_series"] == name]
-            meds = []
-            for pos, cell in line.groupby("_x", sort=True):
-                v = pd.to_numeric(cell[column], errors="coerce").to_numpy(dtype=float)
-                v = v[np.isfinite(v)]
-                if v.size:
-                    ax.plot([pos] * v.size, v, "o", color="black", ms=2.5, zorder=3)
-                    meds.append((pos, float(np.median(v))))
-                    points.append((ax, pos, meds[-1][1], int(v.size)))
-            if meds:
-                ax.plot(*zip(*meds), "-o", color=pal[name], label=name, zorder=2)
-        if not failed.empty:
-            for _, cell in failed.iterrows():
-                ax.plot(cell["_x"], 0, FAILED_MARKER, color=pal[cell["_series"]], ms=9, mew=2, zorder=4)
-                ax.annotate(
-                    cell["kind"], (cell["_x"], 0), xytext=(0, 9), textcoords="offset points", ha="center", fontsize=7
-                )
-        ax.set_xticks(range(len(xs)), [str(v) for v in xs])
-        ax.set_xlabel(x)
-        ax.set_ylabel(label)
-        ax.set_ylim(bottom=0)
-        sns.despine(ax=ax)
-    return points
+    failed = failed_cells(rows)
+
+    def crosses(ax) -> None:
+        for _, cell in failed.iterrows():
+            at = xs.index(cell["_x"])
+            ax.plot(at, 0, FAILED_MARKER, color=pal[cell["_series"]], ms=9, mew=2, zorder=4)
+            ax.annotate(cell["kind"], (at, 0), xytext=(0, 9), textcoords="offset points", ha="center", fontsize=7)
+
+    return Curves(
+        x="_x",
+        y=PANELS,
+        hue="_series",
+        hues=labels,
+        palette=list(pal.values()),
+        gaps=False,
+        xlabel=x,
+        from_zero=True,
+        says=says,
+    ).answer(rows[rows["status"] == "ok"], df, study, out, xs=xs, mark=crosses)

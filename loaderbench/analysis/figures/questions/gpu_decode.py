@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import pandas as pd
 
+from loaderbench.analysis.figures.kinds import Answer
 from loaderbench.analysis.figures.questions.gpu_curves import draw_curves
-from loaderbench.analysis.figures.questions.shared import claims_header, drawable, legend_top, save_with_note
+from loaderbench.analysis.figures.questions.shared import drawable
 
 _STARTED = {"fork": "forked", "spawn": "spawned", "forkserver": "forkserver"}
 
@@ -25,18 +25,20 @@ def _series(row: pd.Series) -> str:
 def decoding_on_the_gpu_against_cpu_workers(df: pd.DataFrame, study: str, out: Path) -> list[Path]:
     """Samples/s and the GPU's busy share by num_workers, per decoder and start method; all-failed cells as crosses."""
     drawable(df)  # something ran
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    points = draw_curves(axes, df, "num_workers", _series)
-    leg = legend_top(fig, axes[0], None, ncol=3)
-    claims_header(fig, f"Decoding on the GPU against CPU workers ({study})", df, study, "gpu-decode", legend=leg)
-    return save_with_note(
-        fig,
+    return draw_curves(
+        df,
+        "num_workers",
+        _series,
+        Answer(
+            "gpu-decode",
+            f"Decoding on the GPU against CPU workers ({study})",
+            "decoding_on_the_gpu_against_cpu_workers",
+            "Lines: median over repetitions; dots: repetitions; a cross: a cell whose every repetition failed, "
+            "with its failure kind. At 0 workers the cell process decodes. AU: the share of the window the GPU "
+            "spent on the step.",
+            ncol=3,
+        ),
         df,
         study,
         out,
-        "decoding_on_the_gpu_against_cpu_workers",
-        "Lines: median over repetitions; dots: repetitions; a cross: a cell whose every repetition failed, with its "
-        "failure kind. At 0 workers the cell process decodes. AU: the share of the window the GPU spent on the step.",
-        points,
-        per="point",
     )

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from loaderbench.analysis.figures.questions.shared import bars, claims_header, drawable, legend_top, save_with_note
+from loaderbench.analysis.figures.kinds import Answer, Bars
+from loaderbench.analysis.figures.questions.shared import drawable
 from loaderbench.analysis.table.records import col, is_true
 
 HUE_ORDER = ["pin_memory=False", "pin_memory=True"]
@@ -27,32 +27,24 @@ def pin_memory_by_workers(df: pd.DataFrame, study: str, out: Path) -> list[Path]
     order = sorted(ok["num_workers"].astype(int).unique())
     ok["num_workers"] = ok["num_workers"].astype(int)
     pal = sns.color_palette("colorblind", 2)[-len(hues) :] if len(hues) == 1 else sns.color_palette("colorblind", 2)
-    fig, axes = plt.subplots(1, len(models), figsize=(max(6.5, 5.2 * len(models)), 3.8), squeeze=False)
-    points = []
-    for ax, model in zip(axes[0], models):
-        points += bars(ax, ok[ok["model"] == model], "num_workers", "samples_per_s", "pinning", order, hues, pal)
-        ax.set_title(model)
-        ax.set_xlabel("num_workers")
-        ax.set_ylabel("throughput (samples/s)")
-    leg = legend_top(fig, axes[0][0], None, ncol=2)
-    for ax in axes[0][1:]:
-        if ax.get_legend():
-            ax.get_legend().remove()
     step = ", ".join(sorted(set(col(ok, "consumer").dropna().astype(str)))) or "?"
-    claims_header(
-        fig,
-        f"Feeding the accelerator: workers and pin_memory ({study}; step on {step}, {int(ok['cores'].iloc[0])} cores)",
-        df,
-        study,
-        "gpu-feed",
-        legend=leg,
-    )
-    return save_with_note(
-        fig,
-        df,
-        study,
-        out,
-        "pin_memory_by_workers",
-        "Bars: median over repetitions; dots: repetitions. Cells on the most cores the study measured.",
-        points,
-    )
+    return Bars(
+        x="num_workers",
+        order=order,
+        y=[("samples_per_s", "throughput (samples/s)", False, "")],
+        hue="pinning",
+        hues=hues,
+        palette=pal,
+        xlabel="num_workers",
+        split="model",
+        splits=models,
+        size=(max(6.5, 5.2 * len(models)), 3.8),
+        says=Answer(
+            "gpu-feed",
+            f"Feeding the accelerator: workers and pin_memory ({study}; step on {step}, "
+            f"{int(ok['cores'].iloc[0])} cores)",
+            "pin_memory_by_workers",
+            "Bars: median over repetitions; dots: repetitions. Cells on the most cores the study measured.",
+            per="bar",
+        ),
+    ).answer(ok, df, study, out)

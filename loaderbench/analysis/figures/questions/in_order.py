@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from loaderbench.analysis.figures.questions.shared import bars, claims_header, drawable, legend_top, save_with_note
+from loaderbench.analysis.figures.kinds import Answer, Bars
+from loaderbench.analysis.figures.questions.shared import drawable
 from loaderbench.analysis.table.derive import straggler_ms
 from loaderbench.analysis.table.records import col, is_true
 
@@ -38,25 +38,21 @@ def tail_latency_in_order(df: pd.DataFrame, study: str, out: Path) -> list[Path]
     pal = sns.color_palette("colorblind", 2)
     for q in ("p50", "p95", "p99"):
         ok[f"wait_{q}_ms"] = ok[f"batch_wait_{q}_s"] * 1e3
-    fig, axes = plt.subplots(1, 3, figsize=(max(13, 3 * (1.2 + 0.9 * len(order))), 3.9))
-    points = []
-    for ax, (metric, label, title) in zip(axes, PANELS):
-        points += bars(ax, ok, "straggler", metric, "delivery", order, HUE_ORDER, pal)
-        ax.set_xlabel("workers / worker 0's extra wait per sample")
-        ax.set_ylabel(label)
-        ax.set_title(title)
-    leg = legend_top(fig, axes[0], None, ncol=2)
-    for ax in axes[1:]:
-        if ax.get_legend():
-            ax.get_legend().remove()
-    claims_header(fig, f"in_order=False with a straggling worker ({study})", df, study, "in-order", legend=leg)
-    return save_with_note(
-        fig,
-        df,
-        study,
-        out,
-        "tail_latency_in_order",
-        "Bars: median over repetitions; dots: repetitions. Waits: time the training loop waited "
-        "for each batch of the measured window.",
-        points,
-    )
+    return Bars(
+        x="straggler",
+        order=order,
+        y=[(metric, label, False, title) for metric, label, title in PANELS],
+        hue="delivery",
+        hues=HUE_ORDER,
+        palette=pal,
+        xlabel="workers / worker 0's extra wait per sample",
+        size=(max(13, 3 * (1.2 + 0.9 * len(order))), 3.9),
+        says=Answer(
+            "in-order",
+            f"in_order=False with a straggling worker ({study})",
+            "tail_latency_in_order",
+            "Bars: median over repetitions; dots: repetitions. Waits: time the training loop waited "
+            "for each batch of the measured window.",
+            per="bar",
+        ),
+    ).answer(ok, df, study, out)

@@ -11,7 +11,8 @@ import pandas as pd
 import seaborn as sns
 
 from loaderbench.analysis.claims import GPU_ONLY, PUBLISHED
-from loaderbench.analysis.figures.questions.shared import bars, claims_header, drawable, ratio_note, save_with_note
+from loaderbench.analysis.figures.kinds import Answer
+from loaderbench.analysis.figures.questions.shared import bars, drawable, ratio_note
 from loaderbench.analysis.table.derive import RUNGS, ladder_rung, on_gpu
 from loaderbench.analysis.table.records import col
 from loaderbench.stats.comparison import compare
@@ -96,15 +97,13 @@ def ladder_speedups(df: pd.DataFrame, study: str, out: Path) -> list[Path]:
     fig, axes = plt.subplots(1, 2, figsize=(12, 4), gridspec_kw={"width_ratios": [1.3, 1]})
     _speedup_panel(axes[0], sp, device)
     points = _throughput_panel(axes[1], ok, rungs)
-    claims_header(fig, f"The tutorial's optimization ladder, reproduced ({study})", df, study, "ladder", width=170)
-    return save_with_note(
-        fig,
-        df,
-        study,
-        out,
+    return Answer(
+        "ladder",
+        f"The tutorial's optimization ladder, reproduced ({study})",
         "ladder_speedups",
         f"Left: ratio of medians over the baseline, whisker = {ratio_note(comps)}. Right: bars "
         "median, dots repetitions. The tutorial's numbers are from a GPU; on a CPU the model step "
         "dominates.",
-        points,
-    )
+        per="bar",
+        width=170,
+    ).save(fig, {}, points, df, study, out)

@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from loaderbench.analysis.figures.questions.shared import claims_header, drawable, line_points, save_with_note
+from loaderbench.analysis.figures.kinds import Answer
+from loaderbench.analysis.figures.questions.shared import drawable, line_points
 from loaderbench.analysis.table.derive import ranks
 from loaderbench.analysis.table.environment import env_one
 from loaderbench.analysis.table.records import col
@@ -103,15 +104,10 @@ def oversubscription_ranks_x_workers(df: pd.DataFrame, study: str, out: Path) ->
         points += _ranks_panel(axes[len(workloads)], single, multi, int(ok["cores"].max()))
     if workloads and axes[0].get_legend_handles_labels()[0]:
         axes[0].legend(fontsize=7, loc="lower right")
-    claims_header(fig, f"Oversubscription: CPU-bound loading past the cores ({study})", df, study, "oversubscription")
-    return save_with_note(
-        fig,
-        df,
-        study,
-        out,
+    return Answer(
+        "oversubscription",
+        f"Oversubscription: CPU-bound loading past the cores ({study})",
         "oversubscription_ranks_x_workers",
         "Lines: median over repetitions; dots: repetitions. Cores = CPUs the cell may use "
         f"(affinity); physical cores reported by the machine: {env_one(df, 'physical_cores')}.",
-        points,
-        per="point",
-    )
+    ).save(fig, {}, points, df, study, out)

@@ -11,16 +11,9 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from loaderbench.analysis.figures.kinds import Answer
 from loaderbench.analysis.figures.questions.persistence_state import is_state_study, persistent_state
-from loaderbench.analysis.figures.questions.shared import (
-    bars,
-    claims_header,
-    drawable,
-    line_points,
-    plain_log,
-    ratio_note,
-    save_with_note,
-)
+from loaderbench.analysis.figures.questions.shared import bars, drawable, line_points, plain_log, ratio_note
 from loaderbench.analysis.table.records import is_true
 from loaderbench.stats.comparison import compare
 
@@ -155,15 +148,11 @@ def epoch_gap_by_persistence(df: pd.DataFrame, study: str, out: Path) -> list[Pa
     axes[2].set_xlim(axes[0].get_xlim())  # the same start methods at the same x as the left panel
     if axes[0].get_legend():
         sns.move_legend(axes[0], "upper left", fontsize=7, title=None)
-    claims_header(fig, f"Persistent workers: the cost at every epoch boundary ({study})", df, study, "persistence")
-    return save_with_note(
-        fig,
-        df,
-        study,
-        out,
+    return Answer(
+        "persistence",
+        f"Persistent workers: the cost at every epoch boundary ({study})",
         "epoch_gap_by_persistence",
         "Left: bars median, dots repetitions. Right: ratio of median total run time, whisker = "
         f"{ratio_note(comps)}; with 1 epoch there is no boundary (control).",
-        points,
         per="bar or point",
-    )
+    ).save(fig, {}, points, df, study, out)

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import seaborn as sns
-from matplotlib import pyplot as plt
 
-from loaderbench.analysis.figures.questions.shared import bars, claims_header, drawable, legend_top, save_with_note
+from loaderbench.analysis.figures.kinds import Answer, Bars
+from loaderbench.analysis.figures.questions.shared import drawable
 from loaderbench.analysis.questions.persistence import workers_held_mib
 from loaderbench.analysis.table.records import col, is_true
 
@@ -33,27 +33,24 @@ def persistent_state(df: pd.DataFrame, study: str, out: Path) -> list[Path]:
     samples = pd.to_numeric(col(ok, "epoch_attr_samples"), errors="coerce")
     ok["stale_pct"] = 100 * pd.to_numeric(col(ok, "epoch_attr_stale"), errors="coerce") / samples
     pal = sns.color_palette("colorblind", 2)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    points = bars(axes[0], ok, "workers", "held_mib", "loaders", X_ORDER, HUE_ORDER, pal)
-    axes[0].set_ylabel("workers' USS held over the run (MiB)")
-    axes[0].set_title("memory the workers hold")
-    points += bars(axes[1], ok, "workers", "stale_pct", "loaders", X_ORDER, HUE_ORDER, pal)
-    axes[1].set_ylabel("samples that saw the old value (%)")
-    axes[1].set_title("an attribute changed between epochs")
-    for ax in axes:
-        ax.set_xlabel("workers")
-    leg = legend_top(fig, axes[0], None, ncol=2)
-    if axes[1].get_legend():
-        axes[1].get_legend().remove()
-    claims_header(fig, f"What persistent workers hold and see ({study})", df, study, "persistence", legend=leg)
-    return save_with_note(
-        fig,
-        df,
-        study,
-        out,
-        "persistent_state",
-        "Bars: median over repetitions; dots: repetitions. Held: the median of the workers' USS over the probe's "
-        "samples with a worker alive. Old value: samples after the first epoch whose worker's copy of the dataset "
-        "carried an epoch count older than the main process's.",
-        points,
-    )
+    return Bars(
+        x="workers",
+        order=X_ORDER,
+        y=[
+            ("held_mib", "workers' USS held over the run (MiB)", False, "memory the workers hold"),
+            ("stale_pct", "samples that saw the old value (%)", False, "an attribute changed between epochs"),
+        ],
+        hue="loaders",
+        hues=HUE_ORDER,
+        palette=pal,
+        xlabel="workers",
+        says=Answer(
+            "persistence",
+            f"What persistent workers hold and see ({study})",
+            "persistent_state",
+            "Bars: median over repetitions; dots: repetitions. Held: the median of the workers' USS over the probe's "
+            "samples with a worker alive. Old value: samples after the first epoch whose worker's copy of the dataset "
+            "carried an epoch count older than the main process's.",
+            per="bar",
+        ),
+    ).answer(ok, df, study, out)

@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from loaderbench.analysis.figures.questions.shared import NothingToDraw, claims_header, save_with_note
+from loaderbench.analysis.figures.kinds import Answer
+from loaderbench.analysis.figures.questions.shared import NothingToDraw
 from loaderbench.analysis.figures.style import usual_n
 from loaderbench.analysis.table.environment import env_one
 from loaderbench.analysis.table.records import col, is_true, ok_rows
@@ -57,23 +58,13 @@ def rng_duplicates(df: pd.DataFrame, study: str, out: Path) -> list[Path]:
     ax.set_xlabel("source of the draw / repeats another draw of the ...")
     ax.set_ylabel("")
     ax.tick_params(axis="x", labelrotation=0)
-    claims_header(
-        fig,
-        f"Do workers draw the same random numbers? ({study}, torch {env_one(df, 'torch')})",
-        df,
-        study,
+    return Answer(
         "rng",
-        width=120,
-    )
-    return save_with_note(
-        fig,
-        df,
-        study,
-        out,
+        f"Do workers draw the same random numbers? ({study}, torch {env_one(df, 'torch')})",
         "rng_duplicates",
         "same epoch: share of an epoch's draws equal to another draw of that epoch (the same "
         "augmentation in two workers); epoch before: share already drawn in the previous epoch. "
         "n/a: a single epoch.",
-        [(None, 0, 0, n) for n in ns],
         per="row",
-    )
+        width=120,
+    ).save(fig, {}, [(None, 0, 0, n) for n in ns], df, study, out)

@@ -135,31 +135,6 @@ def claims_header(
     fig.text(0.5, y, title, ha="center", va="bottom", fontsize=12, fontweight="bold")
 
 
-def legend_top(fig, ax, title: str | None = None, ncol: int = 6):
-    """Move `ax`'s legend above the figure (the header goes above it); returns the figure legend."""
-    handles, labels = ax.get_legend_handles_labels()
-    if ax.get_legend() is not None:
-        ax.get_legend().remove()
-    if not handles:
-        return None
-    return legend_above(fig, handles, labels, ncol, title)
-
-
-def legend_above(fig, handles: list, labels: list, ncol: int, title: str | None = None):
-    """A figure legend of `handles` just above the axes (claims_header stacks the header above it)."""
-    return fig.legend(
-        handles,
-        labels,
-        title=title,
-        loc="lower center",
-        bbox_to_anchor=(0.5, 1.0),
-        ncol=ncol,
-        frameon=False,
-        fontsize=8,
-        title_fontsize=8,
-    )
-
-
 def save_with_note(fig, rows, study, out, name, note: str, points: list[tuple], per: str = "bar") -> list[Path]:
     """Save with the note and how many repetitions are behind each of the `points` (bars or points, see the
     module doc: "n=k" printed at those that differ from the rest) above the provenance footer (style.save puts

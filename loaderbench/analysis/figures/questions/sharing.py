@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from loaderbench.analysis.figures.questions.shared import NothingToDraw, bars, claims_header, legend_top, save_with_note
+from loaderbench.analysis.figures.kinds import Answer, legend_of
+from loaderbench.analysis.figures.questions.shared import NothingToDraw, bars
 from loaderbench.analysis.table.derive import MIB, fd_exhausted, open_file_limit
 from loaderbench.analysis.table.records import ok_mask, ok_rows
 
@@ -99,21 +100,12 @@ def sharing_strategy_limits(df: pd.DataFrame, study: str, out: Path) -> list[Pat
     _outcome_grid(axes[0], rows, cells)
     top = ok[ok["limit"] == ok["limit"].max()] if len(ok) else ok
     points = _strategy_panels(axes[1:], top, cells, strategies, sorted(rows["limit"].dropna().unique()))
-    leg = legend_top(fig, axes[1], None, ncol=2)
-    for ax in axes[2:]:
-        if ax.get_legend():
-            ax.get_legend().remove()
-    claims_header(
-        fig, f"Sharing strategies: descriptors, failures, per-tensor cost ({study})", df, study, "sharing", legend=leg
-    )
-    return save_with_note(
-        fig,
-        df,
-        study,
-        out,
+    return Answer(
+        "sharing",
+        f"Sharing strategies: descriptors, failures, per-tensor cost ({study})",
         "sharing_strategy_limits",
         "Same 64 KiB per sample as 1 tensor or split into many. Right three panels: ok cells at "
         "the highest open-file limit; bars median, dots repetitions. /dev/shm is machine-wide: "
         "other processes' segments add noise.",
-        points,
-    )
+        per="bar",
+    ).save(fig, legend_of(*axes[1:]), points, df, study, out)

@@ -11,13 +11,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from loaderbench.analysis.figures.questions.shared import (
-    NothingToDraw,
-    claims_header,
-    legend_top,
-    plain_log,
-    save_with_note,
-)
+from loaderbench.analysis.figures.kinds import Answer, Curves, legend_of
+from loaderbench.analysis.figures.questions.shared import NothingToDraw
 from loaderbench.analysis.questions.sharing_size import STRATEGIES, kib, size_rows, switch_rows
 from loaderbench.analysis.table.records import is_true
 
@@ -29,38 +24,28 @@ def cost_per_tensor_by_size(df: pd.DataFrame, study: str, out: Path) -> list[Pat
     rows = size_rows(df)
     if rows.empty:
         raise NothingToDraw("no ok sleep cells with workers")
-    sizes = sorted(rows["sample_kb"].dropna().unique())
-    pal = sns.color_palette("colorblind", 2)
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    points = []
-    for colour, strategy in zip(pal, STRATEGIES):
-        med = []
-        for x, kb in enumerate(sizes):
-            v = 1e6 / rows[(rows["sharing_strategy"] == strategy) & (rows["sample_kb"] == kb)]["samples_per_s"]
-            v = v.to_numpy(dtype=float)
-            v = v[np.isfinite(v)]
-            med.append(float(np.median(v)) if v.size else np.nan)
-            if v.size:
-                ax.plot([x] * v.size, v, "o", color="black", ms=2.5)
-                points.append((ax, x, med[-1], int(v.size)))
-        ax.plot(range(len(sizes)), med, "-o", color=colour, label=strategy)
-    ax.set_xticks(range(len(sizes)), [kib(s) for s in sizes])
-    ax.set_yscale("log")
-    plain_log(ax)
-    ax.set_xlabel("tensor size (one tensor per batch)")
-    ax.set_ylabel("time per tensor (µs)")
-    sns.despine(ax=ax)
-    leg = legend_top(fig, ax, None, ncol=2)
-    claims_header(fig, f"Sharing strategies by tensor size ({study})", df, study, "sharing-size", legend=leg)
-    return save_with_note(
-        fig,
+    return Curves(
+        x="sample_kb",
+        y=[("us_per_tensor", 1.0, "time per tensor (µs)")],
+        hue="sharing_strategy",
+        hues=STRATEGIES,
+        palette=sns.color_palette("colorblind", 2),
+        tick=kib,
+        xlabel="tensor size (one tensor per batch)",
+        log=True,
+        size=(7, 4.2, 0),
+        says=Answer(
+            "sharing-size",
+            f"Sharing strategies by tensor size ({study})",
+            "cost_per_tensor_by_size",
+            "Lines: median over repetitions of 1 / tensors handed over per second (2 workers); dots: repetitions.",
+        ),
+    ).answer(
+        rows.assign(us_per_tensor=1e6 / rows["samples_per_s"]),
         df,
         study,
         out,
-        "cost_per_tensor_by_size",
-        "Lines: median over repetitions of 1 / tensors handed over per second (2 workers); dots: repetitions.",
-        points,
-        per="point",
+        xs=sorted(rows["sample_kb"].dropna().unique()),
     )
 
 
@@ -85,18 +70,12 @@ def strategy_after_switch(df: pd.DataFrame, study: str, out: Path) -> list[Path]
         ax.set_xlabel("set_sharing_strategy is called after epoch 1")
         sns.despine(ax=ax)
     axes[0].set_ylabel("repetitions")
-    leg = legend_top(fig, axes[0], None, ncol=3)
-    claims_header(
-        fig, f"set_sharing_strategy after the workers started ({study})", df, study, "sharing-size", legend=leg
-    )
-    return save_with_note(
-        fig,
-        df,
-        study,
-        out,
+    return Answer(
+        "sharing-size",
+        f"set_sharing_strategy after the workers started ({study})",
         "strategy_after_switch",
         "Bars: repetitions whose epoch's first batch arrived by each strategy, seen in the main process's memory "
         "map (an unlinked /dev/shm segment: file_descriptor; a named one: file_system).",
-        points,
+        ncol=3,
         per="epoch",
-    )
+    ).save(fig, legend_of(axes[0]), points, df, study, out)

@@ -10,13 +10,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from loaderbench.analysis.figures.questions.shared import (
-    NothingToDraw,
-    claims_header,
-    legend_above,
-    legend_top,
-    save_with_note,
-)
+from loaderbench.analysis.figures.kinds import Answer, legend_of
+from loaderbench.analysis.figures.questions.shared import NothingToDraw
 from loaderbench.analysis.questions.shm_size import SWEEPS, cell_states, leak_rows, sized_rows
 from loaderbench.analysis.table.records import col
 
@@ -64,23 +59,16 @@ def shm_peak_by_setting(df: pd.DataFrame, study: str, out: Path) -> list[Path]:
         ax.set_title(f"{LABELS[axis]} ({', '.join(f'{LABELS[o]} {centre[o]}' for o in SWEEPS if o != axis)})")
         sns.despine(ax=ax)
     axes[0].set_ylabel("/dev/shm (MiB)")
-    handles, labels = axes[0].get_legend_handles_labels()
-    unique = dict(zip(labels, handles))
-    leg = legend_above(fig, list(unique.values()), list(unique), ncol=4)
-    claims_header(
-        fig, f"/dev/shm: what a setting uses and which sizes fail ({study})", df, study, "shm-size", legend=leg
-    )
-    return save_with_note(
-        fig,
-        df,
-        study,
-        out,
+    return Answer(
+        "shm-size",
+        f"/dev/shm: what a setting uses and which sizes fail ({study})",
         "shm_peak_by_setting",
         "Bars: median peak /dev/shm use of the cell alone (its own tmpfs); dots: repetitions; green: the size "
         "computed from one measured batch. Dashed lines: smaller sizes; x: every repetition failed for want of "
         "/dev/shm there, o: every one ran, diamond: mixed.",
-        points,
-    )
+        ncol=4,
+        per="bar",
+    ).save(fig, legend_of(axes[0]), points, df, study, out)
 
 
 def segments_left(df: pd.DataFrame, study: str, out: Path) -> list[Path]:
@@ -104,15 +92,11 @@ def segments_left(df: pd.DataFrame, study: str, out: Path) -> list[Path]:
     ax.set_xlabel("sharing strategy")
     ax.set_ylabel("segments left in /dev/shm")
     sns.despine(ax=ax)
-    leg = legend_top(fig, ax, None, ncol=2)
-    claims_header(fig, f"/dev/shm segments left after a worker was killed ({study})", df, study, "shm-size", legend=leg)
-    return save_with_note(
-        fig,
-        df,
-        study,
-        out,
+    return Answer(
+        "shm-size",
+        f"/dev/shm segments left after a worker was killed ({study})",
         "segments_left",
         "Bars: median over repetitions; dots: repetitions. Counted in the cell's own /dev/shm once every process "
         "of the cell had ended (torch_shm_manager on its own), before the runner removed them.",
-        points,
-    )
+        per="bar",
+    ).save(fig, legend_of(ax), points, df, study, out)

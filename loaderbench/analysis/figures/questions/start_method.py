@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from loaderbench.analysis.figures.questions.shared import bars, claims_header, drawable, legend_top, save_with_note
+from loaderbench.analysis.figures.kinds import Answer, Bars
+from loaderbench.analysis.figures.questions.shared import drawable
 from loaderbench.analysis.table.derive import MIB, payload_mb, start_method_label
 from loaderbench.analysis.table.records import col
 
@@ -41,34 +41,27 @@ def time_to_first_batch_by_start_method(df: pd.DataFrame, study: str, out: Path)
     ok["workers_cpu_per_worker"] = pd.to_numeric(col(ok, "cpu_workers_s"), errors="coerce") / ok["num_workers"]
     palette = sns.color_palette("Paired", len(hue_order))
     panels = [p for p in PANELS if p[0] in ok and pd.to_numeric(ok[p[0]], errors="coerce").notna().any()]
-    ncols = min(3, len(panels))
-    nrows = -(-len(panels) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(5.2 * ncols, 3.7 * nrows), squeeze=False)
-    axes = list(axes.ravel())
-    for ax in axes[len(panels) :]:
-        ax.set_visible(False)
-    points = []
-    for ax, (metric, label, log, title) in zip(axes, panels):
-        points += bars(ax, ok, "method", metric, "cell", order, hue_order, palette, log=log)
-        ax.set_xlabel("start method")
-        ax.set_ylabel(label)
-        ax.set_title(title)
-        ax.tick_params(axis="x", labelrotation=20)
-    leg = legend_top(fig, axes[0], None, ncol=len(hue_order))
-    for ax in axes[1:]:
-        if ax.get_legend():
-            ax.get_legend().remove()
-    claims_header(fig, f"Start methods: what a worker costs to start ({study})", df, study, "start-method", legend=leg)
-    return save_with_note(
-        fig,
-        df,
-        study,
-        out,
-        "time_to_first_batch_by_start_method",
-        "Bars: median over repetitions; dots: repetitions. forkserver+preload = set_forkserver_preload(torch, "
-        "torchvision, the workload). Payload: Python strings the dataset object carries (pickled to "
-        "spawn/forkserver workers).\nWorkers = every process under the cell but the main one, per worker: "
-        "under forkserver it includes the fork server, under spawn/forkserver the resource tracker. A spawned "
-        "worker's exit can add a transient as large as the payload to its USS peak.",
-        points,
-    )
+    return Bars(
+        x="method",
+        order=order,
+        y=panels,
+        hue="cell",
+        hues=hue_order,
+        palette=palette,
+        xlabel="start method",
+        ncols=min(3, len(panels)),
+        rotate=20,
+        size=(5.2 * min(3, len(panels)), 3.7 * -(-len(panels) // 3)),
+        says=Answer(
+            "start-method",
+            f"Start methods: what a worker costs to start ({study})",
+            "time_to_first_batch_by_start_method",
+            "Bars: median over repetitions; dots: repetitions. forkserver+preload = set_forkserver_preload(torch, "
+            "torchvision, the workload). Payload: Python strings the dataset object carries (pickled to "
+            "spawn/forkserver workers).\nWorkers = every process under the cell but the main one, per worker: "
+            "under forkserver it includes the fork server, under spawn/forkserver the resource tracker. A spawned "
+            "worker's exit can add a transient as large as the payload to its USS peak.",
+            ncol=len(hue_order),
+            per="bar",
+        ),
+    ).answer(ok, df, study, out)

@@ -16,15 +16,8 @@ import pandas as pd
 import seaborn as sns
 
 from loaderbench.analysis.claims import pick
-from loaderbench.analysis.figures.questions.shared import (
-    NothingToDraw,
-    bars,
-    claims_header,
-    drawable,
-    line_points,
-    plain_log,
-    save_with_note,
-)
+from loaderbench.analysis.figures.kinds import Answer
+from loaderbench.analysis.figures.questions.shared import NothingToDraw, bars, drawable, line_points, plain_log
 from loaderbench.analysis.figures.style import throughput_axis, workers_axis
 from loaderbench.stats.verdicts import g
 
@@ -257,15 +250,10 @@ def workers_hide_latency(df: pd.DataFrame, study: str, out: Path) -> list[Path]:
     shard_passes(axes[1, 2], ok, points)
     for ax in axes.flat:
         sns.despine(ax=ax)
-    claims_header(fig, f"where workers stop hiding the network ({study})", df, study, "storage")
-    return save_with_note(
-        fig,
-        df,
-        study,
-        out,
+    return Answer(
+        "storage",
+        f"where workers stop hiding the network ({study})",
         "workers_hide_latency",
         f"Lines: medians over repetitions; dots: repetitions. One core loads; the server runs on "
         f"the others. {service}. Payload: throughput x bytes per sample.",
-        points,
-        per="point",
-    )
+    ).save(fig, {}, points, df, study, out)
