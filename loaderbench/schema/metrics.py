@@ -147,6 +147,7 @@ class ProbeCost(TypedDict, total=False):
 
     samples: int
     memory_samples: int
+    memory_samples_at_window_end: int  # of them, the walk when the cell's last window ended (workers alive)
     cost_s: float  # wall seconds inside the samples
     cpu_s: float  # CPU seconds the probe's thread spent sampling
     cpu_share: Annotated[float, Column("probe_cpu_share")]  # cpu_s over the seconds it sampled: a share of one CPU
