@@ -708,7 +708,7 @@ from loaderbench.study.study_file import parse_study
 
 cell = parse_study({"study": {"name": "d", "warmup_batches": 1, "measure_batches": 1},
                     "matrix": {"workload": "sleep", "sleep_ms": 0.0, "batch_size": 1}}, where="x").cells[0]
-start = R._start_sentinel
+start = R.start_sentinel
 
 def descheduled(pgid, *args):  # the runner loses the CPU right after the fork, as on a busy machine: it resumes
     fd = os.pidfd_open(pgid)   # once the cell has ended, or has shown that it waits (then nothing ends it)
@@ -716,7 +716,7 @@ def descheduled(pgid, *args):  # the runner loses the CPU right after the fork, 
     os.close(fd)
     return start(pgid, *args)
 
-R._start_sentinel = descheduled
+R.start_sentinel = descheduled
 rec = run_task(Task("d", cell, 0), Store(tempfile.mkdtemp()), {}, timeout_s=120).to_json()
 m = rec["metrics"]
 print(json.dumps([rec["status"], m["probe"]["samples"], m["memory_bytes"]["pss_peak"], m["open_fds_peak"]]))

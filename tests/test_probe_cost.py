@@ -15,6 +15,19 @@ import pytest
 from loaderbench.measure.probes import TreeProbe, off_cell_cpus
 
 
+def cell_records(results, sets: list[str]) -> list[dict]:
+    """The records `loaderbench cell --set ...` measures into `results`."""
+    args = [a for s in sets for a in ("--set", s)]
+    out = subprocess.run(
+        [sys.executable, "-m", "loaderbench", "cell", *args, "--results", str(results), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout[out.stdout.index("[") : out.stdout.rindex("]") + 1])
+
+
 def test_the_probe_counts_its_own_cpu_within_its_wall_time():
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
@@ -38,16 +51,9 @@ def test_the_probe_samples_off_the_cells_cores_and_gives_them_back(tmp_path):
     allowed = sorted(os.sched_getaffinity(0))
     if len(allowed) < 2:
         pytest.skip("one CPU: the probe can only share it (its record says so with off_cell_cpus = [])")
-    sets = ["workload=sleep", "sleep_ms=1", "num_workers=1", "cores=1", "measure_batches=8", "repetitions=2"]
-    args = [a for s in sets for a in ("--set", s)]
-    out = subprocess.run(
-        [sys.executable, "-m", "loaderbench", "cell", *args, "--results", str(tmp_path), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    records = cell_records(
+        tmp_path, ["workload=sleep", "sleep_ms=1", "num_workers=1", "cores=1", "measure_batches=8", "repetitions=2"]
     )
-    assert out.returncode == 0, out.stderr
-    records = json.loads(out.stdout[out.stdout.index("[") : out.stdout.rindex("]") + 1])
     assert [r["metrics"]["probe"]["off_cell_cpus"] for r in records] == [allowed[1:], allowed[1:]]
     assert off_cell_cpus(len(allowed)) == []  # a cell on every CPU: the probe shares them
 
@@ -57,16 +63,7 @@ def test_the_runner_reads_pss_and_uss_once_more_when_the_last_window_ends_with_t
     when the cell marks the end of its last window, and the cell's two workers are in that walk (its last entry),
     so that copy-on-write growth late in a short cell is read before the workers end."""
     sets = ["workload=sleep", "sleep_ms=1", "num_workers=2", "cores=2", "measure_batches=16", "epochs=2"]
-    sets += ["memory_interval_s=600", "repetitions=1"]
-    args = [a for s in sets for a in ("--set", s)]
-    out = subprocess.run(
-        [sys.executable, "-m", "loaderbench", "cell", *args, "--results", str(tmp_path), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert out.returncode == 0, out.stderr
-    (record,) = json.loads(out.stdout[out.stdout.index("[") : out.stdout.rindex("]") + 1])
+    (record,) = cell_records(tmp_path, [*sets, "memory_interval_s=600", "repetitions=1"])
     metrics = record["metrics"]
     assert metrics["probe"]["memory_samples_at_window_end"] == 1
     assert metrics["memory_timeline"][-1][1] == 3  # the cell's process and its two workers

@@ -50,6 +50,7 @@ from loaderbench.measure.probes import (
     shm_snapshot,
     sweep_shm,
 )
+from loaderbench.measure.sentinel import start_sentinel, stop_sentinel
 from loaderbench.processes import ResultChannel, kill_group
 from loaderbench.schema.cell import CellConfig, Task
 from loaderbench.schema.record import Record, now
@@ -58,7 +59,6 @@ from loaderbench.schema.store import Store
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 HELPER_GRACE_S = 5.0  # how long cleanup helpers may take to finish on their own before they are killed
-SENTINEL_DONE = b"d"
 CELL_GO = b"g"  # the runner has sampled the cell once: it may start
 # torch.cuda.is_available() asked through the CUDA runtime marks this process so that every cell forked from it
 # fails at its first CUDA call; through NVML it does not. For code that embeds the runner (the tests, a notebook).
@@ -157,84 +157,6 @@ def _record_escaped(exc: BaseException, channel: ResultChannel, cell: CellConfig
         return 0
     except BaseException:  # noqa: BLE001 - the runner records a crashed cell
         return 70
-
-
-# --- the sentinel: ends the cell if the runner dies -----------------------------------------------------
-
-
-def _start_sentinel(pgid: int, cgroup, shm_before: set[str]) -> tuple[int | None, int | None]:
-    """Fork the sentinel; returns (its pid, the pipe end the runner holds)."""
-    try:
-        r, w = os.pipe()
-    except OSError:
-        return None, None
-    try:
-        pid = os.fork()
-    except OSError:
-        os.close(r)
-        os.close(w)
-        return None, None
-    if pid == 0:
-        code = 0
-        try:
-            os.close(w)
-            _sentinel(r, pgid, cgroup, shm_before)
-        except BaseException:  # noqa: BLE001 - never let the sentinel run runner code
-            code = 1
-        finally:
-            os._exit(code)
-    os.close(r)
-    return pid, w
-
-
-def _sentinel(r: int, pgid: int, cgroup, shm_before: set[str]) -> None:
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGTSTP):
-        signal.signal(sig, signal.SIG_IGN)  # the runner decides; the sentinel only reacts to its death
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    data = b""
-    while True:
-        try:
-            chunk = os.read(r, 16)
-        except InterruptedError:
-            continue
-        if not chunk:
-            break
-        data += chunk
-    if SENTINEL_DONE in data:
-        return  # the runner tore the cell down itself
-    kill_group(pgid)
-    pids: set[int] = set()
-    for _ in range(200):  # until the group is gone (a forkserver may still be forking): at most ~10 s
-        extra = cgroup.pids() if cgroup is not None else []
-        procs = cell_processes(pgid, extra)
-        if not procs:
-            break
-        for p in procs:
-            pids.add(p.pid)
-            try:
-                p.kill()
-            except Exception:  # noqa: BLE001 - psutil raises several types for a process already gone
-                pass
-        time.sleep(0.05)
-    sweep_shm(shm_before, pids)
-    if cgroup is not None:
-        cgroup.remove()
-
-
-def _stop_sentinel(pid: int | None, w: int | None, done: bool = True) -> None:
-    """Tell the sentinel the cell is torn down (done) or, if the teardown was cut short, let it finish the job."""
-    if w is not None:
-        if done:
-            try:
-                os.write(w, SENTINEL_DONE)
-            except OSError:
-                pass
-        os.close(w)
-    if pid is not None:
-        try:
-            os.waitpid(pid, 0)
-        except ChildProcessError:
-            pass
 
 
 # --- tearing a cell down -----------------------------------------------------------------------------------
@@ -370,7 +292,7 @@ class _CellProcess:
             os.setpgid(pid, pid)  # also done by the child; whichever runs first wins the race harmlessly
         except (ProcessLookupError, PermissionError):
             pass
-        self.sentinel_pid, self.sentinel_w = _start_sentinel(pid, cgroup, self.shm_before)
+        self.sentinel_pid, self.sentinel_w = start_sentinel(pid, cgroup, self.shm_before)
         self.exclude = before_children | {self.sentinel_pid}
         self.shm = open_in_runner(pid, shm_r) if shm_r is not None else None  # opened here: not the sentinel's
         try:
@@ -612,7 +534,7 @@ def _finish(
             cgroup.remove()
         done = True
     finally:
-        _stop_sentinel(sentinel_pid, sentinel_w, done)
+        stop_sentinel(sentinel_pid, sentinel_w, done)
     shm_left = sorted(n for n in shm_snapshot() - shm_before if n.startswith(SHM_PREFIXES))
     out = {
         "processes_killed": killed,
