@@ -135,11 +135,6 @@ class Region:
             return FAILS
         return INCONCLUSIVE
 
-    def distance(self, x: float) -> float:
-        """How far the point estimate is from the nearest boundary of the region (0 on it)."""
-        bounds = [b for b in (self.low, self.high) if np.isfinite(b)]
-        return min((abs(x - b) for b in bounds), default=math.inf)
-
     def text(self, unit: str = "x", log: bool = True) -> str:
         f = (lambda v: f"{g(v)}{unit}") if log else (lambda v: f"{v:+.3g}{unit}")
         if not self.inside:
@@ -171,28 +166,29 @@ def outside(low: float, high: float) -> Region:
 # how many repetitions would settle an inconclusive decision
 
 
-def _settle(spread: float, distance: float, confidence: float, floor: int, se_factor: float) -> str:
-    """Repetitions per cell for the interval's half-width (z * se_factor * spread / sqrt(n)) to fit in `distance`."""
-    if not np.isfinite(distance) or distance <= 0:
+def _settle(point: float, low: float, high: float, region: Region, n_now: int, floor: int, log: bool) -> str:
+    """Repetitions per cell for the measured interval to clear the region's boundaries, scaling its half-width
+    towards each boundary that must be cleared by sqrt(n_now / n): the interval's own procedure (order statistics,
+    a bootstrap), not a normal formula, which at a few repetitions promises less than the interval delivers. At
+    least one more than measured: the interval at n_now did not settle it."""
+    f = math.log if log else (lambda v: v)
+    if log and not (point > 0 and low > 0 and high > 0):
         return "the estimate sits on the threshold: more repetitions narrow the interval but may not settle it"
-    z = _z(confidence)
-    n = floor if spread <= 0 else max(floor, math.ceil((z * se_factor * spread / distance) ** 2))
+    p, lo, hi = f(point), f(low), f(high)
+    bounds = [f(b) for b in (region.low, region.high) if np.isfinite(b) and (b > 0 or not log)]
+    between = len(bounds) == 2 and bounds[0] < p < bounds[1]
+    # between two boundaries the interval must clear both; else the nearest one decides
+    clear = bounds if between else sorted(bounds, key=lambda b: abs(b - p))[:1]
+    if not clear or any(abs(b - p) <= _TOL for b in clear):
+        return "the estimate sits on the threshold: more repetitions narrow the interval but may not settle it"
+    need = max(n_now * (max(0.0, (hi - p) if b > p else (p - lo)) / abs(b - p)) ** 2 for b in clear)
+    n = max(floor, n_now + 1, math.ceil(need))
     if n > MAX_SETTLE_N:
         return (
             f"the estimate is close to the threshold for this spread: more than {MAX_SETTLE_N} repetitions "
             "per cell would be needed"
         )
     return f"about {n} repetitions per cell would settle it if the medians and spread stay as measured"
-
-
-def _z(confidence: float) -> float:
-    from scipy.stats import norm
-
-    return float(norm.ppf(1 - (1 - confidence) / 2))
-
-
-def _sd(x: np.ndarray) -> float:
-    return float(np.std(x, ddof=1)) if x.size > 1 else 0.0
 
 
 def _finite(values) -> np.ndarray:
@@ -257,16 +253,7 @@ def decide_shift(
         )
 
     def settle() -> str:
-        if log:
-            spread = math.sqrt((_sd(np.log(xa)) ** 2 + _sd(np.log(xb)) ** 2) / 2)
-            low, high = (math.log(v) if v > 0 else -math.inf for v in (region.low, region.high))
-            bounds = Region(low, high, region.inside)
-            dist = bounds.distance(math.log(point)) if point > 0 else 0.0
-        else:
-            spread = math.sqrt((_sd(xa) ** 2 + _sd(xb) ** 2) / 2)
-            dist = region.distance(point)
-        # the Hodges-Lehmann shift's standard error: spread * sqrt(2 / n) * sqrt(pi / 3) (efficiency 3/pi)
-        return _settle(spread, dist, confidence, n_for_shift(confidence), math.sqrt(2 * math.pi / 3))
+        return _settle(point, iv.low, iv.high, region, min(xa.size, xb.size), n_for_shift(confidence), log)
 
     return _judged(text, iv, region, confidence, too_few, settle)
 
@@ -293,14 +280,13 @@ def decide_median(
             f"{pct(confidence)}: {need} give {pct(order_coverage(need))})"
         )
 
-    # the median's standard error: spread * sqrt(pi / 2) / sqrt(n)
     return _judged(
         text,
         iv,
         region,
         confidence,
         too_few,
-        lambda: _settle(_sd(x), region.distance(med), confidence, n_for_median(confidence), math.sqrt(math.pi / 2)),
+        lambda: _settle(med, iv.low, iv.high, region, x.size, n_for_median(confidence), log=False),
     )
 
 
