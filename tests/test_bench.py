@@ -145,6 +145,15 @@ def test_the_suite_goal_needs_the_estimate_at_098_and_the_interval_reaching_099(
     assert overhead.suite_goal({"estimate": estimate, "low": 0.9, "high": high}) == goal
 
 
+def test_the_rounds_for_the_goal_scale_the_interval_by_the_square_root_of_the_rounds():
+    # an interval four times as wide as ±1% on 20 rounds: 16 times the rounds; one already that narrow needs no more
+    wide = {"estimate": 1.0, "low": 1.01**-4, "high": 1.01**4}
+    assert overhead.rounds_for_goal(wide, 20) == pytest.approx(320, abs=1)
+    assert overhead.rounds_for_goal({"estimate": 1.0, "low": 0.999, "high": 1.001}, 20) == 20
+    assert overhead.rounds_for_goal({"estimate": 1.0, "low": float("nan"), "high": 1.1}, 20) is None
+    assert overhead.rounds_for_goal(None, 20) is None
+
+
 def test_paired_difference_is_the_median_difference_with_an_interval():
     rng = np.random.default_rng(0)
     base = rng.normal(1000.0, 200.0, 41)  # ns per batch, shared by both arms of a round

@@ -59,6 +59,20 @@ def _loop(num_workers: int, steps: int = 40, warmup: int = 3, headspace: int = 1
     return ds, seen, lo
 
 
+def test_versions_read_off_the_loaded_packages_import_nothing():
+    # a fresh interpreter that imported torch alone: torch is named, torchvision is neither named nor imported
+    code = (
+        "import sys, json, torch; from loaderbench.measure.fingerprint import package_versions; "
+        "v = package_versions(import_missing=False); print(json.dumps([v['torch'], v['torchvision'], "
+        "'torchvision' in sys.modules]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == [torch.__version__, None, False]
+
+
 def test_data_wait_fraction_matches_the_two_sleeps():
     ds, seen, lo = _loop(num_workers=0)
     tl = lo["timeline"]
@@ -280,6 +294,8 @@ def test_script_with_spawn_workers_and_two_loaders(tmp_path):
     doc = read(tmp_path / "out" / "doctor.json")
     assert doc["schema"] == SCHEMA and doc["schema_version"] == VERSION and doc["status"] == "ok"
     assert doc["fingerprint"]["torch"] == torch.__version__
+    # versions as the script's process has them: it never imported torchvision, so none is named (or imported)
+    assert doc["fingerprint"]["torchvision"] is None and doc["processes"][0]["versions"]["torch"] == torch.__version__
     (proc,) = doc["processes"]
     train, val = proc["loaders"]
     assert train["settings"]["start_method"] == "spawn" and train["settings"]["num_workers"] == 1

@@ -44,6 +44,7 @@ __all__ = [
     "overhead_cells",
     "overhead_experiment",
     "overhead_ratios",
+    "rounds_for_goal",
     "suite_goal",
     "windows_to_arms",
 ]
@@ -116,6 +117,23 @@ def suite_goal(ratio: dict | None) -> str:
     if not (math.isfinite(est) and math.isfinite(high)):
         return "n/a"
     return "met" if est >= SUITE_FLOOR and high >= SUITE_REACH else "missed"
+
+
+#: the half-width, as a share, an interval of suite/bare needs to tell SUITE_FLOOR from SUITE_REACH
+GOAL_HALF_WIDTH = 0.01
+
+
+def rounds_for_goal(ratio: dict | None, rounds: int) -> int | None:
+    """Rounds after which the interval of `ratio` (measured on `rounds`) would be GOAL_HALF_WIDTH wide each side,
+    its half-width (in log, the wider side) shrinking as 1 / sqrt(rounds): how long a cell must be measured on this
+    machine before its goal is a measurement rather than a coin toss. None without an interval."""
+    if not ratio or rounds < 1:
+        return None
+    est, low, high = (ratio.get(k) for k in ("estimate", "low", "high"))
+    if not all(v is not None and math.isfinite(v) and v > 0 for v in (est, low, high)):
+        return None
+    half = max(math.log(high / est), math.log(est / low))
+    return max(rounds, math.ceil(rounds * (half / math.log1p(GOAL_HALF_WIDTH)) ** 2))
 
 
 def overhead_cells() -> list:
@@ -233,6 +251,7 @@ def overhead_experiment(
         out["bare_batches_per_s"] = arm_throughput(out["windows"], ("bare", False))
         out["loop_cpu_us_per_batch"] = loop_cpu_per_batch(out["windows"])
         out["goal"] = suite_goal(out["ratios"].get("suite_over_bare"))
+        out["rounds_for_goal"] = rounds_for_goal(out["ratios"].get("suite_over_bare"), out.get("rounds", 0))
     return out
 
 

@@ -51,6 +51,14 @@ def header(result: dict, console) -> None:
     console.print(f"load average (1, 5, 15 min): at start {result['load']['start']}, at end {result['load']['end']}")
 
 
+def _rounds_for_goal(row: dict) -> str:
+    """The rounds a ±1% interval of suite/bare needs at this cell's spread, and about how long they take."""
+    need, rounds, measured = row.get("rounds_for_goal"), row.get("rounds"), row.get("measured_s")
+    if need is None or not rounds:
+        return "n/a"
+    return f"{need:,} (~{need * measured / rounds / 60:.0f} min)" if measured else f"{need:,}"
+
+
 def overhead(ov: dict, console) -> None:
     lc = ov["loop_cost"]
     c = lc["cost_ns_per_batch"]
@@ -73,6 +81,7 @@ def overhead(ov: dict, console) -> None:
             "probe on/off",
             "suite/bare (harness+probe)",
             "goal",
+            "rounds for ±1%",
             "loop CPU/batch bare | harness",
             "probe CPU/sample",
             "probe share of 1 CPU",
@@ -81,7 +90,7 @@ def overhead(ov: dict, console) -> None:
     )
     for row in ov["cells"]:
         if "error" in row:
-            t.add_row(row["cell"], "[red]" + row["error"][:80] + "[/red]", *[""] * 10)
+            t.add_row(row["cell"], "[red]" + row["error"][:80] + "[/red]", *[""] * 11)
             continue
         r = row.get("ratios", {})
         p = row.get("probe") or {}
@@ -98,6 +107,7 @@ def overhead(ov: dict, console) -> None:
             fmt_interval(r.get("probe_on_over_off")),
             fmt_interval(r.get("suite_over_bare")),
             row.get("goal", "n/a"),
+            _rounds_for_goal(row),
             " | ".join(fmt(v, ".1f") for v in (row.get("loop_cpu_us_per_batch") or {}).values()) + " µs",
             f"{p['cpu_ms_per_sample']:.1f} ms" if p.get("cpu_ms_per_sample") is not None else "n/a",
             f"{p['cpu_share_of_one_cpu'] * 100:.1f}%" if p.get("cpu_share_of_one_cpu") is not None else "n/a",

@@ -27,6 +27,7 @@ JSON schema history (SCHEMA):
                        window's step profile), `eight_over_zero_over_bare`, verdicts with `status` (met, missed,
                        undecided, n/a) instead of `passed`; runs in a shuffled order per repetition, with `step_s`;
                        overhead cells: `loop_cpu_us_per_batch` and `goal`; doctor_vs_grid added
+  loaderbench.bench/10 overhead cells: `rounds_for_goal`, the rounds a ±1% interval of suite/bare would need
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from typing import Any
 
 from loaderbench.bench.common import IMAGES, describe, json_safe, loadavg
 
-SCHEMA = "loaderbench.bench/9"
+SCHEMA = "loaderbench.bench/10"
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -40,7 +40,7 @@ class Watched:
     def report(self) -> dict:
         """The doctor.json document of what was measured so far."""
         from loaderbench.doctor.doctor_json import build
-        from loaderbench.measure.fingerprint import host_fingerprint
+        from loaderbench.measure.fingerprint import host_fingerprint, package_versions
 
         return build(
             [self.session.to_json()],
@@ -48,7 +48,7 @@ class Watched:
             plan=self.session.plan.to_json(),
             exit_code=None,
             stderr_tail="",
-            fingerprint=host_fingerprint(),
+            fingerprint={**host_fingerprint(versions=False), **package_versions(import_missing=False)},
         )
 
     def diagnosis(self) -> str:

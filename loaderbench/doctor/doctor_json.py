@@ -15,7 +15,9 @@ SCHEMA = "loaderbench-doctor"
 #: Version 3: a trial's and the best's `steps_per_s` (in a replica of the loop; was `batches_per_s`, of the loader
 #: alone), tune.workers_needed and tune.replica, steps.step_cpu_share and steps.wait_cpu_share, the verdict
 #: "borderline".
-VERSION = 3
+#: Version 4: the fingerprint's Python and package versions come from the watched script's process (a package it never
+#: imported: null), and each process carries its own `versions`.
+VERSION = 4
 
 #: What a run's status says.
 STATUSES = ("ok", "script failed", "no loader", "interrupted", "stopped")

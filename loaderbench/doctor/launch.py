@@ -102,13 +102,16 @@ def doctor(command: list[str], plan: WatchPlan, out: Path, echo: bool = True) ->
         processes = read_parts(parts)
     finally:
         shutil.rmtree(parts, ignore_errors=True)
+    versions = next((p["versions"] for p in processes if "versions" in p), {})
     doc = build(
         processes,
         command=command,
         plan=plan.to_json(),
         exit_code=rc,
         stderr_tail=stderr_tail,
-        fingerprint=host_fingerprint(),
+        # the machine from here; Python's and the packages' versions from the script's process, which may run
+        # another interpreter (and this process need not import torch to name them)
+        fingerprint={**host_fingerprint(versions=False), **versions},
         interrupted=interrupted,
     )
     path = write(doc, out)

@@ -13,6 +13,7 @@ from typing import Any
 
 from loaderbench.doctor.report import loader_report, terminal_lines
 from loaderbench.doctor.watch import DONE, LoaderWatch, WatchPlan
+from loaderbench.measure.fingerprint import package_versions
 
 #: At most this many loaders are watched in one process.
 MAX_LOADERS = 8
@@ -119,6 +120,8 @@ class Session:
                 "sharing_strategy": torch.multiprocessing.get_sharing_strategy(),
                 "cuda_initialized": torch.cuda.is_initialized(),
             },
+            # the versions this script runs with, read off what it imported (no import paid for a version)
+            "versions": package_versions(import_missing=False),
             "loaders": self.reports(),
         }
 

@@ -90,25 +90,42 @@ def container_info() -> dict:
     return {"container_runtime": None, "container_image": None, "container_digest": None, "lock_sha256": lock}
 
 
-def _versions() -> dict:
-    import numpy
-    import PIL
-    import torch
-    import torchvision
-    from PIL import features
+#: the packages whose versions a fingerprint names, by the key it names them with
+PACKAGES = {"torch": "torch", "torchvision": "torchvision", "numpy": "numpy", "pillow": "PIL"}
 
-    simd = ".post" in PIL.__version__
-    return {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "torchvision": torchvision.__version__,
-        "numpy": numpy.__version__,
-        "pillow": PIL.__version__,
-        "pillow_simd": simd,
-        "libjpeg_turbo": bool(features.check_feature("libjpeg_turbo")),
-        "libjpeg_turbo_version": features.version_feature("libjpeg_turbo"),
-        "torch_cuda_build": torch.version.cuda,  # the CUDA the wheel was built for; devices: see gpus
-    }
+
+def package_versions(import_missing: bool = True) -> dict:
+    """Python's and the packages' versions, each as the package itself says (`torch.__version__`, with its local
+    build label). ``import_missing=False``: only packages this process has already imported (the others None), for a
+    process that must not pay an import for a version (torchvision's import takes seconds)."""
+    import sys
+
+    def loaded(name: str):
+        if name in sys.modules:
+            return sys.modules[name]
+        if not import_missing:
+            return None
+        import importlib
+
+        return importlib.import_module(name)
+
+    mods = {key: loaded(name) for key, name in PACKAGES.items()}
+    out: dict = {"python": platform.python_version()}
+    out |= {key: getattr(m, "__version__", None) if m is not None else None for key, m in mods.items()}
+    pil, torch = mods["pillow"], mods["torch"]
+    if pil is not None:
+        from PIL import features
+
+        out |= {
+            "pillow_simd": ".post" in pil.__version__,
+            "libjpeg_turbo": bool(features.check_feature("libjpeg_turbo")),
+            "libjpeg_turbo_version": features.version_feature("libjpeg_turbo"),
+        }
+    else:
+        out |= {"pillow_simd": None, "libjpeg_turbo": None, "libjpeg_turbo_version": None}
+    # the CUDA the wheel was built for; devices: see gpus
+    out["torch_cuda_build"] = torch.version.cuda if torch is not None else None
+    return out
 
 
 def _gpus() -> list[dict]:
@@ -167,7 +184,10 @@ def default_start_method() -> str | None:
     return out.stdout.strip() or None
 
 
-def host_fingerprint() -> dict:
+def host_fingerprint(versions: bool = True) -> dict:
+    """The machine, its limits, this checkout's commit, the container, GPUs and Slurm ids; with ``versions`` the
+    packages' versions as this process sees them (`package_versions`), else none (a process whose packages are
+    not the ones measured: the doctor's, whose script may run another interpreter, reports the script's own)."""
     from loaderbench.version import __version__
 
     vm = psutil.virtual_memory()
@@ -189,7 +209,7 @@ def host_fingerprint() -> dict:
         "os": platform.platform(),
         "git_commit": _git_commit(),
         "default_start_method": default_start_method(),
-        **_versions(),
+        **(package_versions() if versions else {}),
         **container_info(),
         "gpus": _gpus(),
         "slurm": _slurm(),

@@ -8,11 +8,11 @@ distribution-free interval of their ratio.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
-from scipy import stats as _st
 
 from loaderbench.stats.intervals import MIN_N, n_for_shift, pct, shift_ci, widest_shift_coverage
 from loaderbench.stats.verdicts import (
@@ -57,7 +57,6 @@ class Comparison:
     ratio: float
     ci_low: float
     ci_high: float
-    p_value: float
     significant: bool
     verdict: str
     higher_is_better: bool = True
@@ -67,6 +66,18 @@ class Comparison:
     ci_coverage: float = float("nan")
     ci_method: str = ""
     reason: str = ""
+    samples: tuple = field(default=(), repr=False, compare=False)  # (a, b) as compared: for the p-value
+
+    @cached_property
+    def p_value(self) -> float:
+        """The two-sided exact Mann-Whitney U p-value, computed when first read (NaN below 3 v 3): scipy.stats takes
+        1-3 s to import, which a search that reads only the interval (tune, the doctor) need not pay."""
+        if not self.samples:
+            return float("nan")
+        from scipy import stats
+
+        a, b = self.samples
+        return float(stats.mannwhitneyu(a, b, alternative="two-sided").pvalue)
 
     def interval_text(self) -> str:
         """e.g. "1.18x [1.1-1.25] (90%, 3 v 3)"; "–" without an interval."""
@@ -123,14 +134,12 @@ def compare(
         return Comparison(
             ci_low=nan,
             ci_high=nan,
-            p_value=nan,
             significant=False,
             verdict=NOT_MEASURED,
             reason=f"needs {MIN_N} ok repetitions per side (has {na} v {nb})",
             **common,
         )
 
-    p = float(_st.mannwhitneyu(xa, xb, alternative="two-sided").pvalue)
     iv = shift_ci(xa, xb, confidence, log=True)
     top = 1.0 + float(min_effect)
     verdict, reason = INCONCLUSIVE, ""
@@ -153,11 +162,11 @@ def compare(
     return Comparison(
         ci_low=iv.low,
         ci_high=iv.high,
-        p_value=p,
         significant=verdict in (FASTER, SLOWER),
         verdict=verdict,
         ci_coverage=iv.coverage,
         ci_method=iv.method,
         reason=reason,
+        samples=(xa, xb),
         **common,
     )
