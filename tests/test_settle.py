@@ -151,6 +151,27 @@ def test_a_budget_too_small_for_a_round_measures_nothing(tmp_path, monkeypatch):
     assert any("open at 3 repetitions" in why for why in done.left.values())
 
 
+def test_a_claim_the_budget_cannot_settle_is_left_for_another_run(tmp_path, monkeypatch):
+    # 7 repetitions scattering +-30% around a ratio near the threshold: the rule asks for far more than a minute
+    # of measuring pays, so the budget goes to nothing rather than to rounds that cannot settle it
+    records = [
+        rec(
+            "in-order",
+            {"in_order": io, "slow_worker_ms": 10.0, "num_workers": 4},
+            {"batch_wait_s": {"p99": 0.02, "p50": 0.001}, "samples_per_s": 400.0 * (1 + WIDE * ((r % 3) - 1))},
+            r,
+        )
+        for io in (True, False)
+        for r in range(7)
+    ]
+    _write(tmp_path, records)
+    monkeypatch.setattr(rounds, "_measure", lambda *a: pytest.fail("measured a claim the budget cannot settle"))
+    done = rounds.settle(SimpleNamespace(name="in-order", path=Path("x")), tmp_path, budget_min=1, say=lambda _: None)
+    name = f"#47 {PERMANENT}"
+    assert done.rounds == 0 and "within the budget" in done.stopped, done
+    assert "more than the budget left pays for" in done.left[name]
+
+
 def test_a_study_without_records_is_one_clear_error(tmp_path):
     with pytest.raises(LoaderbenchError, match="run it first"):
         rounds.settle(SimpleNamespace(name="in-order", path=Path("x")), tmp_path, budget_min=1)

@@ -58,6 +58,28 @@ def _seconds_per_repetition(rows: pd.DataFrame) -> float:
     return float(spent.median()) + 2.0 if len(spent) else 30.0  # + a fresh process's start-up per repetition
 
 
+#: repetitions per cell after which a claim whose estimate the budget cannot pay is left for another run
+FUTILE_AFTER = 6
+
+
+def _beyond(item: Open, rows: pd.DataFrame, per_rep: float, deadline: float) -> str | None:
+    """Why `item` is left unmeasured: measured at least FUTILE_AFTER times, its estimate asks for more repetitions than
+    the budget left could pay were its cells measured alone (None: it may be reached). Below FUTILE_AFTER the
+    estimate is too rough to give a claim up on."""
+    if item.estimate is None or not item.cells:
+        return None
+    have = _reps(rows, item.cells)
+    if have < FUTILE_AFTER:
+        return None
+    affordable = int(max(0.0, deadline - time.monotonic()) // (per_rep * len(item.cells)))
+    if item.estimate <= have + affordable:
+        return None
+    return (
+        f"open at {have} repetitions per cell: its rule asks for about {item.estimate}, more than the budget left "
+        f"pays for (about {affordable} more)"
+    )
+
+
 def _measure(study: Study, results: Path, repetitions: int, cells: list[str]) -> int:
     """One round: `loaderbench run` in a fresh process, for `cells` up to `repetitions` each."""
     cmd = [sys.executable, "-m", "loaderbench", "run", str(study.path), "--results", str(results)]
@@ -83,18 +105,24 @@ def settle(study: Study, results: str | Path, budget_min: float, say=print) -> S
         if not out.rounds:
             out.before = {i.name: i.outcome.verdict for i in items}
         cells_of |= {i.name: i.cells for i in items if i.cells}
+        per_rep = _seconds_per_repetition(rows)
+        beyond = {i.name: why for i in items if not i.why_not and (why := _beyond(i, rows, per_rep, deadline))}
         todo: list[Open] = [
-            i for i in items if not i.why_not and (i.estimate is None or i.estimate > _reps(rows, i.cells))
+            i
+            for i in items
+            if not i.why_not and i.name not in beyond and (i.estimate is None or i.estimate > _reps(rows, i.cells))
         ]
-        out.left = {i.name: i.why_not or "" for i in items if i not in todo}
+        out.left = {i.name: beyond.get(i.name) or i.why_not or "" for i in items if i not in todo}
         if not todo:
-            reached = [i for i in items if not i.why_not]
+            reached = [i for i in items if not i.why_not and i.name not in beyond]
             out.left |= {i.name: f"open at the {i.estimate} repetitions per cell its rule asked for" for i in reached}
-            out.stopped = "nothing open that more repetitions can settle" if items else "every claim is decided"
+            out.stopped = (
+                "nothing open that more repetitions can settle within the budget" if items else "every claim is decided"
+            )
             break
         cells = sorted({c for i in todo for c in i.cells})
         target = _reps(rows, cells) + 1
-        cost = _seconds_per_repetition(rows) * len(cells)
+        cost = per_rep * len(cells)
         if time.monotonic() + cost > deadline:
             out.stopped = f"the budget ({budget_min:g} min) cannot pay for another round (about {cost:.0f} s)"
             out.left |= {i.name: f"open at {_reps(rows, i.cells)} repetitions per cell" for i in todo}
