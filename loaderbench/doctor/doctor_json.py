@@ -16,7 +16,7 @@ SCHEMA = "loaderbench-doctor"
 #: alone), tune.workers_needed and tune.replica, steps.step_cpu_share and steps.wait_cpu_share, the verdict
 #: "borderline".
 #: Version 4: the fingerprint's Python and package versions come from the watched script's process (a package it never
-#: imported: null), and each process carries its own `versions`.
+#: imported: null), and each process carries its own `versions`; workers' PSS beside their USS; loaders[].accelerator.
 VERSION = 4
 
 #: What a run's status says.

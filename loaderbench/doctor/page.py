@@ -94,14 +94,32 @@ def workers_svg(workers: dict) -> str:
         f'<tspan fill="{COLORS["step"]}">— main process</tspan> - - cores allowed ({cores:g})</text></svg>'
     )
     uss = [u / 2**20 for u in s["workers_uss"]]
+    pss = [p / 2**20 for p in s.get("workers_pss", [])]
     mem_svg = ""
     if any(uss):
-        mtop = max(uss) * 1.1
+        mtop = max([*uss, *pss]) * 1.1
         mem_svg = (
-            f'<svg width="{W}" height="{H}" role="img">{_axes("seconds", "workers USS", mtop, "MiB")}'
-            f"{_polyline(t, uss, t[-1], mtop, COLORS['mem'])}</svg>"
+            f'<svg width="{W}" height="{H}" role="img">{_axes("seconds", "workers memory", mtop, "MiB")}'
+            f"{_polyline(t, uss, t[-1], mtop, COLORS['mem'])}{_polyline(t, pss, t[-1], mtop, COLORS['cpu'])}"
+            f'<text x="{W - 330}" y="20" font-size="11"><tspan fill="{COLORS["mem"]}">— USS (their own pages)</tspan> '
+            f'<tspan fill="{COLORS["cpu"]}">— PSS (their share of all)</tspan></text></svg>'
         )
     return cpu_svg + mem_svg
+
+
+def accelerator_svg(acc: dict) -> str:
+    """The GPU's utilization over the run (loaderbench.doctor.accelerator)."""
+    s = acc["series"]
+    text = (
+        f"<p>The GPU ran a kernel {acc['utilization_mean']:.0f}% of the time (median {acc['utilization_p50']:.0f}%, "
+        f"{acc['samples']} readings of nvidia-smi), using up to {acc['memory_used_mib_peak']:.0f} MiB.</p>"
+    )
+    if len(s["t_s"]) < 2:
+        return text
+    return text + (
+        f'<svg width="{W}" height="{H}" role="img">{_axes("seconds", "GPU utilization", 100, "%")}'
+        f"{_polyline(s['t_s'], s['utilization'], s['t_s'][-1], 100, COLORS['step'])}</svg>"
+    )
 
 
 def _settings_table(settings: dict) -> str:
@@ -150,6 +168,8 @@ def _loader_section(process: dict, lo: dict) -> str:
     if lo.get("paste"):
         parts.append(f"<p>To paste: <code>{_e(lo['paste'])}</code></p>")
     parts += ["<h3>Workers</h3>", workers_svg(lo.get("workers", {}))]
+    if lo.get("accelerator"):
+        parts += ["<h3>Accelerator</h3>", accelerator_svg(lo["accelerator"])]
     parts += [
         "<h3>Settings</h3>",
         f"<p><code>{_e(loader_line(lo.get('settings', {})))}</code></p>",

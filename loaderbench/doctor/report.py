@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from loaderbench.doctor.accelerator import summarize as accelerator_summary
 from loaderbench.doctor.diagnosis import diagnose, paste_line, tune_text, validated_text
 from loaderbench.doctor.summary import headspace, summarize_steps
 from loaderbench.doctor.workers import summarize
@@ -24,6 +25,9 @@ def loader_report(watch, timeline: bool = True) -> dict:
         "steps": steps,
         "headspace": head,
         "workers": workers,
+        "accelerator": accelerator_summary(
+            watch.sampler.gpu.readings, watch.sampler.samples[0]["t"] if watch.sampler.samples else None
+        ),
         "verdict": verdict,
         "diagnosis": sentence,
         "warnings": warnings,
@@ -50,6 +54,12 @@ def terminal_lines(report: dict) -> list[str]:
             f"  {st['measured_steps']} steps: wait p50 {1e3 * st['wait_p50_s']:.1f} ms, p95 "
             f"{1e3 * st['wait_p95_s']:.1f} ms; step p50 {1e3 * st['step_p50_s']:.1f} ms; "
             f"{st['steps_per_s']:.3g} steps/s"
+        )
+    acc = report.get("accelerator")
+    if acc:
+        lines.append(
+            f"  accelerator: busy {acc['utilization_mean']:.0f}% of the time (median {acc['utilization_p50']:.0f}%, "
+            f"{acc['samples']} readings of nvidia-smi)"
         )
     if report.get("tune"):
         lines.append(f"  {tune_text(report['tune'], s)}")

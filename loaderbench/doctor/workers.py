@@ -1,5 +1,6 @@
-"""The loader's workers seen from the watched process: CPU per worker and in all, USS growth (copy-on-write),
-open file descriptors, /dev/shm's use, sampled by a background thread while the loader is measured."""
+"""The loader's workers seen from the watched process: CPU per worker and in all, USS and PSS growth (copy-on-write),
+open file descriptors, /dev/shm's use, and the accelerator's utilization where CUDA is in use
+(loaderbench.doctor.accelerator), sampled by a background thread while the loader is measured."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import time
 from collections.abc import Callable
 
 import psutil
+
+from loaderbench.doctor.accelerator import UtilizationSampler
 
 #: Seconds between samples; USS needs the kernel to walk page tables, so it is not read more often.
 INTERVAL_S = 0.5
@@ -50,6 +53,7 @@ class WorkerSampler:
         self._procs: dict[int, psutil.Process] = {}
         self.samples: list[dict] = []
         self._me = psutil.Process(os.getpid())
+        self.gpu = UtilizationSampler()
 
     def start(self) -> None:
         self._sample()
@@ -85,9 +89,11 @@ class WorkerSampler:
             try:
                 with p.oneshot():
                     cpu = p.cpu_times()
+                    mem = p.memory_full_info()  # one walk of the page tables gives both
                     workers[str(pid)] = {
                         "cpu_s": cpu.user + cpu.system,
-                        "uss": p.memory_full_info().uss,
+                        "uss": mem.uss,
+                        "pss": getattr(mem, "pss", None),
                         "fds": p.num_fds(),
                     }
             except psutil.Error:
@@ -102,6 +108,7 @@ class WorkerSampler:
                 "workers": workers,
             }
         )
+        self.gpu.maybe_sample()
 
     @staticmethod
     def _safe(f):
@@ -112,7 +119,7 @@ class WorkerSampler:
 
 
 def summarize(samples: list[dict], cores: float) -> dict:
-    """CPU per worker and in all (cores' worth over the sampled time), USS at start and end per worker,
+    """CPU per worker and in all (cores' worth over the sampled time), USS and PSS at start and end per worker,
     /dev/shm's peak over the run, open files at the end; and the series for the page."""
     out: dict = {"samples": len(samples), "cores_allowed": cores, "shm_total": _shm_total()}
     if len(samples) < 2:
@@ -130,6 +137,12 @@ def summarize(samples: list[dict], cores: float) -> dict:
             "uss_start": seen[0]["uss"],
             "uss_end": end["uss"],
             "uss_growth": end["uss"] - seen[0]["uss"],
+            # PSS: each worker's share of the pages it shares (the parent's, copied-on-write or not)
+            "pss_start": seen[0].get("pss"),
+            "pss_end": end.get("pss"),
+            "pss_growth": end["pss"] - seen[0]["pss"]
+            if end.get("pss") is not None and seen[0].get("pss") is not None
+            else None,
             "fds": end["fds"],
         }
     out["workers"] = per_worker
@@ -146,6 +159,7 @@ def summarize(samples: list[dict], cores: float) -> dict:
         "workers_cpu_s": [round(sum(w["cpu_s"] for w in s["workers"].values()), 4) for s in samples],
         "main_cpu_s": [round(s["main_cpu_s"], 4) for s in samples],
         "workers_uss": [sum(w["uss"] for w in s["workers"].values()) for s in samples],
+        "workers_pss": [sum(w.get("pss") or 0 for w in s["workers"].values()) for s in samples],
         "shm_used": [s["shm_used"] for s in samples],
     }
     return out
