@@ -521,14 +521,30 @@ def doctor_hooks(dh: dict, console) -> None:
     t = _table(
         f"9. the doctor's watch on a loop that only loads (in-memory batches of 8): {dh['rounds']} interleaved rounds "
         f"of {dh['batches']} batches per arm",
-        ["num_workers", "bare batches/s", "watched batches/s", "watched / bare (per round, median)"],
+        [
+            "num_workers",
+            "bare batches/s",
+            "watched batches/s",
+            "watched / bare (per round, median)",
+            "watch's CPU per batch / bare period",
+        ],
     )
     for loop in dh["loops"]:
+        share = loop.get("cpu_share")
         t.add_row(
             str(loop["num_workers"]),
             fmt(loop["bare_batches_per_s"]["estimate"], ".0f"),
             fmt(loop["watched_batches_per_s"]["estimate"], ".0f"),
             fmt_interval(loop["ratio"]),
+            f"{100 * share:.2f}%" if share is not None else "n/a",
+        )
+    cost = dh.get("watch_cost")
+    if cost:
+        console.print(
+            f"   the watch's own work, in the loop thread's CPU time ({cost['rounds']} ABAB rounds of "
+            f"{cost['batches']:,} in-memory batches): bare {cost['bare_ns_per_batch']:.0f} ns/batch, watched "
+            f"{cost['watched_ns_per_batch']:.0f} ns/batch: the watch adds "
+            f"{fmt_interval(cost['cost_ns_per_batch'], '.0f')} ns per batch"
         )
     console.print(t)
     for loop in dh["loops"]:

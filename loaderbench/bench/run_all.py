@@ -27,7 +27,8 @@ JSON schema history (SCHEMA):
                        window's step profile), `eight_over_zero_over_bare`, verdicts with `status` (met, missed,
                        undecided, n/a) instead of `passed`; runs in a shuffled order per repetition, with `step_s`;
                        overhead cells: `loop_cpu_us_per_batch` and `goal`; doctor_vs_grid added
-  loaderbench.bench/10 overhead cells: `rounds_for_goal`, the rounds a ±1% interval of suite/bare would need
+  loaderbench.bench/10 overhead cells: `rounds_for_goal`, the rounds a ±1% interval of suite/bare would need;
+                       doctor_hooks: `watch_cost` (the watch's CPU per batch) and each loop's `cpu_share`
 """
 
 from __future__ import annotations

@@ -86,6 +86,7 @@ class LoaderWatch:
         self.log = StepLog()
         self.state = WARMUP if plan.warmup > 0 else MEASURE
         self.pinned: bool | None = None
+        self._pinned_read = False  # read off the first measured batch (a batch without a tensor leaves None)
         self.iterators = 0
         self._cache: deque = deque(maxlen=CACHED_BATCHES)
         self._replay: Iterator | None = None
@@ -233,8 +234,8 @@ class LoaderWatch:
                 self._start_measure()
         elif phase == MEASURE:
             self._measured += 1
-            if self.pinned is None:
-                self.pinned = _pinned(batch)
+            if not self._pinned_read:
+                self.pinned, self._pinned_read = _pinned(batch), True
             if self.plan.headspace > 0:
                 self._cache.append(batch)
             enough = self._measured >= self.plan.steps if self.plan.seconds is None else False
@@ -307,6 +308,7 @@ class WatchedIterator:
             raise
         w.log.add(t0, clock() - t0, phase if phase != AB else f"ab-{w.ab.arm}", self._first, cpu_clock() - c0)
         self._first = False
+        # the watch's own bookkeeping (an A B round's switch of iterators included) is neither wait nor step
         w._after(phase, batch)
         self._last, self._last_cpu = clock(), cpu_clock()
         return batch
