@@ -45,6 +45,7 @@ __all__ = [
     "overhead_experiment",
     "overhead_ratios",
     "rounds_for_goal",
+    "rounds_for_goal_text",
     "suite_goal",
     "windows_to_arms",
 ]
@@ -134,6 +135,14 @@ def rounds_for_goal(ratio: dict | None, rounds: int) -> int | None:
         return None
     half = max(math.log(high / est), math.log(est / low))
     return max(rounds, math.ceil(rounds * (half / math.log1p(GOAL_HALF_WIDTH)) ** 2))
+
+
+def rounds_for_goal_text(row: dict) -> str:
+    """The rounds a ±1% interval of suite/bare needs at a cell's spread, and about how long they take."""
+    need, rounds, measured = row.get("rounds_for_goal"), row.get("rounds"), row.get("measured_s")
+    if need is None or not rounds:
+        return "n/a"
+    return f"{need:,} (~{need * measured / rounds / 60:.0f} min)" if measured else f"{need:,}"
 
 
 def overhead_cells() -> list:

@@ -10,6 +10,7 @@ import os
 from rich.table import Table
 
 from loaderbench.bench.common import CONFIDENCE
+from loaderbench.bench.overhead import rounds_for_goal_text
 from loaderbench.stats.intervals import pct
 
 
@@ -49,14 +50,6 @@ def header(result: dict, console) -> None:
         f"python {host.get('python')}, git {host.get('git_commit')}"
     )
     console.print(f"load average (1, 5, 15 min): at start {result['load']['start']}, at end {result['load']['end']}")
-
-
-def _rounds_for_goal(row: dict) -> str:
-    """The rounds a ±1% interval of suite/bare needs at this cell's spread, and about how long they take."""
-    need, rounds, measured = row.get("rounds_for_goal"), row.get("rounds"), row.get("measured_s")
-    if need is None or not rounds:
-        return "n/a"
-    return f"{need:,} (~{need * measured / rounds / 60:.0f} min)" if measured else f"{need:,}"
 
 
 def overhead(ov: dict, console) -> None:
@@ -107,7 +100,7 @@ def overhead(ov: dict, console) -> None:
             fmt_interval(r.get("probe_on_over_off")),
             fmt_interval(r.get("suite_over_bare")),
             row.get("goal", "n/a"),
-            _rounds_for_goal(row),
+            rounds_for_goal_text(row),
             " | ".join(fmt(v, ".1f") for v in (row.get("loop_cpu_us_per_batch") or {}).values()) + " µs",
             f"{p['cpu_ms_per_sample']:.1f} ms" if p.get("cpu_ms_per_sample") is not None else "n/a",
             f"{p['cpu_share_of_one_cpu'] * 100:.1f}%" if p.get("cpu_share_of_one_cpu") is not None else "n/a",
