@@ -48,19 +48,23 @@ def test_a_worker_s_pss_is_at_least_its_uss():
     assert summary["series"]["workers_pss"][-1] == seen["pss"]
 
 
-def test_the_gpu_read_is_the_one_cuda_visible_devices_maps_the_device_to(fake_smi, monkeypatch):
-    monkeypatch.setattr(accelerator, "cuda_device", lambda: 1)
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+def _sampled(monkeypatch, device, visible: str, readings: int = 2) -> accelerator.UtilizationSampler:
+    """A sampler asked `readings` times while the process uses CUDA device `device` under CUDA_VISIBLE_DEVICES."""
+    monkeypatch.setattr(accelerator, "cuda_device", lambda: device)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
     s = accelerator.UtilizationSampler(interval_s=0.0)
-    s.maybe_sample()
-    s.maybe_sample()
+    for _ in range(readings):
+        s.maybe_sample()
+    return s
+
+
+def test_the_gpu_read_is_the_one_cuda_visible_devices_maps_the_device_to(fake_smi, monkeypatch):
+    s = _sampled(monkeypatch, 1, "3,5")
     assert s.gpu_index == 5 and [r["utilization"] for r in s.readings] == [80.0, 80.0]
     out = accelerator.summarize(s.readings)
     assert out["utilization_mean"] == 80.0 and out["memory_used_mib_peak"] == 2048.0 and out["samples"] == 2
     # named by UUID: which is which is not known, so the mean over every GPU listed
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-1234,GPU-5678")
-    s = accelerator.UtilizationSampler(interval_s=0.0)
-    s.maybe_sample()
+    s = _sampled(monkeypatch, 1, "GPU-1234,GPU-5678", readings=1)
     assert s.gpu_index is None and s.readings[0]["utilization"] == 40.0
 
 
@@ -77,11 +81,7 @@ def test_no_cuda_in_use_or_no_nvidia_smi_reads_nothing(fake_smi, monkeypatch, tm
 
 
 def test_the_page_shows_the_accelerator_when_it_was_read(fake_smi, monkeypatch):
-    monkeypatch.setattr(accelerator, "cuda_device", lambda: 0)
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5")
-    s = accelerator.UtilizationSampler(interval_s=0.0)
-    s.maybe_sample()
-    s.maybe_sample()
+    s = _sampled(monkeypatch, 0, "5")
     lo = {
         "name": "#1",
         "diagnosis": "data-bound",

@@ -19,6 +19,7 @@ batch period), and `watch_cost` (`watch_cost(...)`: `cost_ns_per_batch` with its
 from __future__ import annotations
 
 import random
+import statistics
 import time
 
 from loaderbench.bench.common import loadavg, median_interval
@@ -80,8 +81,8 @@ def watch_cost(batches: int = 100_000, rounds: int = 11, seed: int = 0) -> dict:
     return {
         "batches": batches,
         "rounds": rounds,
-        "bare_ns_per_batch": float(sorted(bare)[len(bare) // 2]),
-        "watched_ns_per_batch": float(sorted(watched)[len(watched) // 2]),
+        "bare_ns_per_batch": statistics.median(bare),
+        "watched_ns_per_batch": statistics.median(watched),
         "cost_ns_per_batch": median_interval([w - b for w, b in zip(watched, bare)]),
     }
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import statistics
 import subprocess
 import time
 
@@ -95,14 +96,12 @@ def summarize(readings: list[dict], t0: float | None = None) -> dict | None:
     None without readings (no CUDA in use, or no nvidia-smi)."""
     if not readings:
         return None
-    util = sorted(r["utilization"] for r in readings)
-    mid = len(util) // 2
-    median = util[mid] if len(util) % 2 else (util[mid - 1] + util[mid]) / 2
+    util = [r["utilization"] for r in readings]
     start = readings[0]["t"] if t0 is None else t0
     return {
         "samples": len(readings),
         "utilization_mean": sum(util) / len(util),
-        "utilization_p50": median,
+        "utilization_p50": statistics.median(util),
         "memory_used_mib_peak": max(r["memory_used_mib"] for r in readings),
         "series": {
             "t_s": [round(r["t"] - start, 3) for r in readings],
