@@ -69,52 +69,89 @@ def test_ratio_needs_paired_samples_of_equal_length():
     assert math.isnan(rate_ratio_ci([], [], [], []).estimate)
 
 
-def abab_windows(harness_factor, probe_factor, rounds=30, seed=0):
-    """A synthetic 2x2 ABAB run: each arm's window seconds = base load x 1/effects x small noise."""
+def drifting_run(harness_factor, probe_cost_s, rounds=600, window_s=0.01, drift_sd=0.25, seed=0):
+    """Rounds of two 10 ms windows (bare, harness in a random order) on a machine whose speed drifts over tenths of
+    a second (an AR(1) in log speed, sd `drift_sd`, correlation time 0.3 s) plus 3% noise per window; the probe
+    samples every 0.2 s for 4 ms, and each sample adds `probe_cost_s` to the window it falls in. Returns the
+    windows, the sample spans and the probe's true cost in seconds."""
     rng = np.random.default_rng(seed)
-    out = []
+    phi = np.exp(-window_s / 0.3)
+    log_speed, t, windows, spans, true_excess = 0.0, 0.0, [], [], 0.0
+    next_sample = 0.05
     for r in range(rounds):
-        load = np.exp(rng.normal(0.0, 0.3))
-        for loop in ("bare", "harness"):
-            for probe in (False, True):
-                f = (harness_factor if loop == "harness" else 1.0) * (probe_factor if probe else 1.0)
-                out.append(
-                    {
-                        "round": r,
-                        "loop": loop,
-                        "probe": probe,
-                        "batches": 50,
-                        "seconds": 0.25 * load / f * np.exp(rng.normal(0.0, 0.002)),
-                    }
-                )
-    return out
+        order = ["bare", "harness"]
+        rng.shuffle(order)
+        for loop in order:
+            log_speed = phi * log_speed + np.sqrt(1 - phi**2) * rng.normal(0.0, drift_sd)
+            seconds = (
+                window_s * np.exp(log_speed + rng.normal(0.0, 0.03)) / (harness_factor if loop == "harness" else 1)
+            )
+            if next_sample < t + seconds:  # a sample starts in this window: it slows it
+                spans.append((next_sample, next_sample + 0.004))
+                seconds += probe_cost_s
+                true_excess += probe_cost_s
+                next_sample += 0.2
+            windows.append({"round": r, "loop": loop, "batches": 20, "t0": t, "seconds": seconds})
+            t += seconds
+    return windows, spans, true_excess
 
 
-def test_overhead_ratios_recover_both_main_effects_and_their_product():
-    w = abab_windows(harness_factor=0.995, probe_factor=0.95)
-    r = overhead.overhead_ratios(w)
-    assert r["harness_over_bare"]["estimate"] == pytest.approx(0.995, abs=0.002)
-    assert r["probe_on_over_off"]["estimate"] == pytest.approx(0.95, abs=0.002)
-    assert r["suite_over_bare"]["estimate"] == pytest.approx(0.995 * 0.95, abs=0.003)
-    for key, truth in (("harness_over_bare", 0.995), ("probe_on_over_off", 0.95), ("suite_over_bare", 0.94525)):
-        assert r[key]["low"] <= truth <= r[key]["high"], key
-        assert r[key]["n"] == 30
+def test_overhead_ratios_recover_the_harness_and_the_probe_on_a_drifting_machine():
+    w, spans, excess = drifting_run(harness_factor=0.99, probe_cost_s=0.002)
+    total = sum(x["seconds"] for x in w)
+    r = overhead.overhead_ratios(w, spans)
+    probe_truth = 1 - excess / total
+    for key, truth in (("harness_over_bare", 0.99), ("probe_on_over_off", probe_truth)):
+        assert r[key]["low"] <= truth <= r[key]["high"], (key, r[key], truth)
+    assert r["harness_over_bare"]["estimate"] == pytest.approx(0.99, abs=0.01)
+    assert r["probe_on_over_off"]["estimate"] == pytest.approx(probe_truth, abs=0.01)
+    assert r["suite_over_bare"]["estimate"] == pytest.approx(
+        r["harness_over_bare"]["estimate"] * r["probe_on_over_off"]["estimate"]
+    )
+    assert r["harness_over_bare"]["n"] == 600 and r["probe_on_over_off"]["n"] == len(spans)
+    # the drift is 25% per window, yet neighbouring windows share it: the interval is a few tenths of a percent wide
+    assert r["harness_over_bare"]["high"] - r["harness_over_bare"]["low"] < 0.02
+
+
+def test_a_probe_that_slows_nothing_costs_nothing():
+    w, spans, _ = drifting_run(harness_factor=1.0, probe_cost_s=0.0, seed=3)
+    r = overhead.overhead_ratios(w, spans)
+    assert r["probe_on_over_off"]["low"] <= 1.0 <= r["probe_on_over_off"]["high"]
+    no_probe = overhead.overhead_ratios(w, [])
+    assert no_probe["probe_on_over_off"]["estimate"] == 1.0 and no_probe["probe_on_over_off"]["n"] == 0
+
+
+def test_windows_too_long_for_the_probes_interval_give_no_probe_ratio_rather_than_a_free_probe():
+    # 150 ms windows against a sample every 0.2 s: every window is touched, none is left to compare with
+    w, spans, _ = drifting_run(1.0, 0.002, rounds=60, window_s=0.15)
+    r = overhead.overhead_ratios(w, spans)
+    assert math.isnan(r["probe_on_over_off"]["estimate"]) and math.isnan(r["suite_over_bare"]["estimate"])
+    assert r["probe_on_over_off"]["method"] == "windows too long for the probe's interval"
+    assert overhead.suite_goal(r["suite_over_bare"]) == "n/a"
 
 
 def test_overhead_ratios_use_only_complete_rounds():
-    w = abab_windows(1.0, 1.0, rounds=5)
-    w = [x for x in w if not (x["round"] == 4 and x["loop"] == "bare" and x["probe"])]  # round 4 lost a window
-    assert overhead.overhead_ratios(w)["suite_over_bare"]["n"] == 4
+    w, spans, _ = drifting_run(1.0, 0.0, rounds=5)
+    w = [x for x in w if not (x["round"] == 4 and x["loop"] == "bare")]  # round 4 lost a window
+    assert overhead.overhead_ratios(w, spans)["suite_over_bare"]["n"] == 4
     assert overhead.overhead_ratios([x for x in w if x["loop"] == "bare"]) == {}
+
+
+def test_the_speed_drift_tells_a_drifting_machine_from_window_noise():
+    drifting, _, _ = drifting_run(1.0, 0.0, drift_sd=0.25, seed=1)
+    steady, _, _ = drifting_run(1.0, 0.0, drift_sd=0.0, seed=1)
+    d, s = overhead.speed_drift(drifting), overhead.speed_drift(steady)
+    assert d["all_iqr"] > 3 * d["neighbour_iqr"]  # neighbours share the drift
+    assert s["all_iqr"] < s["neighbour_iqr"]  # without drift, a difference of two windows spreads more than one
 
 
 def test_arm_throughput_pools_windows():
     w = [
-        {"round": 0, "loop": "bare", "probe": False, "batches": 10, "seconds": 1.0},
-        {"round": 1, "loop": "bare", "probe": False, "batches": 30, "seconds": 1.0},
+        {"round": 0, "loop": "bare", "batches": 10, "seconds": 1.0},
+        {"round": 1, "loop": "bare", "batches": 30, "seconds": 1.0},
     ]
-    assert overhead.arm_throughput(w, ("bare", False)) == pytest.approx(20.0)
-    assert math.isnan(overhead.arm_throughput(w, ("harness", True)))
+    assert overhead.arm_throughput(w, "bare") == pytest.approx(20.0)
+    assert math.isnan(overhead.arm_throughput(w, "harness"))
 
 
 def test_the_bare_loops_take_exactly_their_batches_as_a_training_loop_does():
@@ -130,9 +167,9 @@ def test_the_bare_loops_take_exactly_their_batches_as_a_training_loop_does():
 
 def test_the_loop_threads_cpu_per_batch_pools_each_loops_windows():
     w = [
-        {"round": 0, "loop": "bare", "probe": False, "batches": 100, "seconds": 1.0, "cpu_s": 0.002},
-        {"round": 0, "loop": "bare", "probe": True, "batches": 300, "seconds": 1.0, "cpu_s": 0.002},
-        {"round": 0, "loop": "harness", "probe": False, "batches": 200, "seconds": 1.0, "cpu_s": 0.004},
+        {"round": 0, "loop": "bare", "batches": 100, "seconds": 1.0, "cpu_s": 0.002},
+        {"round": 1, "loop": "bare", "batches": 300, "seconds": 1.0, "cpu_s": 0.002},
+        {"round": 0, "loop": "harness", "batches": 200, "seconds": 1.0, "cpu_s": 0.004},
     ]
     assert overhead.loop_cpu_per_batch(w) == {"bare": pytest.approx(10.0), "harness": pytest.approx(20.0)}
 
@@ -206,14 +243,17 @@ def test_analysis_scale_says_not_available_without_the_module(monkeypatch):
 
 
 @pytest.mark.slow
-def test_overhead_experiment_runs_abab_windows_in_a_real_cell():
-    # a smoke test of the protocol (fork, cellproc, handshake, probe switching): structure only, no timings
+def test_overhead_experiment_runs_rounds_of_windows_in_a_real_cell_while_it_is_probed():
+    # a smoke test of the protocol (fork, cellproc, handshake, probe cadence): structure only, no timings
     cell = common.make_cell("sleep", 0, 1, sleep_ms=0.0, study={"measure_batches": 20_000})
     plan = overhead.OverheadPlan(total_s=0.3, window_s=0.02, calibrate_s=0.05, min_rounds=2)
     out = overhead.overhead_experiment(cell, None, plan, probe_interval_s=0.01, timeout_s=120)
     assert "error" not in out, out.get("traceback")
-    assert out["rounds"] >= 2 and len(out["windows"]) == 4 * out["rounds"]
-    assert {(w["loop"], w["probe"]) for w in out["windows"]} == set(overhead.ARMS)
+    assert out["rounds"] >= 2 and len(out["windows"]) == 2 * out["rounds"]
+    assert {w["loop"] for w in out["windows"]} == set(overhead.ARMS)
+    # the probe sampled while the windows ran: its first sample starts before the last window ends
+    first, last = min(w["t0"] for w in out["windows"]), max(w["t0"] + w["seconds"] for w in out["windows"])
+    assert out["probe"]["samples"] >= 2 and out["probe_spans"][0][0] < last - first
     assert set(out["ratios"]) == {"harness_over_bare", "probe_on_over_off", "suite_over_bare"}
     assert all(w["seconds"] > 0 and w["batches"] >= 1 and w["cpu_s"] >= 0 for w in out["windows"])
     assert set(out["loop_cpu_us_per_batch"]) == {"bare", "harness"} and out["goal"] in ("met", "missed", "n/a")

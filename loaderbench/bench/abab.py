@@ -2,10 +2,10 @@
 `loaderbench.measure.cell_process.measure_cell(cell, repetition, prepared, loop=...)` runs inside a real cell process.
 
 It consumes one long epoch: the cell's warm-up (`loaderbench.study.window.plan_window`), a calibration, then rounds of
-four windows of equal batch count in a shuffled order: {bare `for` loop, `run_loop`} x {probe off, on}.
-Before every window it tells the parent through a pipe whether the probe must be on ("1") or off ("0") and
-waits for the parent's "k", so no probe sample straddles a window of the other kind. When done it fills
-`out` (windows, rounds, calibration, time to warm) and raises `Finished` to leave `measure_cell`.
+two short windows of equal batch count in a shuffled order, the bare `for` loop and `run_loop`, back to back, while
+the parent probes the cell on the runner's cadence (it starts and stops the probe through a pipe). When done it
+fills `out` (windows with their start times, rounds, calibration, time to warm) and raises `Finished` to leave
+`measure_cell`.
 """
 
 from __future__ import annotations
@@ -35,14 +35,18 @@ class _Reuse:
 
 @dataclass
 class OverheadPlan:
-    total_s: float = 20.0  # measuring time, all windows together
-    window_s: float = 0.5  # each window: about this long (batch count from a calibration)
+    total_s: float = 16.0  # measuring time, all windows together
+    # each window: about this long (batch count from the rate of the round before), at least two prefetch
+    # pipelines. Short, so that the two windows of a round share the machine's speed at that moment: on a cloud VM
+    # that speed drifts over tenths of a second to seconds (`make bench` part 1 prints by how much), and windows a
+    # quarter of a second long read that drift more than the harness's cost.
+    window_s: float = 0.01
     calibrate_s: float = 0.5
-    min_rounds: int = 6
+    min_rounds: int = 20
     seed: int = 0
 
 
-ORDER = tuple((loop, probe) for loop in ("bare", "harness") for probe in (False, True))
+ORDER = ("bare", "harness")
 
 
 def bare_window(it, k: int) -> None:
@@ -60,7 +64,12 @@ def bare_window(it, k: int) -> None:
 
 
 def abab_driver(cell: CellConfig, plan: OverheadPlan, ctl_w: int, ack_r: int, out: dict) -> Callable:
-    """The measuring loop the cell process runs instead of loaderbench.measure.loop.run_loop (same signature)."""
+    """The measuring loop the cell process runs instead of loaderbench.measure.loop.run_loop (same signature).
+
+    After the warm-up and a calibration it tells the parent to start probing ("1", acknowledged), then runs rounds
+    of two windows of equal batch count, the bare loop and `run_loop`, in a shuffled order, back to back, each
+    window's start and end on the system-wide monotonic clock (`time.perf_counter`), which the parent's probe
+    samples are timed on too; then "0" stops the probe."""
     import loaderbench.measure.loop as harness
     from loaderbench.study.window import WindowPlan, pipeline_batches, plan_window
 
@@ -79,7 +88,6 @@ def abab_driver(cell: CellConfig, plan: OverheadPlan, ctl_w: int, ack_r: int, ou
         for _ in range(warmup):
             next(it)
         out["time_to_warm_s"] = clock() - t_iter
-        handshake(False)
         n, t0 = 0, clock()
         while n < 2 or clock() - t0 < plan.calibrate_s:
             next(it)
@@ -87,52 +95,55 @@ def abab_driver(cell: CellConfig, plan: OverheadPlan, ctl_w: int, ack_r: int, ou
         rate = calibrated = n / (clock() - t0)
         left = batches - warmup - n
         # a window at least twice the prefetch pipeline, or whether the pipeline happened to be full or empty
-        # at a boundary would decide a window's time (loaderbench/study/window.py)
+        # at a boundary would weigh on a window's time (loaderbench/study/window.py)
         k_min = max(1, 2 * pipeline_batches(cell.num_workers, cell.prefetch_factor))
         rng = random.Random(plan.seed)
-        windows, reuse, batch = [], _Reuse(it), None
-        summarize_s, measured_s, r, ks = 0.0, 0.0, 0, []
+        windows, reuse, times = [], _Reuse(it), None
+        measured_s, r, ks = 0.0, 0, []
+        handshake(True)
         # rounds until total_s of windows (at least min_rounds); each round's window length comes from the rate
-        # of the round before (one calibration at a busy moment must not make every window tiny or huge); the
-        # four windows of a round always have the same batch count
-        while (measured_s < plan.total_s or r < plan.min_rounds) and left >= 4 * k_min:
-            k = min(max(k_min, round(rate * plan.window_s)), left // 4)
+        # of the round before (one calibration at a busy moment must not make every window tiny or huge); both
+        # windows of a round have the same batch count
+        while (measured_s < plan.total_s or r < plan.min_rounds) and left >= 2 * k_min:
+            k = min(max(k_min, round(rate * plan.window_s)), left // 2)
             order = list(ORDER)
             rng.shuffle(order)
             round_s = 0.0
-            for loop, probe in order:
-                handshake(probe)
+            for loop in order:
                 c0 = time.thread_time()
+                t0 = clock()
                 if loop == "bare":
-                    t0 = clock()
                     bare_window(it, k)
-                    t1 = clock()
-                    c1 = time.thread_time()
                 else:
-                    t0 = clock()
                     times = real_run_loop(reuse, 1, k, step)
-                    t1 = clock()
-                    c1 = time.thread_time()
-                    s0 = clock()
-                    summarize_loop(times, WindowPlan("epoch", 0, k, 0, k), cell.batch_size)  # outside the window
-                    summarize_s += clock() - s0
+                t1 = clock()
                 # the loop thread's CPU in the window: what the loop itself does per batch, beside the wall time
                 windows.append(
-                    {"round": r, "loop": loop, "probe": probe, "batches": k, "seconds": t1 - t0, "cpu_s": c1 - c0}
+                    {
+                        "round": r,
+                        "loop": loop,
+                        "batches": k,
+                        "t0": t0,
+                        "seconds": t1 - t0,
+                        "cpu_s": time.thread_time() - c0,
+                    }
                 )
                 round_s += t1 - t0
-            left -= 4 * k
+            left -= 2 * k
             measured_s += round_s
-            rate = 4 * k / round_s if round_s > 0 else rate
+            rate = 2 * k / round_s if round_s > 0 else rate
             ks.append(k)
             r += 1
-        out.update(calibrated_batches_per_s=calibrated, rounds=r, window_batches=ks, measured_s=measured_s)
         handshake(False)
+        out.update(calibrated_batches_per_s=calibrated, rounds=r, window_batches=ks, measured_s=measured_s)
+        if times is not None:  # what summarizing a window costs, once, outside every window
+            s0 = clock()
+            summarize_loop(times, WindowPlan("epoch", 0, len(times.got[0]), 0, len(times.got[0])), cell.batch_size)
+            out["summarize_loop_s"] = clock() - s0
         if on_epoch_end is not None:
             on_epoch_end()
         out["windows"] = windows
-        out["summarize_loop_s_per_call"] = summarize_s / max(1, r * 2)
-        del it, reuse, batch  # workers shut down here, as they do at the end of run_loop
+        del it, reuse, times  # workers shut down here, as they do at the end of run_loop
         raise Finished
 
     return driver

@@ -4,14 +4,14 @@ a. The loop alone (`loop_cost`): `run_loop` (two clock reads, two list stores an
    batch) against a bare `for batch in ...` over the same in-memory batches, ABAB, in this process, in CPU
    time: the nanoseconds the harness adds to every batch, precise whatever the machine's load.
 b. In a real cell (`overhead_experiment`): one cell process built by the real
-`loaderbench.measure.cell_process.measure_cell`
-   (pinned cores, threads, sharing strategy, workload, DataLoader) and forked as the runner forks it, driven
-   by `loaderbench.bench.abab`: rounds of four windows {bare loop, `run_loop`} x {probe off, probe on}. The probe
-   is the runner's `TreeProbe`, sampling the cell's process tree from this process on the runner's cadence;
-   the cell's pipe handshake at every window boundary switches it.
+   `loaderbench.measure.cell_process.measure_cell` (pinned cores, threads, sharing strategy, workload, DataLoader)
+   and forked as the runner forks it, driven by `loaderbench.bench.abab`: rounds of two short windows, the bare
+   loop and `run_loop`, back to back, while this process probes the cell's tree on the runner's cadence with the
+   runner's `TreeProbe`, off the cell's cores where there are others, as the runner does.
 
-Contract: `overhead_ratios(windows)` returns throughput ratios keyed harness_over_bare, probe_on_over_off,
-suite_over_bare, each an `loaderbench.stats.bootstrap.EstimateInterval` as a dict, from a paired bootstrap over rounds;
+Contract: `overhead_ratios(windows, spans)` returns throughput ratios keyed harness_over_bare, probe_on_over_off,
+suite_over_bare, each an `loaderbench.stats.bootstrap.EstimateInterval` as a dict: the first paired over rounds,
+the second from what each probe sample added to the windows it touched against their untouched neighbours;
 `loop_cost(...)["cost_ns_per_batch"]` is the median paired difference with its order-statistic interval.
 """
 
@@ -31,7 +31,7 @@ from loaderbench.bench.abab import ORDER as ARMS
 from loaderbench.bench.abab import OverheadPlan, abab_cell
 from loaderbench.bench.common import describe, loadavg, make_cell, median_interval
 from loaderbench.bench.fork import forked
-from loaderbench.stats.bootstrap import rate_ratio_ci
+from loaderbench.stats.bootstrap import BOOTSTRAP, N_BOOT, EstimateInterval
 
 __all__ = [
     "ARMS",
@@ -39,68 +39,160 @@ __all__ = [
     "SUITE_REACH",
     "OverheadPlan",
     "arm_throughput",
+    "drift_text",
     "loop_cost",
     "loop_cpu_per_batch",
     "overhead_cells",
     "overhead_experiment",
     "overhead_ratios",
+    "probe_excess",
     "rounds_for_goal",
     "rounds_for_goal_text",
+    "speed_drift",
     "suite_goal",
-    "windows_to_arms",
 ]
 
 
-def windows_to_arms(windows: list[dict]) -> dict[tuple[str, bool], dict[int, tuple[float, float]]]:
-    """Group an ABAB run's windows by arm (loop, probe): round -> (batches, seconds)."""
-    arms: dict[tuple[str, bool], dict[int, tuple[float, float]]] = {}
-    for w in windows:
-        arms.setdefault((w["loop"], w["probe"]), {})[w["round"]] = (w["batches"], w["seconds"])
-    return arms
+def _rounds(windows: list[dict]) -> tuple[list[int], dict[tuple[str, int], dict]]:
+    """The rounds holding a window of both loops, and each window by (loop, round)."""
+    by = {(w["loop"], w["round"]): w for w in windows}
+    rounds = sorted({w["round"] for w in windows if all((loop, w["round"]) in by for loop in ARMS)})
+    return rounds, by
 
 
-def overhead_ratios(windows: list[dict], seed: int = 0) -> dict[str, dict]:
-    """Throughput ratios from the 2x2 ABAB run (loop: bare | harness) x (probe: off | on), each round holding one
-    window of every arm. Main effects pool both levels of the other factor (every window counts twice):
-      harness_over_bare   (harness, *) / (bare, *)
-      probe_on_over_off   (*, on) / (*, off)
-      suite_over_bare     (harness, on) / (bare, off): the suite as it runs against a bare loop, unprobed.
-    Only rounds holding all four arms count."""
-    arms = windows_to_arms(windows)
-    if not all(k in arms for k in ARMS):
+#: a window is touched by a probe sample when it starts between this many typical window lengths before the
+#: sample and ...
+TOUCH_BEFORE = 1.5
+#: ... this many after the sample's end
+TOUCH_AFTER = 1.0
+
+
+def probe_excess(windows: list[dict], spans: list[tuple[float, float]], neighbours: int = 6) -> list[float] | None:
+    """Seconds each probe sample added to the windows it touched. A window is touched by a sample when it starts
+    between TOUCH_BEFORE typical window lengths before the sample and TOUCH_AFTER after its end (a batch the
+    probe delayed may arrive a little later): chosen by where a window starts, never by how long it took (a slow
+    window would otherwise be more often "touched" and a fast one more often "clean", and the two biases would add
+    up to a cost the probe never had). Each touched window is compared with what its batches take in the untouched
+    windows of the same loop nearest to it in time (the mean over `neighbours` of them, per batch), which share the
+    machine's speed at that moment. One value per sample, about 0 where the sample ran beside the cell without
+    slowing it; None where a loop has fewer than `neighbours` untouched windows (windows too long for the probe's
+    interval)."""
+    ws = sorted(windows, key=lambda w: w["t0"])
+    if not ws or not spans:
+        return [0.0] * len(spans)
+    typical = float(np.median([w["seconds"] for w in ws]))
+    starts = np.array([a for a, _ in spans]) - TOUCH_BEFORE * typical
+    ends = np.array([b for _, b in spans]) + TOUCH_AFTER * typical
+    hit = []
+    for w in ws:
+        j = np.flatnonzero((starts <= w["t0"]) & (w["t0"] <= ends))
+        hit.append(int(j[0]) if j.size else -1)
+    excess = [0.0] * len(spans)
+    for loop in ARMS:
+        idx = [i for i, w in enumerate(ws) if w["loop"] == loop]
+        clean = [i for i in idx if hit[i] < 0]
+        if len(clean) < neighbours:
+            return None
+        clean_t0 = np.array([ws[i]["t0"] for i in clean])
+        per_batch = np.array([ws[i]["seconds"] / ws[i]["batches"] for i in clean])
+        for i in idx:
+            if hit[i] < 0:
+                continue
+            near = np.argsort(np.abs(clean_t0 - ws[i]["t0"]), kind="stable")[:neighbours]
+            excess[hit[i]] += ws[i]["seconds"] - ws[i]["batches"] * float(per_batch[near].mean())
+    return excess
+
+
+def overhead_ratios(
+    windows: list[dict], spans: list[tuple[float, float]] | None = None, seed: int = 0, n_boot: int = N_BOOT
+) -> dict[str, dict]:
+    """Throughput ratios of a run of rounds of two short windows (bare loop | run_loop) while the probe sampled the
+    cell on its cadence (`spans`: each sample's start and end, on the windows' clock):
+      harness_over_bare   run_loop / bare over every round holding both (paired: both windows of a round share
+                          the machine's speed; the probe falls on either at random)
+      probe_on_over_off   the probed throughput over the unprobed one: (T - E) / T, with T every window's seconds
+                          and E what the probe's samples added to the windows they touched (`probe_excess`)
+      suite_over_bare     their product: the suite as it runs against a bare, unprobed loop
+    Each with a 95% percentile bootstrap interval: rounds resampled for the first, samples for the second, both for
+    the product."""
+    rounds, by = _rounds(windows)
+    if not rounds:
         return {}
-    rounds = sorted(set.intersection(*(set(arms[k]) for k in ARMS)))
+    spans = spans or []
+    cols = {
+        loop: tuple(np.array([by[(loop, r)][key] for r in rounds], float) for key in ("batches", "seconds"))
+        for loop in ARMS
+    }
+    found = probe_excess([by[(lp, r)] for r in rounds for lp in ARMS], spans)
+    excess = np.asarray(found if found is not None else [np.nan] * len(spans), float)
+    total_s = float(sum(by[(lp, r)]["seconds"] for r in rounds for lp in ARMS))
 
-    def pooled(keys):
-        return ([sum(arms[k][r][0] for k in keys) for r in rounds], [sum(arms[k][r][1] for k in keys) for r in rounds])
+    def h_of(ix):
+        (hu, hs), (bu, bs) = cols["harness"], cols["bare"]
+        return (hu[ix].sum(-1) / hs[ix].sum(-1)) / (bu[ix].sum(-1) / bs[ix].sum(-1))
 
-    def ratio(num, den, s):
-        (nu, ns), (du, ds) = pooled(num), pooled(den)
-        return rate_ratio_ci(nu, ns, du, ds, seed=seed + s)._asdict()
+    def p_of(ix):
+        return 1.0 - (excess[ix].sum(-1) if excess.size else 0.0) / total_s
+
+    n, m = len(rounds), excess.size
+    h, p = float(h_of(np.arange(n))), float(p_of(np.arange(m)))
+    rng = np.random.default_rng(seed)
+    hb = h_of(rng.integers(0, n, size=(n_boot, n))) if n > 1 else np.full(n_boot, h)
+    pb = p_of(rng.integers(0, m, size=(n_boot, m))) if m > 1 else np.full(n_boot, p)
+
+    def interval(est, boot, k, method):
+        if not np.isfinite(est):
+            nan = float("nan")
+            return EstimateInterval(nan, nan, nan, "windows too long for the probe's interval", 0.95, k)._asdict()
+        lo, hi = np.quantile(boot, [0.025, 0.975])
+        return EstimateInterval(est, float(lo), float(hi), method, 0.95, k)._asdict()
 
     return {
-        "harness_over_bare": ratio([("harness", False), ("harness", True)], [("bare", False), ("bare", True)], 1),
-        "probe_on_over_off": ratio([("bare", True), ("harness", True)], [("bare", False), ("harness", False)], 2),
-        "suite_over_bare": ratio([("harness", True)], [("bare", False)], 3),
+        "harness_over_bare": interval(h, hb, n, BOOTSTRAP + " over rounds"),
+        "probe_on_over_off": interval(p, pb, m, BOOTSTRAP + " over the probe's samples"),
+        "suite_over_bare": interval(h * p, hb * pb, n, BOOTSTRAP + " over rounds and samples"),
     }
 
 
-def arm_throughput(windows: list[dict], arm: tuple[str, bool]) -> float:
-    """Batches per second of one arm, pooled over its windows."""
-    w = windows_to_arms(windows).get(arm) or {}
-    secs = sum(s for _, s in w.values())
-    return sum(b for b, _ in w.values()) / secs if secs > 0 else float("nan")
+def arm_throughput(windows: list[dict], loop: str) -> float:
+    """Batches per second of one loop, pooled over its windows."""
+    ws = [w for w in windows if w["loop"] == loop]
+    secs = sum(w["seconds"] for w in ws)
+    return sum(w["batches"] for w in ws) / secs if secs > 0 else float("nan")
 
 
 def loop_cpu_per_batch(windows: list[dict]) -> dict[str, float]:
     """Microseconds of the loop thread's CPU per batch, per loop (bare | harness), pooled over its windows: where a
     loop's time goes that the wall clock hides among the machine's other work."""
     out = {}
-    for loop in ("bare", "harness"):
+    for loop in ARMS:
         ws = [w for w in windows if w["loop"] == loop and w.get("cpu_s") is not None]
         batches = sum(w["batches"] for w in ws)
         out[loop] = 1e6 * sum(w["cpu_s"] for w in ws) / batches if batches else float("nan")
     return out
+
+
+def speed_drift(windows: list[dict], spans: list[tuple[float, float]] | None = None) -> dict[str, float]:
+    """How the machine's speed moves under one loop, the bare one, in its windows untouched by the probe: the
+    spread of per-batch time over all of them (a window against any other: what windows measured far apart read)
+    against the spread of the change from one to the next (what two neighbouring windows share). Both as the
+    interquartile range of log ratios to the median, so one outlier does not decide them."""
+    ws = sorted((w for w in windows if w["loop"] == "bare"), key=lambda w: w["t0"])
+    if spans:
+        touched = set()
+        for i, w in enumerate(ws):
+            if any(a < w["t0"] + w["seconds"] and b > w["t0"] for a, b in spans):
+                touched.add(i)
+        ws = [w for i, w in enumerate(ws) if i not in touched]
+    x = np.log([w["seconds"] / w["batches"] for w in ws]) if len(ws) >= 4 else np.array([])
+    if x.size < 4:
+        return {}
+
+    def iqr(v):
+        q1, q3 = np.quantile(v, [0.25, 0.75])
+        return float(np.expm1(q3 - q1))
+
+    return {"windows": int(x.size), "all_iqr": iqr(x - np.median(x)), "neighbour_iqr": iqr(np.diff(x))}
 
 
 #: the goal for every cell: the suite (harness and probe) reads at least this share of a bare, unprobed loop ...
@@ -145,13 +237,22 @@ def rounds_for_goal_text(row: dict) -> str:
     return f"{need:,} (~{need * measured / rounds / 60:.0f} min)" if measured else f"{need:,}"
 
 
+def drift_text(drift: dict | None) -> str:
+    """How far the machine's speed moved under the bare loop's windows: between any two, and between neighbours."""
+    if not drift:
+        return "n/a"
+    return f"{drift['all_iqr'] * 100:.0f}% | {drift['neighbour_iqr'] * 100:.0f}%"
+
+
 def overhead_cells() -> list:
-    """A fast workload (where a per-batch cost shows most) at 0 and 2 workers, and the JPEG workload."""
+    """A fast workload (where a per-batch cost shows most) at 0 and 2 workers, and the JPEG workload one image a
+    batch, so that its windows (at least two prefetch pipelines) last hundredths of a second, not 32-image
+    batches' tenths: far shorter than the probe's interval, so that most windows are untouched by it."""
     return [
         make_cell("sleep", 0, 1, sleep_ms=0.0, study={"measure_batches": 100_000}),
         make_cell("sleep", 2, 2, sleep_ms=0.0, study={"measure_batches": 40_000}),
-        make_cell("jpeg", 0, 1, study={"measure_batches": 2_000}),
-        make_cell("jpeg", 2, 2, study={"measure_batches": 3_000}),
+        make_cell("jpeg", 0, 1, batch_size=1, study={"measure_batches": 8_000}),
+        make_cell("jpeg", 2, 2, batch_size=1, study={"measure_batches": 20_000}),
     ]
 
 
@@ -160,42 +261,41 @@ def _self_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-class _ProbeSwitch:
-    """The probe on the runner's cadence (sample, wait probe_interval_s, sample, ...) on one continuous
-    schedule; ticks that fall in a probe-off window are skipped, so a probe-on window holds the share of
-    samples it would hold in a probed run (sampling at every switch to "on" would double it in short windows)."""
+class _ProbeTicker:
+    """The probe on the runner's cadence (sample, wait probe_interval_s, sample, ...) while the cell measures,
+    each sample's start and end kept on the windows' clock."""
 
     def __init__(self, probe, interval_s: float):
         self.probe, self.interval_s = probe, interval_s
-        self.on, self.cpu_s, self.samples, self.on_s, self._since = False, 0.0, 0, 0.0, 0.0
-        self.next_tick, self._wall_mean = time.perf_counter(), 0.0
+        self.on, self.cpu_s, self.on_s, self._since = False, 0.0, 0.0, 0.0
+        self.next_tick = math.inf
+        self.spans: list[tuple[float, float]] = []
 
     def tick(self) -> None:
-        now = time.perf_counter()
-        if now < self.next_tick:
+        if not self.on or time.perf_counter() < self.next_tick:
             return
-        if self.on:
-            c0 = _self_cpu()
-            self.probe.sample()
-            self.cpu_s += _self_cpu() - c0
-            self.samples += 1
-            self._wall_mean = self.probe.sample_cost_s / max(1, self.probe.samples)
-            self.next_tick = time.perf_counter() + self.interval_s
-        else:
-            self.next_tick = now + self._wall_mean + self.interval_s
+        c0 = _self_cpu()
+        t0 = time.perf_counter()
+        self.probe.sample()
+        t1 = time.perf_counter()
+        self.cpu_s += _self_cpu() - c0
+        self.spans.append((t0, t1))
+        self.next_tick = t1 + self.interval_s
 
     def switch(self, on: bool) -> None:
         now = time.perf_counter()
         if self.on:
             self.on_s += now - self._since
         self.on, self._since = on, now
+        self.next_tick = now if on else math.inf
 
     def metrics(self) -> dict | None:
-        if not self.samples:
+        n = len(self.spans)
+        if not n:
             return None
-        cpu_s, wall_s = self.cpu_s / self.samples, self.probe.sample_cost_s / max(1, self.probe.samples)
+        cpu_s, wall_s = self.cpu_s / n, sum(b - a for a, b in self.spans) / n
         return {
-            "samples": self.samples,
+            "samples": n,
             "cpu_ms_per_sample": 1000 * cpu_s,
             "wall_ms_per_sample": 1000 * wall_s,
             # what the runner's loop (sample, then wait probe_interval_s) takes of one CPU
@@ -213,32 +313,39 @@ def overhead_experiment(
     timeout_s: float = 300.0,
     probe_factory: Callable | None = None,
 ) -> dict:
-    """Fork one cell process (as the runner does) and drive the probe from here while it measures ABAB windows.
-    `probe_factory(pid)` builds the probe (default: the runner's TreeProbe)."""
-    from loaderbench.measure.probes import TreeProbe
+    """Fork one cell process (as the runner does) and probe it from here, off the cell's cores where there are
+    others (as the runner does), while it measures its rounds of windows. `probe_factory(pid)` builds the probe
+    (default: the runner's TreeProbe)."""
+    from loaderbench.measure.probes import TreeProbe, off_cell_cpus
 
     config = cell.config
     ctl_r, ctl_w = os.pipe()
     ack_r, ack_w = os.pipe()
     load_before = loadavg()
     deadline = time.monotonic() + timeout_s
+    own = os.sched_getaffinity(0)
+    off = off_cell_cpus(config["cores"])
     try:
         with forked(lambda: abab_cell(config, prepared, plan, ctl_w, ack_r), close_in_child=(ctl_r, ack_w)) as child:
             os.close(ctl_w)
             os.close(ack_r)
             ctl_w = ack_r = -1
-            switch = _ProbeSwitch((probe_factory or TreeProbe)(child.pid), probe_interval_s)
+            if off:
+                os.sched_setaffinity(0, off)
+            ticker = _ProbeTicker((probe_factory or TreeProbe)(child.pid), probe_interval_s)
             while time.monotonic() <= deadline:
-                switch.tick()
-                ready, _, _ = select.select([ctl_r], [], [], max(0.0, min(switch.next_tick - time.perf_counter(), 5.0)))
+                ticker.tick()
+                ready, _, _ = select.select([ctl_r], [], [], max(0.0, min(ticker.next_tick - time.perf_counter(), 5.0)))
                 if ready:
                     msg = os.read(ctl_r, 1)
                     if not msg:
                         break  # the child closed its end: done (or dead)
-                    switch.switch(msg == b"1")
+                    ticker.switch(msg == b"1")
                     os.write(ack_w, b"k")
             child.wait(max(0.0, deadline - time.monotonic()))
     finally:
+        if off:
+            os.sched_setaffinity(0, own)
         for fd in (ctl_r, ctl_w, ack_r, ack_w):
             if fd >= 0:
                 os.close(fd)
@@ -249,18 +356,22 @@ def overhead_experiment(
             k: config[k] for k in ("workload", "num_workers", "cores", "batch_size", "sleep_ms", "cpu_work", "decoder")
         },
         probe_interval_s=probe_interval_s,
+        probe_off_cell_cpus=off,
         load_before=load_before,
         load_after=loadavg(),
     )
-    probe = switch.metrics()
+    probe = ticker.metrics()
     if probe:
         out["probe"] = probe
     if "windows" in out:
-        out["ratios"] = overhead_ratios(out["windows"], seed=plan.seed)
-        out["bare_batches_per_s"] = arm_throughput(out["windows"], ("bare", False))
+        t_first = min((w["t0"] for w in out["windows"]), default=0.0)
+        out["ratios"] = overhead_ratios(out["windows"], ticker.spans, seed=plan.seed)
+        out["bare_batches_per_s"] = arm_throughput(out["windows"], "bare")
         out["loop_cpu_us_per_batch"] = loop_cpu_per_batch(out["windows"])
+        out["speed_drift"] = speed_drift(out["windows"], ticker.spans)
         out["goal"] = suite_goal(out["ratios"].get("suite_over_bare"))
         out["rounds_for_goal"] = rounds_for_goal(out["ratios"].get("suite_over_bare"), out.get("rounds", 0))
+        out["probe_spans"] = [(round(a - t_first, 6), round(b - t_first, 6)) for a, b in ticker.spans]
     return out
 
 

@@ -10,7 +10,7 @@ import os
 from rich.table import Table
 
 from loaderbench.bench.common import CONFIDENCE
-from loaderbench.bench.overhead import rounds_for_goal_text
+from loaderbench.bench.overhead import drift_text, rounds_for_goal_text
 from loaderbench.stats.intervals import pct
 
 
@@ -62,8 +62,9 @@ def overhead(ov: dict, console) -> None:
         f"{fmt_interval(c, '.0f')} (median paired difference)"
     )
     t = _table(
-        f"   In a real cell: 2x2 ABAB windows (bare | run_loop) x (probe off | on, every "
-        f"{ov['probe_interval_s']} s); throughput ratios, 95% paired bootstrap interval over rounds; "
+        f"   In a real cell: rounds of two short windows (bare | run_loop) while the probe samples the cell every "
+        f"{ov['probe_interval_s']} s; throughput ratios with 95% bootstrap intervals (harness: paired over rounds; "
+        f"probe: what its samples added to the windows they touched, against their untouched neighbours); "
         f"goal: suite/bare at least 0.98, its interval reaching 0.99",
         [
             "cell",
@@ -78,12 +79,13 @@ def overhead(ov: dict, console) -> None:
             "loop CPU/batch bare | harness",
             "probe CPU/sample",
             "probe share of 1 CPU",
+            "speed: any two windows | neighbours (IQR)",
             "load",
         ],
     )
     for row in ov["cells"]:
         if "error" in row:
-            t.add_row(row["cell"], "[red]" + row["error"][:80] + "[/red]", *[""] * 11)
+            t.add_row(row["cell"], "[red]" + row["error"][:80] + "[/red]", *[""] * 12)
             continue
         r = row.get("ratios", {})
         p = row.get("probe") or {}
@@ -104,6 +106,7 @@ def overhead(ov: dict, console) -> None:
             " | ".join(fmt(v, ".1f") for v in (row.get("loop_cpu_us_per_batch") or {}).values()) + " µs",
             f"{p['cpu_ms_per_sample']:.1f} ms" if p.get("cpu_ms_per_sample") is not None else "n/a",
             f"{p['cpu_share_of_one_cpu'] * 100:.1f}%" if p.get("cpu_share_of_one_cpu") is not None else "n/a",
+            drift_text(row.get("speed_drift")),
             f"{row['load_before'][0]:.1f}" if row.get("load_before") else "",
         )
     console.print(t)

@@ -29,6 +29,9 @@ JSON schema history (SCHEMA):
                        overhead cells: `loop_cpu_us_per_batch` and `goal`; doctor_vs_grid added
   loaderbench.bench/10 overhead cells: `rounds_for_goal`, the rounds a ±1% interval of suite/bare would need;
                        doctor_hooks: `watch_cost` (the watch's CPU per batch) and each loop's `cpu_share`
+  loaderbench.bench/11 overhead cells: rounds of two short windows (bare | harness) while the probe samples on its
+                       cadence, instead of 2x2 windows switching the probe; windows carry `t0` and no `probe`;
+                       `probe_spans`, `speed_drift`, `probe_off_cell_cpus`; the JPEG cells take one image a batch
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from typing import Any
 
 from loaderbench.bench.common import IMAGES, describe, json_safe, loadavg
 
-SCHEMA = "loaderbench.bench/10"
+SCHEMA = "loaderbench.bench/11"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -115,13 +118,13 @@ def build_parser() -> argparse.ArgumentParser:
 def run_overhead(args, prepared, probe_interval: float, err) -> dict:
     from loaderbench.bench.overhead import OverheadPlan, loop_cost, overhead_cells, overhead_experiment
 
-    plan = OverheadPlan(total_s=6.0 if args.quick else 16.0, window_s=0.25, seed=args.seed)
+    plan = OverheadPlan(total_s=6.0 if args.quick else 16.0, seed=args.seed)
     cells = overhead_cells()
     err.print("[dim]1. overhead: the harness's own cost per batch (in-memory batches, ABAB) ...[/dim]")
     micro = loop_cost(cells[0].config, rounds=11 if args.quick else 21, seed=args.seed)
     rows = []
     for cell in cells:
-        err.print(f"[dim]1. overhead: {describe(cell)}, {plan.total_s:.0f} s of ABAB windows ...[/dim]")
+        err.print(f"[dim]1. overhead: {describe(cell)}, {plan.total_s:.0f} s of windows, bare and harness ...[/dim]")
         rows.append(overhead_experiment(cell, prepared, plan, probe_interval))
         if "error" in rows[-1]:
             err.print(f"[red]   {rows[-1]['error']}[/red]\n{rows[-1].get('traceback', '')}")
