@@ -366,7 +366,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("results", help="records folder, one subfolder per study")
     s.add_argument("--machine", required=True, help="the folder's name under --to, e.g. epyc-2vcpu")
     s.add_argument("--study", action="append", help="only this study (repeat for more; default: every study)")
-    s.add_argument("--note", default=None, help="a note kept beside the study (how quiet the machine was is computed)")
+    s.add_argument(
+        "--note",
+        default=None,
+        help="a note kept beside the study: what the records cannot say, e.g. what its cells are (how quiet the "
+        "machine was is computed from the records; a note that says it is refused)",
+    )
     s.add_argument("--to", default="results/reference", help="the reference root (default: %(default)s)")
 
     s = command(
@@ -379,7 +384,12 @@ def build_parser() -> argparse.ArgumentParser:
         "reference", nargs="?", default="results/reference", help="the reference root (default: %(default)s)"
     )
     s.add_argument("--doc", default="docs/findings.md", help="the page (default: %(default)s)")
-    s.add_argument("--write", action="store_true", help="rewrite the page's generated blocks from the records")
+    s.add_argument(
+        "--write",
+        action="store_true",
+        help="rewrite the page's generated blocks, and the README.md of each machine folder they read that "
+        "`loaderbench reference` wrote, from the records",
+    )
     return p
 
 

@@ -117,7 +117,7 @@ def test_a_copy_keeps_every_record_whole_but_its_raw_times(tmp_path):
     from loaderbench.analysis.findings.reference_records import copy_reference
 
     root, ok, bad = _results(tmp_path)
-    done = copy_reference(root, tmp_path / "ref", "box-2cpu", note="alone, load average 0.2")
+    done = copy_reference(root, tmp_path / "ref", "box-2cpu", note="in order and not, at 2 workers")
     folder = tmp_path / "ref" / "box-2cpu"
     assert done.records == {"in-order": 2} and done.bytes_after < done.bytes_before / 3
     assert done.left_out == [(str(root / "in-order" / "notes.json"), "not a record of this study")]
@@ -138,7 +138,7 @@ def test_a_copy_keeps_every_record_whole_but_its_raw_times(tmp_path):
     )
     readme = (folder / "README.md").read_text()
     assert "# Reference records: box-2cpu" in readme and "`raw` block" in readme
-    assert "| `in-order` | 2 (1 failed) | 2 | 1 |" in readme and "alone, load average 0.2" in readme
+    assert "| `in-order` | 2 (1 failed) | 2 | 1 |" in readme and "in order and not, at 2 workers |" in readme
     # how quiet it was and where the code is come from the records, not from the note
     assert "alone: load 0.2 at the start (quiet below 1 on 2 CPUs)" in readme and "| committed |" in readme
     assert not (folder / ".records-cache.parquet").exists()
@@ -162,6 +162,93 @@ def test_a_later_copy_replaces_its_study_and_keeps_the_notes_of_the_others(tmp_p
     assert notes(folder) == {"in-order": "first"}
     readme = (folder / "README.md").read_text()
     assert "| `in-order` |" in readme and "| `rng` |" in readme
+
+
+@pytest.mark.parametrize(
+    "note", ["alone, 2026-11-26; load 4.34 at its start", "a quiet machine", "Load average 0.2", "undisturbed"]
+)
+def test_a_note_that_says_how_quiet_the_machine_was_is_refused(tmp_path, note):
+    from loaderbench.analysis.findings.reference_records import copy_reference
+    from loaderbench.errors import LoaderbenchError
+
+    root, _, _ = _results(tmp_path)
+    with pytest.raises(LoaderbenchError, match=r"--note .*computed from the records"):
+        copy_reference(root, tmp_path / "ref", "m", note=note)
+    assert not (tmp_path / "ref" / "m").exists()  # nothing copied
+
+
+def _copied_not_alone(tmp_path):
+    """A reference root whose one machine's records began at load 1.5 on 2 CPUs (not alone), with a note."""
+    import json
+
+    from loaderbench.analysis.findings.reference_records import copy_reference
+
+    root, _, _ = _results(tmp_path)
+    for path in (root / "in-order").glob("*.json"):
+        rec = json.loads(path.read_text())
+        if "env" in rec:
+            rec["env"]["load_1m_at_start"] = 1.5
+            path.write_text(json.dumps(rec))
+    copy_reference(root, tmp_path / "ref", "m", note="in order and not")
+    folder = tmp_path / "ref" / "m"
+    assert "| not alone: load 1.5 at the start" in (folder / "README.md").read_text()
+    return folder
+
+
+def test_a_kept_note_that_says_alone_against_the_records_is_refused_where_it_would_show(tmp_path):
+    """A note written into reference.json by hand that says "alone" where the records say "not alone" reaches
+    neither the README nor the findings page: both refuse it, naming the file."""
+    import json
+
+    from loaderbench.analysis.findings.page import main
+    from loaderbench.analysis.findings.reference_records import copy_reference, write_readme
+    from loaderbench.errors import LoaderbenchError
+
+    folder = _copied_not_alone(tmp_path)
+    meta = json.loads((folder / "reference.json").read_text())
+    meta["notes"]["in-order"] = "alone, load 0.2 at its start"
+    (folder / "reference.json").write_text(json.dumps(meta))
+    with pytest.raises(LoaderbenchError, match=r"reference\.json: the note of study in-order: it says 'alone'"):
+        write_readme(folder)
+    page = tmp_path / "p.md"
+    page.write_text("<!-- begin findings: study-times m -->\n<!-- end findings: study-times -->\n")
+    with pytest.raises(LoaderbenchError, match="the note of study in-order"):
+        main(str(folder.parent), str(page), write=True)
+    with pytest.raises(LoaderbenchError, match="the note of study in-order"):  # before anything is copied
+        copy_reference(tmp_path / "results", folder.parent, "m")
+    assert "alone, load 0.2" not in (folder / "README.md").read_text()
+
+
+def test_a_readme_edited_by_hand_makes_the_findings_check_fail_until_written(tmp_path, capsys):
+    from loaderbench.analysis.findings.page import main
+
+    folder = _copied_not_alone(tmp_path)
+    readme = folder / "README.md"
+    page = tmp_path / "p.md"
+    page.write_text("<!-- begin findings: study-times m -->\n<!-- end findings: study-times -->\n")
+    assert main(str(folder.parent), str(page), write=True) == 0
+    assert main(str(folder.parent), str(page), write=False) == 0
+    rendered = readme.read_text()
+    readme.write_text(rendered.replace("| not alone: load 1.5", "| alone: load 1.5"))
+    capsys.readouterr()
+    assert main(str(folder.parent), str(page), write=False) == 1
+    assert f"{readme}: differs from its rendering from the records" in capsys.readouterr().err
+    assert main(str(folder.parent), str(page), write=True) == 0
+    assert readme.read_text() == rendered
+
+
+def test_no_shipped_note_says_how_quiet_the_machine_was():
+    import json
+
+    from loaderbench.analysis.findings.provenance import note_problem
+
+    kept = {
+        f"{p.parent.name}/{study}": note
+        for p in (REPO / "results" / "reference").glob("*/reference.json")
+        for study, note in json.loads(p.read_text()).get("notes", {}).items()
+    }
+    assert kept, "no notes shipped: the check below would be vacuous"
+    assert {k: why for k, n in kept.items() if (why := note_problem(n))} == {}
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,8 @@ or to the records shows as a difference between the page and its rendering. A bl
 shipped renders as a line that names what is missing, never as numbers.
 
 `render(text, reference)` renders a page; `loaderbench findings` (`main`) checks the page against it or writes
-it. Prose outside the markers is never touched.
+it. Prose outside the markers is never touched. The README.md of each machine folder `loaderbench reference`
+the page reads is checked (or written) the same way: it is rendered from the folder's records, never by hand.
 """
 
 from __future__ import annotations
@@ -132,11 +133,11 @@ def _notes(folder: Path) -> dict[str, str]:
     return notes(folder) | {UNSTABLE + name: how for name, how in unstable(folder).items()}
 
 
-def render(text: str, reference: str | Path) -> tuple[str, list[Rendered]]:
+def render(text: str, reference: str | Path, records: Records | None = None) -> tuple[str, list[Rendered]]:
     """The page with every block rendered from the records under `reference`, and what each block is."""
     from loaderbench.analysis.findings.common import deciding_once
 
-    records = Records(Path(reference))
+    records = records or Records(Path(reference))
     lines = text.split("\n")
     out: list[str] = []
     report: list[Rendered] = []
@@ -151,6 +152,19 @@ def render(text: str, reference: str | Path) -> tuple[str, list[Rendered]]:
     return "\n".join(out), report
 
 
+def stale_readmes(records: Records, machines: set[str]) -> dict[Path, str]:
+    """The README.md of each of `machines` whose folder `loaderbench reference` wrote and whose text differs from
+    its rendering from the folder's records, with the rendering."""
+    from loaderbench.analysis.findings.reference_records import README, copied, readme_text
+
+    out = {}
+    for folder in sorted(records.root / m for m in machines if copied(records.root / m)):
+        path, text = folder / README, readme_text(folder, records.of(folder.name))
+        if not path.is_file() or path.read_text() != text:
+            out[path] = text
+    return out
+
+
 def main(reference: str, doc: str, write: bool) -> int:
     """Check the page against its rendering (exit 1 when a block differs), or write it. Blocks without
     records are listed either way."""
@@ -161,12 +175,14 @@ def main(reference: str, doc: str, write: bool) -> int:
         raise LoaderbenchError(f"{doc}: cannot read it ({exc.strerror or exc})") from None
     if not Path(reference).is_dir():
         raise LoaderbenchError(f"{reference}: no such folder; give the reference root, e.g. results/reference")
+    records = Records(Path(reference))
     try:
-        new, report = render(text, reference)
+        new, report = render(text, reference, records)
     except LoaderbenchError as exc:
         raise LoaderbenchError(f"{doc}: {exc}") from None
     if not report:
         raise LoaderbenchError(f"{doc}: no `<!-- begin findings: ... -->` blocks")
+    readmes = stale_readmes(records, {m for r in report for m in r.machines})
     for r in report:
         if r.missing:
             print(f"{r.name}: not generated, no records of {', '.join(r.missing)}", file=sys.stderr)
@@ -174,9 +190,14 @@ def main(reference: str, doc: str, write: bool) -> int:
     if write:
         if new != text:
             path.write_text(new)
+        for readme, body in readmes.items():
+            readme.write_text(body)
+            print(f"{readme}: rendered from its records", file=sys.stderr)
         done = len(report) - sum(bool(r.missing) for r in report)
         print(f"{doc}: {done} of {len(report)} blocks rendered from records; {len(stale)} changed", file=sys.stderr)
         return 0
+    for readme in readmes:
+        print(f"{readme}: differs from its rendering from the records; run `{COMMAND}`", file=sys.stderr)
     if stale:
         diff = difflib.unified_diff(text.splitlines(), new.splitlines(), doc, f"{doc} (from {reference})", lineterm="")
         print("\n".join(diff))
@@ -184,6 +205,8 @@ def main(reference: str, doc: str, write: bool) -> int:
             f"{doc}: {len(stale)} block(s) differ from the records: {', '.join(stale)}; run `{COMMAND}`",
             file=sys.stderr,
         )
+        return 1
+    if readmes:
         return 1
     print(f"{doc}: all {len(report)} blocks match the records", file=sys.stderr)
     return 0

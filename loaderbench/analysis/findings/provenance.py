@@ -9,6 +9,7 @@ processes took at most a small share of the cells' cores while they were measure
 
 from __future__ import annotations
 
+import re
 import subprocess
 from functools import cache
 from pathlib import Path
@@ -22,6 +23,10 @@ from loaderbench.schema.disturbance import OTHERS_MARGIN, QUIET_LOAD_PER_CPU
 #: and others' CPU time on the cells' cores at most the share a repetition is judged disturbed beyond, at the
 #: median over repetitions
 QUIET_OTHERS_SHARE = OTHERS_MARGIN
+#: what a note may not say: how quiet the machine was (`conditions` says it, from the records)
+STATED_CONDITIONS = re.compile(
+    r"\b(alone|quiet(ly)?|busy|idle|(un)?disturbed|load( average)?( of)? \d[\d.]*)", re.IGNORECASE
+)
 
 
 @cache
@@ -66,6 +71,18 @@ def conditions(rows: pd.DataFrame) -> str:
         limit = 100 * QUIET_OTHERS_SHARE
         text += f"; others took {100 * share:.1f}% of the cells' cores (median; quiet at most {limit:g}%)"
     return text
+
+
+def note_problem(note: str) -> str | None:
+    """Why a hand-written note cannot stand beside a study's records, or None when it can: it says how quiet the
+    machine was ("alone", a load average), which only `conditions` says, from the records."""
+    m = STATED_CONDITIONS.search(note)
+    if m is None:
+        return None
+    return (
+        f"it says {m.group(0)!r}: how quiet the machine was is computed from the records (the conditions column), "
+        "never noted by hand; a note says what the records cannot, e.g. what the study's cells are"
+    )
 
 
 def unrecoverable(rows: pd.DataFrame, repo: Path | None = None) -> dict[str, int]:

@@ -8,7 +8,8 @@ folder's README.md is written from the records: the machine and software their f
 study the records, cells, repetitions, wall time, how quiet the machine was and whether the code that made them
 can be recovered (both computed from the records: loaderbench.analysis.findings.provenance), and the notes given with
 `--note`. The notes are kept in `reference.json` beside it, so a study copied later keeps the notes of the studies
-copied before.
+copied before. A note says what the records cannot (what a study's cells are); one that says how quiet the machine
+was ("alone", a load average) is refused, when given and when read back: only the records say that.
 
 A copy refuses records whose code cannot be recovered (made from a tree with uncommitted changes, or by a commit
 this repository does not hold), naming them: published evidence comes from committed code.
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from loaderbench.analysis.findings.provenance import commit_problem, conditions, unrecoverable
+from loaderbench.analysis.findings.provenance import commit_problem, conditions, note_problem, unrecoverable
 from loaderbench.analysis.findings.verdict_history import HISTORY, flips, remember
 from loaderbench.analysis.report.layout import md_table
 from loaderbench.analysis.table.environment import env_one
@@ -90,10 +91,13 @@ def copy_reference(
         raise LoaderbenchError(
             f"--machine {machine!r}: allowed: lower-case letters, digits, '-', '_' and '.' (e.g. epyc-2vcpu)"
         )
+    if note and (why := note_problem(note)):
+        raise LoaderbenchError(f"--note {note!r}: {why}")
     results, folder = Path(results), Path(reference) / machine
     out = Copied(folder)
     chosen = _studies(results, studies)
     meta = _read_meta(folder)
+    notes(folder)  # refuses a note kept before that says how quiet the machine was, before anything is copied
     readable: dict[str, list[tuple[Path, dict]]] = {}
     refused: list[str] = []
     for study in chosen:
@@ -140,9 +144,9 @@ def copy_reference(
             out.bytes_after += len(text.encode())
         out.records[study] = len(kept)
         remember(meta, study, _rows(target), _settle_of(results, study))
-        notes = meta.setdefault("notes", {})
+        kept_notes = meta.setdefault("notes", {})
         if note:
-            notes[study] = note
+            kept_notes[study] = note
     meta["machine"] = machine
     meta["trimmed"] = list(TRIMMED)
     (folder / META).write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
@@ -180,9 +184,14 @@ def unstable(folder: str | os.PathLike) -> dict[str, str]:
 
 
 def notes(folder: str | os.PathLike) -> dict[str, str]:
-    """The conditions noted per study when it was copied (reference.json), {} when none."""
+    """The notes given per study when it was copied (reference.json), {} when none; one that says how quiet the
+    machine was is refused (provenance.note_problem)."""
     n = _read_meta(Path(folder)).get("notes", {})
-    return {str(k): str(v) for k, v in n.items()} if isinstance(n, dict) else {}
+    out = {str(k): str(v) for k, v in n.items()} if isinstance(n, dict) else {}
+    for study, note in out.items():
+        if why := note_problem(note):
+            raise LoaderbenchError(f"{Path(folder) / META}: the note of study {study}: {why}; remove it there")
+    return out
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -275,10 +284,16 @@ def code_line(rows: pd.DataFrame) -> str:
     return "; ".join(f"{n} records: {why}, to be measured again" for why, n in sorted(problems.items()))
 
 
-def write_readme(folder: Path) -> Path:
+def copied(folder: Path) -> bool:
+    """Whether `loaderbench reference` wrote the machine folder (and so its README.md): it holds reference.json."""
+    return (folder / META).is_file()
+
+
+def readme_text(folder: Path, df: pd.DataFrame | None = None) -> str:
+    """The folder's README.md, rendered from its records (`df`: those records' table, when loaded already)."""
     from loaderbench.analysis.table.records import load_records
 
-    df, _ = load_records(folder, use_cache=False)
+    df = load_records(folder, use_cache=False)[0] if df is None else df
     if df.empty:
         raise LoaderbenchError(f"{folder}: no records")
     name = folder.name
@@ -305,6 +320,10 @@ def write_readme(folder: Path) -> Path:
         md_table(study_rows(df, notes(folder))),
         "",
     ]
+    return "\n".join(lines)
+
+
+def write_readme(folder: Path) -> Path:
     path = folder / README
-    path.write_text("\n".join(lines))
+    path.write_text(readme_text(folder))
     return path
