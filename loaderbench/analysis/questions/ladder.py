@@ -34,8 +34,6 @@ METRIC = "end_to_end_samples_per_s"
 ABOUT_ONE = 0.10
 #: the steps the tutorial reports as about 1.0x: (rung, the rung before)
 FLAT_STEPS = (("+pin_memory", "+workers"), ("+prefetcher", "+persistent"))
-#: "non_blocking copies overlap compute": the median share of copy time that overlapped compute is at least this.
-OVERLAP_MIN = 0.10
 
 
 def _ladder(rows):

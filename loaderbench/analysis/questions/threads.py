@@ -16,7 +16,7 @@ from loaderbench.analysis.rules.claim import Claim, Question, finite, g, quiet, 
 from loaderbench.analysis.rules.kinds import MOST, Shift, medians
 from loaderbench.analysis.table.records import col, ok_rows
 from loaderbench.stats.intervals import MIN_N
-from loaderbench.stats.verdicts import FAILS, HOLDS, INCONCLUSIVE, Outcome, all_of, at_least, at_most, decide_shift
+from loaderbench.stats.verdicts import HOLDS, INCONCLUSIVE, Outcome, all_of, at_least, at_most, decide_shift
 
 #: workloads whose per-sample work holds the GIL (pure Python)
 PURE_PYTHON = ("cpu",)
@@ -95,15 +95,9 @@ def threads_serialize_python(rows: pd.DataFrame) -> Outcome:
         o_t = decide_shift(main, t[1], at_most(THREADS_CAP), label=f"best thread (w={t[0]}) / main process")
         o_p = decide_shift(main, p[1], at_least(PROCESS_GAIN), label=f"best process (w={p[0]}) / main process")
         where = _where(workload, cores, loader)
-        if o_t.verdict == FAILS or (o_t.verdict == HOLDS and o_p.verdict == HOLDS):
-            checks.append(Outcome(o_t.verdict, f"{where}: {o_t.evidence}; {o_p.evidence}"))
-        elif o_t.verdict == HOLDS:
-            checks.append(
-                Outcome(
-                    INCONCLUSIVE,
-                    f"{where}: {o_t.evidence}, but processes did not use the cores either ({o_p.evidence})",
-                )
-            )
+        if o_t.verdict == HOLDS and o_p.verdict != HOLDS:
+            text = f"{where}: {o_t.evidence}, but processes did not use the cores either ({o_p.evidence})"
+            checks.append(Outcome(INCONCLUSIVE, text))
         else:
             checks.append(Outcome(o_t.verdict, f"{where}: {o_t.evidence}; {o_p.evidence}"))
     return all_of(checks, f"{_NEEDS}, for the cpu workload on 2 or more cores")

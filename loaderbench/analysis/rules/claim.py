@@ -129,6 +129,11 @@ class Question:
 #: deviations) this guard allowed when it read ranges; a range grows with the repetitions and follows one outlier,
 #: which the order-statistic intervals already absorb.
 NOISY = 0.15
+#: the noise guard in a rule's words
+NOISE_RULE = (
+    f"inconclusive when repetitions scatter by more than {NOISY:.0%} of their median (median over cells of "
+    "the interquartile range over the median): the cores were not the cells' own"
+)
 
 
 def too_noisy(rows: pd.DataFrame, metric: str = "samples_per_s") -> str | None:
