@@ -14,7 +14,7 @@ from functools import partial
 
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import NOISE_RULE, Claim, Metric, Question, finite, narrow, quiet, with_workers
+from loaderbench.analysis.rules.claim import NOISE_RULE, Metric, Question, finite, narrow, quiet, with_workers
 from loaderbench.analysis.rules.kinds import MOST, Of, Shift
 from loaderbench.analysis.rules.rows import loading_alone
 from loaderbench.analysis.rules.worker_costs import CLAIMS as WORKER_COSTS
@@ -245,61 +245,51 @@ QUESTION = Question(
         ),
     },
 )
-QUESTION.claims.extend(
-    [
-        Claim(
-            "oversubscription",
-            "worker processes parallelize CPU-bound Python work",
-            rises_to_cores,
-            quiet(rises_to_cores, select=_cpu_read),
-            needs=_has_curves,
-            number=5,
-        ),
-        Claim(
-            "oversubscription",
-            "CPU-bound throughput peaks near the core count",
-            f"per CPU-bound curve on 2 or more cores (ranks = 1): holds if throughput at num_workers = cores is at "
-            f"least {PEAK_RISE_MIN:g}x that at 1 worker and no num_workers past {PEAK_SPAN} x cores reaches "
-            f"{1 + MIN_EFFECT:g}x that at cores (a flat or falling curve does not hold); {NOISE_RULE}",
-            quiet(peaks_near_cores, select=_cpu_read),
-            needs=_has_curves,
-            number=13,
-        ),
-        Claim(
-            "oversubscription",
-            "CPU-bound throughput degrades past the core count",
-            degrades_past_cores,
-            quiet(degrades_past_cores, select=_cpu_read),
-            needs=_has_curves,
-            number=14,
-        ),
-        Claim(
-            "oversubscription",
-            "with R loaders side by side (DDP-like), R x W = cores beats R x cores workers",
-            ranks_share_cores,
-            quiet(ranks_share_cores),
-            needs=_has_ranks,
-        ),
-        Claim(
-            "oversubscription",
-            "with R DDP ranks, R x W = cores beats R x cores workers",
-            ddp_ranks_share_cores,
-            quiet(ddp_ranks_share_cores, select=_ddp_read),
-            needs=_has_ddp,
-            number=19,
-            study="oversubscription-ddp",
-        ),
-        Claim(
-            "oversubscription",
-            "DistributedSampler gives each rank a disjoint share, together the epoch exactly once",
-            "per DDP record (rank_mode = ddp, ranks > 1), each rank's sampler indices counted per epoch: holds if "
-            "no index was read twice and none was missed in any epoch of any record; does not hold at the first "
-            "overlap or gap",
-            ddp_shares_disjoint,
-            needs=_has_ddp,
-            number=20,
-            study="oversubscription-ddp",
-        ),
-    ]
+QUESTION.add(
+    "worker processes parallelize CPU-bound Python work",
+    rises_to_cores,
+    quiet(rises_to_cores, select=_cpu_read),
+    needs=_has_curves,
+    number=5,
+)
+QUESTION.add(
+    "CPU-bound throughput peaks near the core count",
+    f"per CPU-bound curve on 2 or more cores (ranks = 1): holds if throughput at num_workers = cores is at "
+    f"least {PEAK_RISE_MIN:g}x that at 1 worker and no num_workers past {PEAK_SPAN} x cores reaches "
+    f"{1 + MIN_EFFECT:g}x that at cores (a flat or falling curve does not hold); {NOISE_RULE}",
+    quiet(peaks_near_cores, select=_cpu_read),
+    needs=_has_curves,
+    number=13,
+)
+QUESTION.add(
+    "CPU-bound throughput degrades past the core count",
+    degrades_past_cores,
+    quiet(degrades_past_cores, select=_cpu_read),
+    needs=_has_curves,
+    number=14,
+)
+QUESTION.add(
+    "with R loaders side by side (DDP-like), R x W = cores beats R x cores workers",
+    ranks_share_cores,
+    quiet(ranks_share_cores),
+    needs=_has_ranks,
+)
+QUESTION.add(
+    "with R DDP ranks, R x W = cores beats R x cores workers",
+    ddp_ranks_share_cores,
+    quiet(ddp_ranks_share_cores, select=_ddp_read),
+    needs=_has_ddp,
+    number=19,
+    study="oversubscription-ddp",
+)
+QUESTION.add(
+    "DistributedSampler gives each rank a disjoint share, together the epoch exactly once",
+    "per DDP record (rank_mode = ddp, ranks > 1), each rank's sampler indices counted per epoch: holds if "
+    "no index was read twice and none was missed in any epoch of any record; does not hold at the first "
+    "overlap or gap",
+    ddp_shares_disjoint,
+    needs=_has_ddp,
+    number=20,
+    study="oversubscription-ddp",
 )
 QUESTION.claims.extend(WORKER_COSTS)

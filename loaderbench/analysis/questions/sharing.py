@@ -6,7 +6,7 @@ from functools import partial
 
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import Claim, Metric, Question, finite, g, missing, pick, values_of, varies
+from loaderbench.analysis.rules.claim import Metric, Question, finite, g, missing, pick, values_of, varies
 from loaderbench.analysis.rules.kinds import FEWEST, MOST, AllOf, Shift
 from loaderbench.analysis.table.derive import fd_exhausted, open_file_limit
 from loaderbench.analysis.table.records import ok_mask, ok_rows
@@ -149,34 +149,25 @@ QUESTION = Question(
     figure="loaderbench.analysis.figures.questions.sharing:sharing_strategy_limits",
     tables={"sharing": (Metric("samples_per_s", "samples/s"), Metric("open_fds_peak", "open descriptors (peak)"))},
 )
-QUESTION.claims.extend(
-    [
-        Claim(
-            "sharing",
-            "file_descriptor runs out of descriptors with many workers or tensors ('Too many open "
-            "files'); file_system does not",
-            "a counted fact: holds if some file_descriptor repetition failed for lack of descriptors, none under "
-            "file_system did, and file_system ran ok at the same workers, tensors and limit; does not hold if "
-            f"file_system ran out, or file_descriptor used {FD_NEAR:.0%} of its limit without failing; inconclusive "
-            f"if no file_descriptor cell came within {FD_NEAR:.0%} of its open-file limit",
-            fd_runs_out,
-            number=50,
-        ),
-        Claim(
-            "sharing",
-            "file_descriptor holds a descriptor per shared tensor in flight; file_system does not",
-            fd_per_tensor,
-            number=50,
-        ),
-        Claim(
-            "sharing",
-            "the per-tensor cost differs between the strategies",
-            f"at the highest open-file limit and the most tensors per sample: holds if at some num_workers the two "
-            f"strategies' throughputs differ by at least {PER_TENSOR_DIFF:.0%} either way (any one of the num_workers, "
-            "each comparison at the Bonferroni confidence for their number); does not hold if at every num_workers "
-            f"they are shown within {PER_TENSOR_DIFF:.0%}",
-            per_tensor_cost_differs,
-            number=51,
-        ),
-    ]
+QUESTION.add(
+    "file_descriptor runs out of descriptors with many workers or tensors ('Too many open "
+    "files'); file_system does not",
+    "a counted fact: holds if some file_descriptor repetition failed for lack of descriptors, none under "
+    "file_system did, and file_system ran ok at the same workers, tensors and limit; does not hold if "
+    f"file_system ran out, or file_descriptor used {FD_NEAR:.0%} of its limit without failing; inconclusive "
+    f"if no file_descriptor cell came within {FD_NEAR:.0%} of its open-file limit",
+    fd_runs_out,
+    number=50,
+)
+QUESTION.add(
+    "file_descriptor holds a descriptor per shared tensor in flight; file_system does not", fd_per_tensor, number=50
+)
+QUESTION.add(
+    "the per-tensor cost differs between the strategies",
+    f"at the highest open-file limit and the most tensors per sample: holds if at some num_workers the two "
+    f"strategies' throughputs differ by at least {PER_TENSOR_DIFF:.0%} either way (any one of the num_workers, "
+    "each comparison at the Bonferroni confidence for their number); does not hold if at every num_workers "
+    f"they are shown within {PER_TENSOR_DIFF:.0%}",
+    per_tensor_cost_differs,
+    number=51,
 )

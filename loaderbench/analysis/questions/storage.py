@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import EXTENSION, NOISE_RULE, Claim, Metric, Question, finite, narrow, pick, quiet
+from loaderbench.analysis.rules.claim import EXTENSION, NOISE_RULE, Metric, Question, finite, narrow, pick, quiet
 from loaderbench.analysis.rules.kinds import Of, Shift
 from loaderbench.analysis.rules.rows import loading_alone
 from loaderbench.analysis.rules.worker_costs import IO_ENOUGH
@@ -289,55 +289,45 @@ QUESTION = Question(
     figure="loaderbench.analysis.figures.questions.storage:workers_hide_latency",
     tables={"storage": (Metric("samples_per_s", "samples/s"),)},
 )
-QUESTION.claims.extend(
-    [
-        Claim(
-            "storage",
-            "with remote storage, workers scale far past the cores until bandwidth binds",
-            f'HTTP reads (jpeg_stage = "read", pooled): at every latency of at least {g(FAR_LATENCY_MS)} ms, '
-            f"throughput at the most workers (at least {FAR_WORKERS_PER_CORE} x cores) is at least {g(FAR_PAST)}x "
-            f"that at num_workers = cores; under a bandwidth cap, the most workers gain at most {g(CAP_FLAT)}x over "
-            f"half as many while the uncapped twin reaches at least {g(CAP_BINDS)}x more; {NOISE_RULE}",
-            quiet(scale_until_bandwidth, select=http_rows),
-            needs=_has_http,
-            number=56,
-            role=EXTENSION,
-            setting="scaling far past the cores until bandwidth binds",
-        ),
-        Claim(
-            "storage",
-            "remote storage makes a pipeline I/O-bound: at num_workers = cores it loads far slower than from local "
-            "disk",
-            remote_is_io_bound,
-            quiet(remote_is_io_bound, select=_reads),
-            needs=_has_local_and_remote,
-            number=56,
-        ),
-        Claim(
-            "storage",
-            "I/O-bound loading needs 2-4 x the cores as workers (reading over a network path, then decoding)",
-            f"the full jpeg pipeline over HTTP (pooled, uncapped) at every latency of at least {g(FAR_LATENCY_MS)} ms, "
-            f"per cores: holds if the best num_workers from 2 to 4 x cores reaches at least {g(IO_ENOUGH)}x the "
-            f"throughput of the best one beyond 4 x cores, does not hold if it is shown below; {NOISE_RULE}",
-            quiet(io_rule_of_thumb_over_http, select=_reads),
-            needs=_has_local_and_remote,
-            number=17,
-        ),
-        Claim(
-            "storage",
-            "a new connection per sample costs more than any num_workers can hide",
-            f"per latency with both clients: the best per_request throughput over the num_workers measured is at "
-            f"most {g(PER_REQUEST_MAX)}x the best pooled one; {NOISE_RULE}",
-            quiet(per_request_costs_more, select=http_rows),
-            needs=_has_http,
-        ),
-        Claim(
-            "storage",
-            "split shards are read exactly once per pass; unsplit ones repeat each sample per worker",
-            'counted, not estimated: every complete pass of a sharding = "split" cell has 0 duplicates and 0 '
-            'missing samples; every sharding = "none" cell with 2 or more workers has duplicates and 0 missing',
-            shards_exactly_once,
-            needs=_has_shards,
-        ),
-    ]
+QUESTION.add(
+    "with remote storage, workers scale far past the cores until bandwidth binds",
+    f'HTTP reads (jpeg_stage = "read", pooled): at every latency of at least {g(FAR_LATENCY_MS)} ms, '
+    f"throughput at the most workers (at least {FAR_WORKERS_PER_CORE} x cores) is at least {g(FAR_PAST)}x "
+    f"that at num_workers = cores; under a bandwidth cap, the most workers gain at most {g(CAP_FLAT)}x over "
+    f"half as many while the uncapped twin reaches at least {g(CAP_BINDS)}x more; {NOISE_RULE}",
+    quiet(scale_until_bandwidth, select=http_rows),
+    needs=_has_http,
+    number=56,
+    role=EXTENSION,
+    setting="scaling far past the cores until bandwidth binds",
+)
+QUESTION.add(
+    "remote storage makes a pipeline I/O-bound: at num_workers = cores it loads far slower than from local disk",
+    remote_is_io_bound,
+    quiet(remote_is_io_bound, select=_reads),
+    needs=_has_local_and_remote,
+    number=56,
+)
+QUESTION.add(
+    "I/O-bound loading needs 2-4 x the cores as workers (reading over a network path, then decoding)",
+    f"the full jpeg pipeline over HTTP (pooled, uncapped) at every latency of at least {g(FAR_LATENCY_MS)} ms, "
+    f"per cores: holds if the best num_workers from 2 to 4 x cores reaches at least {g(IO_ENOUGH)}x the "
+    f"throughput of the best one beyond 4 x cores, does not hold if it is shown below; {NOISE_RULE}",
+    quiet(io_rule_of_thumb_over_http, select=_reads),
+    needs=_has_local_and_remote,
+    number=17,
+)
+QUESTION.add(
+    "a new connection per sample costs more than any num_workers can hide",
+    f"per latency with both clients: the best per_request throughput over the num_workers measured is at "
+    f"most {g(PER_REQUEST_MAX)}x the best pooled one; {NOISE_RULE}",
+    quiet(per_request_costs_more, select=http_rows),
+    needs=_has_http,
+)
+QUESTION.add(
+    "split shards are read exactly once per pass; unsplit ones repeat each sample per worker",
+    'counted, not estimated: every complete pass of a sharding = "split" cell has 0 duplicates and 0 '
+    'missing samples; every sharding = "none" cell with 2 or more workers has duplicates and 0 missing',
+    shards_exactly_once,
+    needs=_has_shards,
 )

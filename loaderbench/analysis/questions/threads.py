@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import numpy as np
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import Claim, Question, finite, g, quiet, varies
+from loaderbench.analysis.rules.claim import Question, finite, g, quiet, varies
 from loaderbench.analysis.rules.kinds import MOST, Shift, medians
 from loaderbench.analysis.table.records import col, ok_rows
 from loaderbench.stats.intervals import MIN_N
@@ -176,32 +176,25 @@ QUESTION = Question(
     _needs,
     figure="loaderbench.analysis.figures.questions.threads:thread_process_curves",
 )
-QUESTION.claims.extend(
-    [
-        Claim(
-            "threads",
-            "because of the GIL, thread workers do not scale pure-Python work past one core",
-            f"cpu workload, 2 or more cores: holds if the best thread cell's throughput is at most {THREADS_CAP:g}x "
-            f"the main process's (num_workers = 0) while the best process cell's is at least {PROCESS_GAIN:g}x (the "
-            "cores were there to use); does not hold if threads exceed it",
-            quiet(threads_serialize_python, select=_pure),
-            number=6,
-        ),
-        Claim(
-            "threads",
-            "thread workers scale GIL-releasing work (zlib, JPEG decode and augment, waiting) as processes do",
-            f"{', '.join(GIL_RELEASING)} workloads, each core count: holds if the best thread cell's throughput is "
-            f"at least {SCALE_KEEP:g}x the best process cell's",
-            threads_scale_released_work,
-        ),
-        Claim(
-            "threads",
-            "thread workers reach their best throughput with less memory than process workers",
-            f"{', '.join(GIL_RELEASING)} workloads, each core count: at the fewest workers within {REACH:g}x of "
-            f"each method's best throughput, holds if the cell's PSS (main and workers) with threads is at most "
-            f"{MEMORY_CUT:g}x that with processes",
-            threads_use_less_memory,
-        ),
-        Claim("threads", "thread workers deliver the first batch sooner than process workers", threads_start_faster),
-    ]
+QUESTION.add(
+    "because of the GIL, thread workers do not scale pure-Python work past one core",
+    f"cpu workload, 2 or more cores: holds if the best thread cell's throughput is at most {THREADS_CAP:g}x "
+    f"the main process's (num_workers = 0) while the best process cell's is at least {PROCESS_GAIN:g}x (the "
+    "cores were there to use); does not hold if threads exceed it",
+    quiet(threads_serialize_python, select=_pure),
+    number=6,
 )
+QUESTION.add(
+    "thread workers scale GIL-releasing work (zlib, JPEG decode and augment, waiting) as processes do",
+    f"{', '.join(GIL_RELEASING)} workloads, each core count: holds if the best thread cell's throughput is "
+    f"at least {SCALE_KEEP:g}x the best process cell's",
+    threads_scale_released_work,
+)
+QUESTION.add(
+    "thread workers reach their best throughput with less memory than process workers",
+    f"{', '.join(GIL_RELEASING)} workloads, each core count: at the fewest workers within {REACH:g}x of "
+    f"each method's best throughput, holds if the cell's PSS (main and workers) with threads is at most "
+    f"{MEMORY_CUT:g}x that with processes",
+    threads_use_less_memory,
+)
+QUESTION.add("thread workers deliver the first batch sooner than process workers", threads_start_faster)
