@@ -101,7 +101,7 @@ fd_per_tensor = AllOf(
 )
 
 
-def _cost_check(fd, fs, t1, tn, nw, cost, confidence: float) -> Outcome:
+def _cost_check(fd, fs, tn, nw, cost, confidence: float) -> Outcome:
     o = decide_shift(
         fs,
         fd,
@@ -133,7 +133,7 @@ def per_tensor_cost_differs(rows: pd.DataFrame) -> Outcome:
             continue
         med = {k: float(pd.Series(x).median()) for k, x in v.items()}
         cost = {s: (1 / med[(s, tn)] - 1 / med[(s, t1)]) / (tn - t1) * 1e6 for s in ("file_descriptor", "file_system")}
-        checks.append(partial(_cost_check, v[("file_descriptor", tn)], v[("file_system", tn)], t1, tn, nw, cost))
+        checks.append(partial(_cost_check, v[("file_descriptor", tn)], v[("file_system", tn)], tn, nw, cost))
     # "differs" is shown by one configuration where it clearly does: any one of several, corrected for their number
     return any_of(checks, _BOTH)
 

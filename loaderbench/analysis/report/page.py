@@ -134,9 +134,7 @@ def _reproduce(a: StudyAnalysis, results: Path, figures: Path, full: pd.DataFram
     study_arg = path.stem if path else f"<the study file of '{a.study}'>"  # a shipped study runs by its name
     lines = []
     if len(commit) == 1:
-        c = commit[0]
-        clean = c.removesuffix("-dirty")
-        lines.append(f"git checkout {clean}")
+        lines.append(f"git checkout {commit[0].removesuffix('-dirty')}")
     lines.append(f"make local STUDY={study_arg} RESULTS={results} FIGURES={figures}")
     if "slurm" in launchers:
         lines.append(f"make submit CLUSTER=slurm STUDY={study_arg} RESULTS={results}   # on the cluster")
@@ -433,25 +431,17 @@ def _ceilings(a: StudyAnalysis) -> Section:
 
 def _problems(a: StudyAnalysis) -> Section:
     if a.problems.empty:
-        return _part(
-            a,
-            "Unstable and failed cells",
-            "problems",
-            Paragraph("None: every cell has all repetitions ok and an IQR within 10% of its median."),
-        )
-    n_unst = int(a.problems["unstable"].sum())
-    n_fail = int((a.problems["n_not_ok"] > 0).sum())
-    return _part(
-        a,
-        "Unstable and failed cells",
-        "problems",
-        _table(
+        shown = Paragraph("None: every cell has all repetitions ok and an IQR within 10% of its median.")
+    else:
+        n_unst = int(a.problems["unstable"].sum())
+        n_fail = int((a.problems["n_not_ok"] > 0).sum())
+        shown = _table(
             problem_table(a),
             f"{plural(n_unst, 'unstable cell')} and {plural(n_fail, 'cell')} with failed or timed-out "
             "repetitions, with the reasons the suite recorded.",
             "problems.csv",
-        ),
-    )
+        )
+    return _part(a, "Unstable and failed cells", "problems", shown)
 
 
 def _every_cell(a: StudyAnalysis) -> Section:
