@@ -246,10 +246,10 @@ def _table(frame: pd.DataFrame, caption: str, csv_name: str) -> Table:
     return Table(shown, caption, note)
 
 
-def _first_rows(a: StudyAnalysis, table: str, write, caption: str, csv_name: str) -> Table:
+def _first_rows(a: StudyAnalysis, table: str, write, caption: str) -> Table:
     """The table block `write(a)` makes of one row per row of `a`'s `table` (curves, rules), written out for the
     rows shown only (a cluster's study has thousands), with the note naming the CSV that has them all."""
-    frame = getattr(a, table)
+    frame, csv_name = getattr(a, table), f"{table}.csv"
     if len(frame) <= MAX_TABLE_ROWS:
         return _table(write(a), caption, csv_name)
     shown = write(dataclasses.replace(a, **{table: frame.head(MAX_TABLE_ROWS)}))
@@ -358,7 +358,6 @@ def _recommendations(a: StudyAnalysis) -> Section:
             "Per curve: the best measured num_workers, the knee (smallest num_workers "
             "within 5% of the best) and how the knee compares with main-process loading "
             "(num_workers = 0).",
-            "curves.csv",
         )
     ]
     if not a.rules.empty:
@@ -370,7 +369,6 @@ def _recommendations(a: StudyAnalysis) -> Section:
                 "What each rule of thumb picks on the same data, the throughput it gives "
                 "up against the best, and the processes and memory it adds (or saves, "
                 "negative) against the knee.",
-                "rules.csv",
             )
         )
     return _part(a, "Recommendations: knee, best and the rules of thumb", "rec", *blocks)
@@ -387,7 +385,6 @@ def _scaling_model(a: StudyAnalysis) -> Section:
             usl_table,
             "Universal Scalability Law per curve; σ is contention (serial share), κ crosstalk; N* the "
             "num_workers where the fitted curve peaks (∞: no peak). Poor fits are reported, not drawn.",
-            "curves.csv",
         ),
     )
 
@@ -423,7 +420,6 @@ def _ceilings(a: StudyAnalysis) -> Section:
             ceiling_table,
             "How close the best measured throughput comes to ideal linear scaling at num_workers = "
             "cores and, for jpeg, to the decode-only ceiling.",
-            "curves.csv",
         ),
         _decode_reference(a),
     )
