@@ -18,7 +18,7 @@ TOY = '''"""Do two workers load faster than none? (a toy question, added by a te
 
 from __future__ import annotations
 
-from loaderbench.analysis.rules.claim import Claim, Metric, Question
+from loaderbench.analysis.rules.claim import Metric, Question
 from loaderbench.analysis.rules.kinds import Shift
 from loaderbench.analysis.table.records import ok_rows
 from loaderbench.stats.verdicts import at_least
@@ -50,7 +50,7 @@ QUESTION = Question(
     figure="loaderbench.analysis.questions.toy:toy_curve",
     tables={"toy": (Metric("samples_per_s", "samples/s"),)},
 )
-QUESTION.claims.append(Claim("toy", "two workers load faster than none", two_beat_none))
+QUESTION.add("two workers load faster than none", two_beat_none)
 '''
 
 STUDY = """[study]

@@ -141,6 +141,19 @@ def _tags(c: Claim) -> dict[str, str]:
     return {"number": BY_NUMBER[c.number].tag, "source": BY_NUMBER[c.number].source, "role": role}
 
 
+def _row(c: Claim, study: str, evidence: str, verdict: str) -> dict[str, str]:
+    """A claim's row of the claims table, decided on `study` ("" when none)."""
+    return {
+        **_tags(c),
+        "question": c.question,
+        "study": study,
+        "claim": c.claim,
+        "rule": c.rule,
+        "evidence": evidence,
+        "verdict": verdict,
+    }
+
+
 def claims_for(df: pd.DataFrame, study: str, question: str | None = None) -> pd.DataFrame:
     """The claims of one question, decided on one study's records (a figure's header)."""
     rows = df[df["study"] == study] if "study" in df else df.iloc[0:0]
@@ -150,17 +163,7 @@ def claims_for(df: pd.DataFrame, study: str, question: str | None = None) -> pd.
         if c.question != question:
             continue
         o = Outcome(NOT_MEASURED, f"no records of study {study}") if rows.empty else _decide(c, rows)
-        out.append(
-            {
-                **_tags(c),
-                "question": c.question,
-                "study": study,
-                "claim": c.claim,
-                "rule": c.rule,
-                "evidence": o.evidence,
-                "verdict": o.verdict,
-            }
-        )
+        out.append(_row(c, study, o.evidence, o.verdict))
     return pd.DataFrame(out, columns=COLUMNS)
 
 
@@ -177,15 +180,7 @@ def _not_carried(q: Question, c: Claim, named: list[str], groups: dict, foreign:
     command = q.command
     if c.study:
         command, gpu = f"make local STUDY=loaderbench/studies/{c.study}.toml", ""
-    return {
-        **_tags(c),
-        "question": q.name,
-        "study": "",
-        "claim": c.claim,
-        "rule": c.rule,
-        "evidence": f"no records carry it{why}; measure with `{command}`{gpu}",
-        "verdict": NOT_MEASURED,
-    }
+    return _row(c, "", f"no records carry it{why}; measure with `{command}`{gpu}", NOT_MEASURED)
 
 
 def _pending_rows() -> list[dict]:
@@ -289,17 +284,7 @@ def claims_table(df: pd.DataFrame, known: dict[str, StudyClaims] | None = None) 
                 o = mine[(q.name, j)]
                 head = f"study {one}" + (f" (also carried by {', '.join(others)})" if others else "")
                 tail = f"; measure it with `{q.command}`" if o.verdict == NOT_MEASURED else ""
-                out.append(
-                    {
-                        **_tags(c),
-                        "question": q.name,
-                        "study": one,
-                        "claim": c.claim,
-                        "rule": c.rule,
-                        "evidence": f"{head}: {o.evidence}{tail}",
-                        "verdict": o.verdict,
-                    }
-                )
+                out.append(_row(c, one, f"{head}: {o.evidence}{tail}", o.verdict))
     return pd.DataFrame(out + _pending_rows(), columns=COLUMNS)
 
 

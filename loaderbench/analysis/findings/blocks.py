@@ -22,6 +22,7 @@ from loaderbench.analysis.findings.common import (
     cells_where,
     counts_text,
     decided,
+    median_of,
     median_text,
     metric_values,
     ratio_text,
@@ -126,7 +127,7 @@ def quick_throughput(frames: list[pd.DataFrame], notes: list[dict[str, str]]) ->
     for (label, cores), rows in q.groupby(["label", "cores"], sort=False):
         line = {"samples/s": f"{label}, {int(cores)} core{'s' if cores > 1 else ''}"}
         for n in workers:
-            line[str(n)] = median_text(metric_values(rows[rows["num_workers"] == n], "samples_per_s"), star=True)
+            line[str(n)] = median_of(rows[rows["num_workers"] == n], "samples_per_s", star=True)
         out.append(line)
     table = pd.DataFrame(out).rename(columns={"samples/s": "num_workers"})
     reps = q.groupby("cell_id")["repetition"].nunique().max()
@@ -147,8 +148,7 @@ def quick_measures(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> s
     decode = q[col(q, "jpeg_stage").astype(str) == "decode"]
     if not decode.empty:
         per = [
-            f"{median_text(metric_values(r, 'samples_per_s'))} ({int(c)} core{'s' if c > 1 else ''})"
-            for c, r in decode.groupby("cores")
+            f"{median_of(r, 'samples_per_s')} ({int(c)} core{'s' if c > 1 else ''})" for c, r in decode.groupby("cores")
         ]
         rows.append(("JPEG decode only, 0 workers, samples/s", ", ".join(per)))
     for workload in ("sleep", "cpu"):
@@ -186,15 +186,13 @@ def quick_measures(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> s
         rows.append(
             (
                 f"JPEG on 2 cores, 1 -> {most} workers: USS of the cell (main + workers), MiB",
-                f"{median_text(metric_values(one, 'uss_peak_bytes'), MIB)} -> "
-                f"{median_text(metric_values(top, 'uss_peak_bytes'), MIB)}",
+                f"{median_of(one, 'uss_peak_bytes', MIB)} -> {median_of(top, 'uss_peak_bytes', MIB)}",
             )
         )
         rows.append(
             (
                 f"JPEG on 2 cores, 1 -> {most} workers: time to the first batch, s",
-                f"{median_text(metric_values(one, 'time_to_first_batch_s'))} -> "
-                f"{median_text(metric_values(top, 'time_to_first_batch_s'))}",
+                f"{median_of(one, 'time_to_first_batch_s')} -> {median_of(top, 'time_to_first_batch_s')}",
             )
         )
     return md_table(pd.DataFrame(rows, columns=["measure", "value"]))
@@ -267,10 +265,6 @@ def study_block(study: str) -> Callable[[list[pd.DataFrame], list[dict[str, str]
         return "\n\n".join([*parts, verdict_table(frames[0], (question,), claims=picked)])
 
     return render
-
-
-# --------------------------------------------------------------------------------------------------------
-# the GPU node
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -9,8 +9,7 @@ import pandas as pd
 
 from loaderbench.analysis.findings.common import (
     cells_where,
-    median_text,
-    metric_values,
+    median_of,
     ratio_text,
     study_rows,
     verdict_table,
@@ -31,7 +30,7 @@ def cost_table(study: pd.DataFrame) -> str:
     for (workload, cores, nw), grp in ok.groupby(["workload", "cores", "num_workers"], sort=True):
         plain = cells_where(grp, snapshot_every_n_steps=0)
         line = {"workload": workload, "cores": int(cores), "num_workers": int(nw)}
-        line["plain samples/s"] = median_text(metric_values(plain, "samples_per_s"), star=True)
+        line["plain samples/s"] = median_of(plain, "samples_per_s", star=True)
         for n in ns:
             cells = cells_where(grp, snapshot_every_n_steps=n)
             line[f"n = {n}"] = ratio_text(plain, cells) if len(cells) else "–"
@@ -47,12 +46,10 @@ def recovery_table(study: pd.DataFrame) -> str:
         ok = ok_rows(grp)
         line = {"num_workers": int(nw), "snapshot_every_n_steps": int(n)}
         for at in steps:
-            line[f"replayed at step {at}"] = median_text(
-                metric_values(cells_where(grp, resume_at=at), "resume_replayed_samples")
-            )
+            line[f"replayed at step {at}"] = median_of(cells_where(grp, resume_at=at), "resume_replayed_samples")
         for at in steps:
-            line[f"restart to first batch at step {at}, s"] = median_text(
-                metric_values(cells_where(grp, resume_at=at), "resume_first_batch_s"), star=True
+            line[f"restart to first batch at step {at}, s"] = median_of(
+                cells_where(grp, resume_at=at), "resume_first_batch_s", star=True
             )
         once = sum(
             is_true(a) and is_true(b) for a, b in zip(col(ok, "resume_exactly_once"), col(ok, "resume_same_order"))

@@ -71,6 +71,11 @@ def median_text(values: np.ndarray, scale: float = 1.0, star: bool = False) -> s
     return fmt_num(med / scale) + ("\\*" if unstable else "")
 
 
+def median_of(rows: pd.DataFrame, metric: str, scale: float = 1.0, star: bool = False) -> str:
+    """The median_text of `metric` over the ok rows."""
+    return median_text(metric_values(rows, metric), scale, star)
+
+
 def ratio_text(a: pd.DataFrame, b: pd.DataFrame, metric: str = "samples_per_s") -> str:
     """median(b) / median(a) with its interval, coverage and n (or the bare ratio and n when n is too small)."""
     c = compare(metric_values(a, metric), metric_values(b, metric))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from loaderbench.analysis.findings.common import STAR, median_text, metric_values, ratio_text, study_rows, verdict_table
+from loaderbench.analysis.findings.common import STAR, median_of, ratio_text, study_rows, verdict_table
 from loaderbench.analysis.questions.gpu_feed import HOST_BLOCKED
 from loaderbench.analysis.questions.ladder import PUBLISHED
 from loaderbench.analysis.report.layout import md_table
@@ -27,7 +27,7 @@ def ladder_rungs(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> str
         out.append(
             {
                 "rung": rung,
-                "end-to-end samples/s": median_text(metric_values(this, metric), star=True),
+                "end-to-end samples/s": median_of(this, metric, star=True),
                 "over the baseline": "1" if rung == "baseline" else ratio_text(base, this, metric),
                 "published": "1" if rung == "baseline" else f"{PUBLISHED[rung]:g}x",
                 "over the rung before": "–" if previous is None else ratio_text(previous, this, metric),
@@ -47,9 +47,9 @@ def gpu_feed_cells(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> s
             {
                 **{k: axis_text(v) for k, v in zip(keys, key)},
                 "ok": f"{int((cell['status'] == 'ok').sum())}/{len(cell)}",
-                "samples/s": median_text(metric_values(cell, "samples_per_s"), star=True),
-                "AU": median_text(metric_values(cell, "accelerator_busy_fraction")),
-                "H2D GB/s": median_text(metric_values(cell, "h2d_gbps")),
+                "samples/s": median_of(cell, "samples_per_s", star=True),
+                "AU": median_of(cell, "accelerator_busy_fraction"),
+                "H2D GB/s": median_of(cell, "h2d_gbps"),
             }
         )
     pins = []
@@ -64,8 +64,8 @@ def gpu_feed_cells(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> s
                 "model": model,
                 "num_workers": int(n),
                 "samples/s pinned / not": ratio_text(plain, pinned),
-                "AU pinned, not": f"{median_text(metric_values(pinned, 'accelerator_busy_fraction'))}, "
-                f"{median_text(metric_values(plain, 'accelerator_busy_fraction'))}",
+                "AU pinned, not": f"{median_of(pinned, 'accelerator_busy_fraction')}, "
+                f"{median_of(plain, 'accelerator_busy_fraction')}",
             }
         )
     return (
@@ -93,8 +93,8 @@ def _copies(pinned: pd.DataFrame, control: pd.DataFrame) -> str:
                 "model": model,
                 "cores": int(cores),
                 "num_workers": int(n),
-                "host in copy / copy, non_blocking": median_text(metric_values(free, HOST_BLOCKED)),
-                "blocking": median_text(metric_values(blocked, HOST_BLOCKED)),
+                "host in copy / copy, non_blocking": median_of(free, HOST_BLOCKED),
+                "blocking": median_of(blocked, HOST_BLOCKED),
                 "samples/s non_blocking / blocking": ratio_text(blocked, free),
             }
         )

@@ -9,8 +9,7 @@ import pandas as pd
 from loaderbench.analysis.findings.common import (
     STAR,
     cells_where,
-    median_text,
-    metric_values,
+    median_of,
     ratio_text,
     study_rows,
     verdict_table,
@@ -42,9 +41,7 @@ def threads_block(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> st
         ttfb = (
             f"({far}) "
             + ", ".join(
-                median_text(
-                    metric_values(cells_where(grp, worker_method=m, num_workers=far), "time_to_first_batch_s"), 1e-3
-                )
+                median_of(cells_where(grp, worker_method=m, num_workers=far), "time_to_first_batch_s", 1e-3)
                 for m in ("thread", "process")
             )
             if far is not None
@@ -54,14 +51,14 @@ def threads_block(frames: list[pd.DataFrame], notes: list[dict[str, str]]) -> st
             {
                 "workload": workload,
                 "cores": int(cores),
-                "main process samples/s": median_text(metric_values(main, "samples_per_s"), star=True),
+                "main process samples/s": median_of(main, "samples_per_s", star=True),
                 "best threads (w): samples/s": f"({int(t['num_workers'].iloc[0])}) "
-                f"{median_text(metric_values(t, 'samples_per_s'), star=True)}",
+                f"{median_of(t, 'samples_per_s', star=True)}",
                 "best processes (w): samples/s": f"({int(p['num_workers'].iloc[0])}) "
-                f"{median_text(metric_values(p, 'samples_per_s'), star=True)}",
+                f"{median_of(p, 'samples_per_s', star=True)}",
                 "threads / processes": ratio_text(p, t),
-                "PSS MiB threads, processes": f"{median_text(metric_values(t, 'pss_peak_bytes'), MIB)}, "
-                f"{median_text(metric_values(p, 'pss_peak_bytes'), MIB)}",
+                "PSS MiB threads, processes": f"{median_of(t, 'pss_peak_bytes', MIB)}, "
+                f"{median_of(p, 'pss_peak_bytes', MIB)}",
                 "first batch ms (at w): threads, processes": ttfb,
             }
         )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import Claim, Metric, Question, finite, narrow
+from loaderbench.analysis.rules.claim import Metric, Question, finite, narrow
 from loaderbench.analysis.rules.kinds import FEWEST, MOST, Shift
 from loaderbench.analysis.table.records import col, ok_rows
 from loaderbench.stats.verdicts import Outcome, all_of, at_least, decide_shift, within
@@ -91,21 +91,12 @@ QUESTION = Question(
     figure="loaderbench.analysis.figures.questions.batch_size:loading_time_by_batch_size",
     tables={"batch-size": (Metric("samples_per_s", "samples/s"),)},
 )
-QUESTION.claims.extend(
-    [
-        Claim(
-            "batch-size",
-            "batch size 16 -> 128: loading time per batch grows",
-            f"{WORKLOAD} workload, no training step, per num_workers: the loading time of a batch (batch size over "
-            f"samples/s) at the largest batch size over that at the smallest, at least {GROWS_SHARE:g} x their size "
-            "ratio (the tutorial: 5.2x for 8x the samples)",
-            batch_time_grows,
-            number=43,
-        ),
-        Claim(
-            "batch-size",
-            "the loading time per sample stays about the same from batch size 16 to 128",
-            sample_time_flat,
-        ),
-    ]
+QUESTION.add(
+    "batch size 16 -> 128: loading time per batch grows",
+    f"{WORKLOAD} workload, no training step, per num_workers: the loading time of a batch (batch size over "
+    f"samples/s) at the largest batch size over that at the smallest, at least {GROWS_SHARE:g} x their size "
+    "ratio (the tutorial: 5.2x for 8x the samples)",
+    batch_time_grows,
+    number=43,
 )
+QUESTION.add("the loading time per sample stays about the same from batch size 16 to 128", sample_time_flat)

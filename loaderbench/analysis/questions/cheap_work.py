@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import NOISY, Claim, Question, finite, narrow, quiet
+from loaderbench.analysis.rules.claim import NOISY, Question, finite, narrow, quiet
 from loaderbench.analysis.table.records import col, ok_rows
 from loaderbench.analysis.text import size_text
 from loaderbench.stats.verdicts import (
@@ -146,16 +146,13 @@ QUESTION = Question(
     _needs,
     figure="loaderbench.analysis.figures.questions.cheap_work:crossover_by_sample_size",
 )
-QUESTION.claims.append(
-    Claim(
-        "cheap-work",
-        "num_workers = 0 wins when the per-sample work is cheap and the data is in memory",
-        f"per cores and sample size: at each work_us, 0 workers win if their throughput is at least {WIN:g}x every "
-        f"num_workers', workers win if some num_workers reaches {WIN:g}x theirs; holds if 0 workers win at the "
-        "cheapest work at every sample size, does not hold if workers win there anywhere; the crossover lies "
-        "between the most work up to which 0 workers won throughout and the least work past it at which workers "
-        f"won; inconclusive when repetitions scatter by more than {NOISY:.0%} of their median",
-        quiet(zero_wins_when_cheap, select=inmem_rows),
-        number=2,
-    )
+QUESTION.add(
+    "num_workers = 0 wins when the per-sample work is cheap and the data is in memory",
+    f"per cores and sample size: at each work_us, 0 workers win if their throughput is at least {WIN:g}x every "
+    f"num_workers', workers win if some num_workers reaches {WIN:g}x theirs; holds if 0 workers win at the "
+    "cheapest work at every sample size, does not hold if workers win there anywhere; the crossover lies "
+    "between the most work up to which 0 workers won throughout and the least work past it at which workers "
+    f"won; inconclusive when repetitions scatter by more than {NOISY:.0%} of their median",
+    quiet(zero_wins_when_cheap, select=inmem_rows),
+    number=2,
 )

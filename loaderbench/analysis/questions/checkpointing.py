@@ -13,7 +13,7 @@ import itertools
 import numpy as np
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import Claim, Question, finite, g, pick, values_of, varies, with_workers
+from loaderbench.analysis.rules.claim import Question, finite, g, pick, values_of, varies, with_workers
 from loaderbench.analysis.table.records import col, is_true, ok_rows
 from loaderbench.stats.verdicts import NOT_MEASURED, Outcome, all_of, at_least, decide_shift, fact
 
@@ -170,49 +170,40 @@ QUESTION = Question(
     _needs,
     figure="loaderbench.analysis.figures.questions.checkpointing:snapshot_cost_against_replay",
 )
-QUESTION.claims.extend(
-    [
-        Claim(
-            "checkpointing",
-            "frequent snapshots cost throughput (snapshot_every_n_steps = 1 against the plain DataLoader)",
-            f"with workers, uninterrupted, on the cheapest samples (cpu) with the most cores and workers: holds if "
-            f"the plain DataLoader's samples/s is at least {COST_MIN:g}x that of snapshots every step",
-            snapshots_cost,
-            number=49,
-        ),
-        Claim(
-            "checkpointing",
-            "the snapshots' cost falls as snapshot_every_n_steps grows",
-            f"with workers, uninterrupted, on the cheapest samples (cpu) with the most cores and workers: holds if "
-            f"snapshots every 64 steps give at least {FALLS_MIN:g}x the samples/s of snapshots every step",
-            cost_falls_with_n,
-            number=49,
-        ),
-        Claim(
-            "checkpointing",
-            "rarer snapshots replay more samples on recovery",
-            "resume_at > 0 with workers: holds if, at every num_workers and resume step, the median replayed "
-            "samples never fall and rise from the smallest snapshot_every_n_steps to the largest",
-            replay_grows_with_n,
-            needs=_needs_resume,
-            number=49,
-        ),
-        Claim(
-            "checkpointing",
-            "a resume replays the steps since the last snapshot: (resume_at mod n) x batch_size samples, at most "
-            "(n - 1) x batch_size whatever num_workers, none without workers",
-            "resume_at > 0: holds if every ok resume replayed exactly that many samples (counted as the loads "
-            "the resumed process made beyond what it delivered)",
-            replay_bound,
-            needs=_needs_resume,
-        ),
-        Claim(
-            "checkpointing",
-            "a loader resumed after a SIGKILL delivers every sample of the epoch exactly once, in order",
-            "resume_at > 0: holds if every resume succeeded and the samples before the checkpoint and after the "
-            "resume are the uninterrupted epoch's, none lost, none twice, in its order",
-            resumes_exactly_once,
-            needs=_needs_resume,
-        ),
-    ]
+QUESTION.add(
+    "frequent snapshots cost throughput (snapshot_every_n_steps = 1 against the plain DataLoader)",
+    f"with workers, uninterrupted, on the cheapest samples (cpu) with the most cores and workers: holds if "
+    f"the plain DataLoader's samples/s is at least {COST_MIN:g}x that of snapshots every step",
+    snapshots_cost,
+    number=49,
+)
+QUESTION.add(
+    "the snapshots' cost falls as snapshot_every_n_steps grows",
+    f"with workers, uninterrupted, on the cheapest samples (cpu) with the most cores and workers: holds if "
+    f"snapshots every 64 steps give at least {FALLS_MIN:g}x the samples/s of snapshots every step",
+    cost_falls_with_n,
+    number=49,
+)
+QUESTION.add(
+    "rarer snapshots replay more samples on recovery",
+    "resume_at > 0 with workers: holds if, at every num_workers and resume step, the median replayed "
+    "samples never fall and rise from the smallest snapshot_every_n_steps to the largest",
+    replay_grows_with_n,
+    needs=_needs_resume,
+    number=49,
+)
+QUESTION.add(
+    "a resume replays the steps since the last snapshot: (resume_at mod n) x batch_size samples, at most "
+    "(n - 1) x batch_size whatever num_workers, none without workers",
+    "resume_at > 0: holds if every ok resume replayed exactly that many samples (counted as the loads "
+    "the resumed process made beyond what it delivered)",
+    replay_bound,
+    needs=_needs_resume,
+)
+QUESTION.add(
+    "a loader resumed after a SIGKILL delivers every sample of the epoch exactly once, in order",
+    "resume_at > 0: holds if every resume succeeded and the samples before the checkpoint and after the "
+    "resume are the uninterrupted epoch's, none lost, none twice, in its order",
+    resumes_exactly_once,
+    needs=_needs_resume,
 )

@@ -20,7 +20,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import EXTENSION, Claim, Metric, Question, finite, g, missing
+from loaderbench.analysis.rules.claim import EXTENSION, Metric, Question, finite, g, missing
 from loaderbench.analysis.rules.kinds import FEWEST, MOST, AllOf, Shift, medians
 from loaderbench.analysis.table.derive import with_growth
 from loaderbench.analysis.table.records import col, is_true
@@ -236,84 +236,64 @@ QUESTION = Question(
         ),
     },
 )
-QUESTION.claims.extend(
-    [
-        Claim(
-            "cow-memory",
-            "forked workers reading a Python list of str copy the index pages they touch: their memory grows",
-            cow_grows("list_str"),
-            number=22,
-        ),
-        Claim(
-            "cow-memory",
-            "a NumPy object array behaves like a list (its elements carry refcounts)",
-            cow_grows("numpy_object"),
-            number=22,
-        ),
-        Claim(
-            "cow-memory",
-            "NumPy fixed-width bytes and Arrow indexes add no copy-on-write growth",
-            f"holds if at every num_workers (fork) numpy_bytes and arrow both grow by at most {FLAT_MIB:g} MiB per "
-            f"worker over the probe's timeline (each cell's median), or peak alike (arrow's peak USS per worker "
-            f"within +-{FLAT_MIB:g} MiB of numpy_bytes') while list_str's is at least {GROW_MIB:g} MiB above: memory "
-            f"common to every backing is not the index's",
-            cow_flat,
-            number=21,
-        ),
-        Claim(
-            "cow-memory",
-            "the copies grow with the number of workers (each copies for itself)",
-            cow_grows_with_workers,
-            number=23,
-        ),
-        Claim(
-            "cow-memory",
-            "a full GC pass in a forked worker copies what it inherited, whatever it reads; gc.freeze() "
-            "in the parent before the workers start avoids it",
-            gc_pass_copies,
-            number=25,
-        ),
-        Claim(
-            "cow-memory",
-            "lazy loading (paths, not decoded data, in the dataset) avoids the duplication forked workers make of "
-            "an eager dataset of Python objects",
-            "fork, an eager dataset holding decoded images as Python objects (decoded_objects: each image a list of "
-            "its pixel rows, bytes objects whose refcounts every read writes) against a lazy one holding file names "
-            "(list_str): holds if at every num_workers the eager workers' peak USS per worker minus the lazy ones' "
-            f"is at least {DUPLICATE_SHARE:g}x the decoded images' pixels (every worker holds its own copy of what "
-            "it read), does not hold if it is shown below",
-            lazy_avoids_duplication("decoded_objects", "fork"),
-            needs=_needs_eager("decoded_objects"),
-            number=24,
-            study="cow-memory-lazy",
-        ),
-        Claim(
-            "cow-memory",
-            "lazy loading avoids duplication: an eager dataset of NumPy arrays under fork",
-            f"as above with the images held as NumPy arrays (decoded): reading an array writes only its header, so "
-            f"forked workers share its pixels; holds if the difference is at least {DUPLICATE_SHARE:g}x the pixels",
-            lazy_avoids_duplication("decoded", "fork"),
-            needs=_needs_eager("decoded"),
-            number=24,
-            study="cow-memory-lazy",
-            role=EXTENSION,
-            setting="under fork with images held as NumPy arrays",
-        ),
-        *[
-            Claim(
-                "cow-memory",
-                f"lazy loading avoids duplication: an eager dataset ({eager}) under spawn",
-                f"as above under spawn, where every worker unpickles its own copy of whatever the dataset holds (the "
-                f"cost of pickling, not of copy-on-write); holds if the difference is at least {DUPLICATE_SHARE:g}x "
-                "the pixels",
-                lazy_avoids_duplication(eager, "spawn"),
-                needs=_needs_eager(eager),
-                number=24,
-                study="cow-memory-lazy",
-                role=EXTENSION,
-                setting=f"under spawn ({'NumPy arrays' if eager == 'decoded' else 'Python objects'})",
-            )
-            for eager in EAGER
-        ],
-    ]
+QUESTION.add(
+    "forked workers reading a Python list of str copy the index pages they touch: their memory grows",
+    cow_grows("list_str"),
+    number=22,
 )
+QUESTION.add(
+    "a NumPy object array behaves like a list (its elements carry refcounts)", cow_grows("numpy_object"), number=22
+)
+QUESTION.add(
+    "NumPy fixed-width bytes and Arrow indexes add no copy-on-write growth",
+    f"holds if at every num_workers (fork) numpy_bytes and arrow both grow by at most {FLAT_MIB:g} MiB per "
+    f"worker over the probe's timeline (each cell's median), or peak alike (arrow's peak USS per worker "
+    f"within +-{FLAT_MIB:g} MiB of numpy_bytes') while list_str's is at least {GROW_MIB:g} MiB above: memory "
+    f"common to every backing is not the index's",
+    cow_flat,
+    number=21,
+)
+QUESTION.add("the copies grow with the number of workers (each copies for itself)", cow_grows_with_workers, number=23)
+QUESTION.add(
+    "a full GC pass in a forked worker copies what it inherited, whatever it reads; gc.freeze() "
+    "in the parent before the workers start avoids it",
+    gc_pass_copies,
+    number=25,
+)
+QUESTION.add(
+    "lazy loading (paths, not decoded data, in the dataset) avoids the duplication forked workers make of "
+    "an eager dataset of Python objects",
+    "fork, an eager dataset holding decoded images as Python objects (decoded_objects: each image a list of "
+    "its pixel rows, bytes objects whose refcounts every read writes) against a lazy one holding file names "
+    "(list_str): holds if at every num_workers the eager workers' peak USS per worker minus the lazy ones' "
+    f"is at least {DUPLICATE_SHARE:g}x the decoded images' pixels (every worker holds its own copy of what "
+    "it read), does not hold if it is shown below",
+    lazy_avoids_duplication("decoded_objects", "fork"),
+    needs=_needs_eager("decoded_objects"),
+    number=24,
+    study="cow-memory-lazy",
+)
+QUESTION.add(
+    "lazy loading avoids duplication: an eager dataset of NumPy arrays under fork",
+    f"as above with the images held as NumPy arrays (decoded): reading an array writes only its header, so "
+    f"forked workers share its pixels; holds if the difference is at least {DUPLICATE_SHARE:g}x the pixels",
+    lazy_avoids_duplication("decoded", "fork"),
+    needs=_needs_eager("decoded"),
+    number=24,
+    study="cow-memory-lazy",
+    role=EXTENSION,
+    setting="under fork with images held as NumPy arrays",
+)
+for eager in EAGER:
+    QUESTION.add(
+        f"lazy loading avoids duplication: an eager dataset ({eager}) under spawn",
+        f"as above under spawn, where every worker unpickles its own copy of whatever the dataset holds (the "
+        f"cost of pickling, not of copy-on-write); holds if the difference is at least {DUPLICATE_SHARE:g}x "
+        "the pixels",
+        lazy_avoids_duplication(eager, "spawn"),
+        needs=_needs_eager(eager),
+        number=24,
+        study="cow-memory-lazy",
+        role=EXTENSION,
+        setting=f"under spawn ({'NumPy arrays' if eager == 'decoded' else 'Python objects'})",
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import H200_REFERENCE, Claim, Metric, Question, finite, missing
+from loaderbench.analysis.rules.claim import H200_REFERENCE, Metric, Question, finite, missing
 from loaderbench.analysis.table.derive import on_gpu
 from loaderbench.analysis.table.records import col, ok_rows
 from loaderbench.stats.verdicts import INCONCLUSIVE, NOT_MEASURABLE, Outcome, at_least, both, decide_shift, fact
@@ -81,16 +81,13 @@ QUESTION = Question(
     figure="loaderbench.analysis.figures.questions.gpu_batch_size:samples_by_batch_size_on_the_gpu",
     tables={"gpu-batch-size": (Metric("samples_per_s", "samples/s"), Metric("accelerator_busy_fraction", "AU"))},
 )
-QUESTION.claims.append(
-    Claim(
-        "gpu-batch-size",
-        "batch sizes 32-128 balance best; large ones hit GPU out-of-memory",
-        f"a model trained on the GPU at a sweep of batch sizes: holds if the largest sizes fail with {OOM} in every "
-        f"repetition (and every smaller size ran) and the best samples/s of the sizes {BALANCED[0]}-{BALANCED[1]} is "
-        f"at least {BEST_SHARE:g}x that of the best size, both compute-bound (AU at least {COMPUTE_BOUND:g}); does "
-        "not hold if the interval lies below, or a size ran above one that ran out of memory; inconclusive while no "
-        "size measured ran out of memory",
-        batch_size_balance,
-        number=44,
-    )
+QUESTION.add(
+    "batch sizes 32-128 balance best; large ones hit GPU out-of-memory",
+    f"a model trained on the GPU at a sweep of batch sizes: holds if the largest sizes fail with {OOM} in every "
+    f"repetition (and every smaller size ran) and the best samples/s of the sizes {BALANCED[0]}-{BALANCED[1]} is "
+    f"at least {BEST_SHARE:g}x that of the best size, both compute-bound (AU at least {COMPUTE_BOUND:g}); does "
+    "not hold if the interval lies below, or a size ran above one that ran out of memory; inconclusive while no "
+    "size measured ran out of memory",
+    batch_size_balance,
+    number=44,
 )

@@ -9,7 +9,7 @@ import re
 
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import H200_REFERENCE, Claim, Metric, Question, missing
+from loaderbench.analysis.rules.claim import H200_REFERENCE, Metric, Question, missing
 from loaderbench.analysis.table.records import col, ok_rows
 from loaderbench.stats.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURABLE, Outcome
 
@@ -95,15 +95,12 @@ QUESTION = Question(
     figure="loaderbench.analysis.figures.questions.gpu_decode:decoding_on_the_gpu_against_cpu_workers",
     tables={"gpu-decode": (Metric("samples_per_s", "samples/s"), Metric("accelerator_busy_fraction", "AU"))},
 )
-QUESTION.claims.append(
-    Claim(
-        "gpu-decode",
-        "CUDA initialized before fork breaks forked workers (those that use CUDA)",
-        f"with the model on the GPU before the workers start: holds if every repetition of the cells whose forked "
-        f"workers use CUDA ({GPU_DECODER} decoding) fails and every repetition of the same cells with "
-        f"{' or '.join(NOT_FORKED)} workers runs; does not hold if a forked one runs; the forked workers that "
-        "decode on the CPU are shown beside them (counted facts, no interval)",
-        cuda_breaks_forked_workers,
-        number=12,
-    )
+QUESTION.add(
+    "CUDA initialized before fork breaks forked workers (those that use CUDA)",
+    f"with the model on the GPU before the workers start: holds if every repetition of the cells whose forked "
+    f"workers use CUDA ({GPU_DECODER} decoding) fails and every repetition of the same cells with "
+    f"{' or '.join(NOT_FORKED)} workers runs; does not hold if a forked one runs; the forked workers that "
+    "decode on the CPU are shown beside them (counted facts, no interval)",
+    cuda_breaks_forked_workers,
+    number=12,
 )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import GPU_REFERENCE, Claim, Question, finite, g, missing
+from loaderbench.analysis.rules.claim import GPU_REFERENCE, Question, finite, g, missing
 from loaderbench.analysis.rules.kinds import Shift, medians
 from loaderbench.analysis.rules.rows import listed
 from loaderbench.analysis.rules.step_overlap import CLAIMS as STEP_OVERLAP
@@ -196,51 +196,38 @@ QUESTION = Question(
     reference=GPU_REFERENCE,
     figure="loaderbench.analysis.figures.questions.gpu_feed:pin_memory_by_workers",
 )
-QUESTION.claims.extend(
-    [
-        Claim(
-            "gpu-feed",
-            f'{FEW_WORKERS} workers per GPU are enough (the rule of thumb "2-4 workers per GPU")',
-            f"per model with a GPU step, on the most cores measured (pinned cells where there are): holds if samples/s "
-            f"with the most workers up to {FEW_WORKERS} is at least {ENOUGH:g}x that of the best num_workers, does not "
-            "hold if the interval lies below; every model must hold; not measurable without a GPU (a simulated step "
-            "proves nothing about one)",
-            few_workers_suffice,
-            number=38,
-        ),
-        Claim(
-            "gpu-feed",
-            'pin_memory=True speeds the training loop up at every num_workers ("always pin")',
-            pin_memory_speeds_up,
-            number=36,
-        ),
-        Claim(
-            "gpu-feed",
-            "pinned memory gives faster host-to-device copies than pageable memory",
-            pinned_copies_faster,
-            needs=lambda rows: _needs(rows) and "h2d_gbps" in rows,
-            number=33,
-        ),
-        Claim(
-            "gpu-feed",
-            "the single pin-memory thread becomes a bottleneck as workers grow",
-            f"per model on the most cores, pinned cells: holds if the share of one core the pin-memory thread keeps "
-            f"busy (its CPU seconds over the run's) grows from the fewest to the most workers by at least "
-            f"{1 + MIN_EFFECT:g}x and reaches at least {PIN_BUSY:g} there (a median needs 5 repetitions); not "
-            "measurable without a GPU",
-            pin_thread_bottleneck,
-            needs=lambda rows: _needs(rows) and "cpu_pin_thread_s" in rows,
-            number=35,
-        ),
-    ]
+QUESTION.add(
+    f'{FEW_WORKERS} workers per GPU are enough (the rule of thumb "2-4 workers per GPU")',
+    f"per model with a GPU step, on the most cores measured (pinned cells where there are): holds if samples/s "
+    f"with the most workers up to {FEW_WORKERS} is at least {ENOUGH:g}x that of the best num_workers, does not "
+    "hold if the interval lies below; every model must hold; not measurable without a GPU (a simulated step "
+    "proves nothing about one)",
+    few_workers_suffice,
+    number=38,
 )
-QUESTION.claims.append(
-    Claim(
-        "gpu-feed",
-        "non_blocking host-to-device copies from pinned memory let the host go on while the copy is in flight",
-        non_blocking_frees_host,
-        needs=lambda rows: _needs(rows) and HOST_BLOCKED in rows,
-        number=34,
-    )
+QUESTION.add(
+    'pin_memory=True speeds the training loop up at every num_workers ("always pin")', pin_memory_speeds_up, number=36
+)
+QUESTION.add(
+    "pinned memory gives faster host-to-device copies than pageable memory",
+    pinned_copies_faster,
+    needs=lambda rows: _needs(rows) and "h2d_gbps" in rows,
+    number=33,
+)
+QUESTION.add(
+    "the single pin-memory thread becomes a bottleneck as workers grow",
+    f"per model on the most cores, pinned cells: holds if the share of one core the pin-memory thread keeps "
+    f"busy (its CPU seconds over the run's) grows from the fewest to the most workers by at least "
+    f"{1 + MIN_EFFECT:g}x and reaches at least {PIN_BUSY:g} there (a median needs 5 repetitions); not "
+    "measurable without a GPU",
+    pin_thread_bottleneck,
+    needs=lambda rows: _needs(rows) and "cpu_pin_thread_s" in rows,
+    number=35,
+)
+QUESTION.add(
+    "non_blocking host-to-device copies from pinned memory let the host go on while the copy is in flight",
+    non_blocking_frees_host,
+    needs=lambda rows: _needs(rows) and HOST_BLOCKED in rows,
+    number=34,
 )
 QUESTION.claims.extend(STEP_OVERLAP)

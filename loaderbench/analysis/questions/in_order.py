@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import EXTENSION, Claim, Metric, Question, finite, g, missing, pick, varies
+from loaderbench.analysis.rules.claim import EXTENSION, Metric, Question, finite, g, missing, pick, varies
 from loaderbench.analysis.rules.kinds import Equivalent, Shift, medians
 from loaderbench.analysis.table.derive import straggler_ms
 from loaderbench.analysis.table.records import col, ok_rows
@@ -124,38 +124,26 @@ QUESTION = Question(
         "in-order": (Metric("batch_wait_p99_s", "batch wait p99 (ms)", 1e-3), Metric("samples_per_s", "samples/s"))
     },
 )
-QUESTION.claims.extend(
-    [
-        Claim(
-            "in-order",
-            "in_order=False cuts the tail batch wait when a worker straggles",
-            out_of_order_cuts_tail,
-            number=46,
-        ),
-        Claim(
-            "in-order",
-            "in_order=False leaves mean throughput about the same, with occasional stragglers or none",
-            out_of_order_keeps_throughput(NONE, OCCASIONAL),
-            number=47,
-        ),
-        Claim(
-            "in-order",
-            "in_order=False leaves mean throughput about the same when one worker is slow on every sample",
-            out_of_order_keeps_throughput(PERMANENT),
-            number=47,
-            role=EXTENSION,
-            setting="with one worker slow on every sample",
-        ),
-        Claim(
-            "in-order",
-            "in_order=False gives up deterministic order",
-            "the sleep workload's batches matched to their place in the sampler's order; with a permanent straggler, "
-            f"{ORDER_REPS} or more repetitions per cell: holds if in order no repetition left the sampler's order "
-            "and out of order some did, with two or more distinct delivery orders across repetitions; does not hold "
-            "if in order reordered or out of order never did; inconclusive if out of order reordered the same way "
-            "every time",
-            out_of_order_not_deterministic,
-            number=48,
-        ),
-    ]
+QUESTION.add("in_order=False cuts the tail batch wait when a worker straggles", out_of_order_cuts_tail, number=46)
+QUESTION.add(
+    "in_order=False leaves mean throughput about the same, with occasional stragglers or none",
+    out_of_order_keeps_throughput(NONE, OCCASIONAL),
+    number=47,
+)
+QUESTION.add(
+    "in_order=False leaves mean throughput about the same when one worker is slow on every sample",
+    out_of_order_keeps_throughput(PERMANENT),
+    number=47,
+    role=EXTENSION,
+    setting="with one worker slow on every sample",
+)
+QUESTION.add(
+    "in_order=False gives up deterministic order",
+    "the sleep workload's batches matched to their place in the sampler's order; with a permanent straggler, "
+    f"{ORDER_REPS} or more repetitions per cell: holds if in order no repetition left the sampler's order "
+    "and out of order some did, with two or more distinct delivery orders across repetitions; does not hold "
+    "if in order reordered or out of order never did; inconclusive if out of order reordered the same way "
+    "every time",
+    out_of_order_not_deterministic,
+    number=48,
 )

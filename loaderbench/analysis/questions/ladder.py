@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import GPU_REFERENCE, NOISY, Claim, Question, finite, missing, pick, quiet
+from loaderbench.analysis.rules.claim import GPU_REFERENCE, NOISY, Question, finite, missing, pick, quiet
 from loaderbench.analysis.rules.kinds import Equivalent, Shift
 from loaderbench.analysis.rules.rows import listed
 from loaderbench.analysis.table.derive import RUNGS, ladder_rung, on_gpu
@@ -34,8 +34,6 @@ METRIC = "end_to_end_samples_per_s"
 ABOUT_ONE = 0.10
 #: the steps the tutorial reports as about 1.0x: (rung, the rung before)
 FLAT_STEPS = (("+pin_memory", "+workers"), ("+prefetcher", "+persistent"))
-#: "non_blocking copies overlap compute": the median share of copy time that overlapped compute is at least this.
-OVERLAP_MIN = 0.10
 
 
 def _ladder(rows):
@@ -156,51 +154,35 @@ QUESTION = Question(
     reference=GPU_REFERENCE,
     figure="loaderbench.analysis.figures.questions.ladder:ladder_speedups",
 )
-QUESTION.claims.extend(
-    [
-        *[
-            Claim(
-                "ladder",
-                f"tutorial ladder {rung}: {PUBLISHED[rung]}x over the baseline (published, GPU)",
-                f"end-to-end samples/s over all batches, ratio to the baseline: holds if its interval lies within a "
-                f"factor {LADDER_MATCH_FACTOR:g} of the published ratio, does not hold if it lies entirely outside; "
-                "not measurable here unless the model step ran on a GPU (like-for-like with the tutorial; pin_memory "
-                "and the prefetcher do nothing without one)",
-                ladder_matches(rung),
-                number=39,
-            )
-            for rung in RUNGS[1:]
-        ],
-        *[
-            Claim(
-                "ladder",
-                f"{rung} speeds the tutorial's training loop up over {prev}"
-                + (": restarting workers every epoch cost it time" if number == 26 else ""),
-                ladder_step_helps(rung, prev),
-                quiet(ladder_step_helps(rung, prev), METRIC),
-                number=number,
-            )
-            for rung, prev, number in (
-                ("+workers", "baseline", 1),
-                ("+persistent", "+pin_memory", 26),
-                ("+persistent", "+pin_memory", 27),
-                ("+batched", "+prefetcher", 42),
-            )
-        ],
-        Claim(
-            "ladder",
-            "+batched (__getitems__) gains about what the tutorial's step did over +prefetcher (3.06x)",
-            ladder_step_matches("+batched", "+prefetcher"),
-            number=42,
-        ),
-        *[
-            Claim(
-                "ladder",
-                f"{rung} alone gains about 1.0x over {prev} (the tutorial's step)",
-                ladder_step_about_one(rung, prev),
-                number=40,
-            )
-            for rung, prev in FLAT_STEPS
-        ],
-    ]
+for rung in RUNGS[1:]:
+    QUESTION.add(
+        f"tutorial ladder {rung}: {PUBLISHED[rung]}x over the baseline (published, GPU)",
+        f"end-to-end samples/s over all batches, ratio to the baseline: holds if its interval lies within a "
+        f"factor {LADDER_MATCH_FACTOR:g} of the published ratio, does not hold if it lies entirely outside; "
+        "not measurable here unless the model step ran on a GPU (like-for-like with the tutorial; pin_memory "
+        "and the prefetcher do nothing without one)",
+        ladder_matches(rung),
+        number=39,
+    )
+for rung, prev, number in (
+    ("+workers", "baseline", 1),
+    ("+persistent", "+pin_memory", 26),
+    ("+persistent", "+pin_memory", 27),
+    ("+batched", "+prefetcher", 42),
+):
+    QUESTION.add(
+        f"{rung} speeds the tutorial's training loop up over {prev}"
+        + (": restarting workers every epoch cost it time" if number == 26 else ""),
+        ladder_step_helps(rung, prev),
+        quiet(ladder_step_helps(rung, prev), METRIC),
+        number=number,
+    )
+QUESTION.add(
+    "+batched (__getitems__) gains about what the tutorial's step did over +prefetcher (3.06x)",
+    ladder_step_matches("+batched", "+prefetcher"),
+    number=42,
 )
+for rung, prev in FLAT_STEPS:
+    QUESTION.add(
+        f"{rung} alone gains about 1.0x over {prev} (the tutorial's step)", ladder_step_about_one(rung, prev), number=40
+    )

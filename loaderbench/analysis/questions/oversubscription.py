@@ -14,8 +14,9 @@ from functools import partial
 
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import NOISY, Claim, Metric, Question, finite, narrow, quiet, with_workers
+from loaderbench.analysis.rules.claim import NOISE_RULE, Metric, Question, finite, narrow, quiet, with_workers
 from loaderbench.analysis.rules.kinds import MOST, Of, Shift
+from loaderbench.analysis.rules.rows import loading_alone
 from loaderbench.analysis.rules.worker_costs import CLAIMS as WORKER_COSTS
 from loaderbench.analysis.table.derive import ranks
 from loaderbench.analysis.table.environment import env_one
@@ -43,10 +44,6 @@ PEAK_SPAN = 2
 DEGRADE_MIN = 0.05
 #: "R x W = cores beats R x cores workers": by at least this factor.
 RANKS_GAIN = 1.05
-_NOISE = (
-    f"inconclusive when repetitions scatter by more than {NOISY:.0%} of their median (median over cells of "
-    "the interquartile range over the median): the cores were not the cells' own"
-)
 
 
 def cpu_rows(rows: pd.DataFrame) -> pd.DataFrame:
@@ -55,16 +52,23 @@ def cpu_rows(rows: pd.DataFrame) -> pd.DataFrame:
     ok = with_workers(rows)
     if ok.empty:
         return ok
-    keep = col(ok, "workload").isin(CPU_BOUND) & (ranks(ok) == 1)
+    keep = col(ok, "workload").isin(CPU_BOUND) & loading_alone(ok)
     keep &= col(ok, "jpeg_stage").astype(object).ne("decode")
     keep &= col(ok, "jpeg_stage").astype(object).ne("read")  # reading only: nothing for the cores to bind
     keep &= col(ok, "storage").astype(object).ne("http")  # remote data waits on the network (the storage question)
-    keep &= col(ok, "model").isna() | col(ok, "model").astype(str).isin(("none", ""))
-    keep &= pd.to_numeric(col(ok, "step_ms", 0.0), errors="coerce").fillna(0.0) == 0
     return ok[keep]
 
 
 _READ = ["status", "cell_id", *AXIS_COLUMNS, "samples_per_s"]
+
+
+def _curve_axes(cpu: pd.DataFrame) -> list[str]:
+    """The axes besides num_workers and cores that vary among the CPU-bound rows: one curve per value of each."""
+    return [
+        a
+        for a in AXIS_COLUMNS
+        if a in cpu and a not in ("num_workers", "cores") and cpu[a].dropna().astype(str).nunique() > 1
+    ]
 
 
 def _curves(rows) -> Iterator[tuple[str, int, dict[int, pd.Series]]]:
@@ -72,11 +76,7 @@ def _curves(rows) -> Iterator[tuple[str, int, dict[int, pd.Series]]]:
     cpu = cpu_rows(narrow(rows, _READ))
     if cpu.empty:
         return
-    keys = [
-        a
-        for a in AXIS_COLUMNS
-        if a in cpu and a not in ("num_workers", "cores") and cpu[a].dropna().astype(str).nunique() > 1
-    ]
+    keys = _curve_axes(cpu)
     ok = ok_rows(cpu)
     for key, grp in ok.groupby(keys + ["cores"], dropna=False, sort=True):
         key = key if isinstance(key, tuple) else (key,)
@@ -119,11 +119,7 @@ def curve_rows(rows: pd.DataFrame) -> pd.DataFrame:
     cpu = cpu_rows(narrow(rows, _READ))
     if cpu.empty:
         return cpu
-    keys = [
-        a
-        for a in AXIS_COLUMNS
-        if a in cpu and a not in ("num_workers", "cores") and cpu[a].dropna().astype(str).nunique() > 1
-    ]
+    keys = _curve_axes(cpu)
     ok = ok_rows(cpu)
     label = col(ok, "workload").astype(str)
     for a in keys:
@@ -133,7 +129,7 @@ def curve_rows(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _throughput(a: dict, b: dict, region: Region) -> Shift:
-    return Shift("samples_per_s", "throughput", a, b, region, ("curve", "cores"), frame=curve_rows, note=_NOISE)
+    return Shift("samples_per_s", "throughput", a, b, region, ("curve", "cores"), frame=curve_rows, note=NOISE_RULE)
 
 
 rises_to_cores = _throughput({"num_workers": 1}, {"num_workers": Of("cores")}, at_least(PEAK_RISE_MIN))
@@ -164,7 +160,7 @@ def _ranks_share_cores(mode: str, setting: str) -> Shift:
         at_least(RANKS_GAIN),
         ("workload", "cores", "ranks"),
         frame=partial(_rank_cells, mode=mode),
-        note=f"{setting}; {_NOISE}",
+        note=f"{setting}; {NOISE_RULE}",
     )
 
 
@@ -249,61 +245,51 @@ QUESTION = Question(
         ),
     },
 )
-QUESTION.claims.extend(
-    [
-        Claim(
-            "oversubscription",
-            "worker processes parallelize CPU-bound Python work",
-            rises_to_cores,
-            quiet(rises_to_cores, select=_cpu_read),
-            needs=_has_curves,
-            number=5,
-        ),
-        Claim(
-            "oversubscription",
-            "CPU-bound throughput peaks near the core count",
-            f"per CPU-bound curve on 2 or more cores (ranks = 1): holds if throughput at num_workers = cores is at "
-            f"least {PEAK_RISE_MIN:g}x that at 1 worker and no num_workers past {PEAK_SPAN} x cores reaches "
-            f"{1 + MIN_EFFECT:g}x that at cores (a flat or falling curve does not hold); {_NOISE}",
-            quiet(peaks_near_cores, select=_cpu_read),
-            needs=_has_curves,
-            number=13,
-        ),
-        Claim(
-            "oversubscription",
-            "CPU-bound throughput degrades past the core count",
-            degrades_past_cores,
-            quiet(degrades_past_cores, select=_cpu_read),
-            needs=_has_curves,
-            number=14,
-        ),
-        Claim(
-            "oversubscription",
-            "with R loaders side by side (DDP-like), R x W = cores beats R x cores workers",
-            ranks_share_cores,
-            quiet(ranks_share_cores),
-            needs=_has_ranks,
-        ),
-        Claim(
-            "oversubscription",
-            "with R DDP ranks, R x W = cores beats R x cores workers",
-            ddp_ranks_share_cores,
-            quiet(ddp_ranks_share_cores, select=_ddp_read),
-            needs=_has_ddp,
-            number=19,
-            study="oversubscription-ddp",
-        ),
-        Claim(
-            "oversubscription",
-            "DistributedSampler gives each rank a disjoint share, together the epoch exactly once",
-            "per DDP record (rank_mode = ddp, ranks > 1), each rank's sampler indices counted per epoch: holds if "
-            "no index was read twice and none was missed in any epoch of any record; does not hold at the first "
-            "overlap or gap",
-            ddp_shares_disjoint,
-            needs=_has_ddp,
-            number=20,
-            study="oversubscription-ddp",
-        ),
-    ]
+QUESTION.add(
+    "worker processes parallelize CPU-bound Python work",
+    rises_to_cores,
+    quiet(rises_to_cores, select=_cpu_read),
+    needs=_has_curves,
+    number=5,
+)
+QUESTION.add(
+    "CPU-bound throughput peaks near the core count",
+    f"per CPU-bound curve on 2 or more cores (ranks = 1): holds if throughput at num_workers = cores is at "
+    f"least {PEAK_RISE_MIN:g}x that at 1 worker and no num_workers past {PEAK_SPAN} x cores reaches "
+    f"{1 + MIN_EFFECT:g}x that at cores (a flat or falling curve does not hold); {NOISE_RULE}",
+    quiet(peaks_near_cores, select=_cpu_read),
+    needs=_has_curves,
+    number=13,
+)
+QUESTION.add(
+    "CPU-bound throughput degrades past the core count",
+    degrades_past_cores,
+    quiet(degrades_past_cores, select=_cpu_read),
+    needs=_has_curves,
+    number=14,
+)
+QUESTION.add(
+    "with R loaders side by side (DDP-like), R x W = cores beats R x cores workers",
+    ranks_share_cores,
+    quiet(ranks_share_cores),
+    needs=_has_ranks,
+)
+QUESTION.add(
+    "with R DDP ranks, R x W = cores beats R x cores workers",
+    ddp_ranks_share_cores,
+    quiet(ddp_ranks_share_cores, select=_ddp_read),
+    needs=_has_ddp,
+    number=19,
+    study="oversubscription-ddp",
+)
+QUESTION.add(
+    "DistributedSampler gives each rank a disjoint share, together the epoch exactly once",
+    "per DDP record (rank_mode = ddp, ranks > 1), each rank's sampler indices counted per epoch: holds if "
+    "no index was read twice and none was missed in any epoch of any record; does not hold at the first "
+    "overlap or gap",
+    ddp_shares_disjoint,
+    needs=_has_ddp,
+    number=20,
+    study="oversubscription-ddp",
 )
 QUESTION.claims.extend(WORKER_COSTS)

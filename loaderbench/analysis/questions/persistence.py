@@ -9,7 +9,6 @@ import pandas as pd
 
 from loaderbench.analysis.rules.claim import (
     EXTENSION,
-    Claim,
     Metric,
     Question,
     finite,
@@ -198,57 +197,41 @@ QUESTION = Question(
         )
     },
 )
-QUESTION.claims.extend(
-    [
-        *[
-            Claim(
-                "persistence",
-                f"persistent workers remove the per-epoch start-up cost ({sm})",
-                persistent_removes_gap(sm),
-                number=26,
-                **({} if sm == "spawn" else {"role": EXTENSION, "setting": f"under {sm} on this machine"}),
-            )
-            for sm in ("fork", "forkserver", "spawn")
-        ],
-        Claim(
-            "persistence",
-            "the epoch-boundary gap grows with spawn",
-            gap_grows_with_spawn,
-            number=26,
-        ),
-        Claim(
-            "persistence",
-            "persistent workers speed up a run of short epochs (tutorial: 1.13x over 10 epochs)",
-            f"fork, at the most epochs: holds if total_s without / with persistent workers is at least "
-            f"{RUN_SPEEDUP:g}x",
-            persistent_speeds_up_run,
-            number=27,
-            role=EXTENSION,
-            setting="with a simulated loop of short epochs, fork, on this machine",
-        ),
-        Claim(
-            "persistence",
-            "persistent workers hold their memory between epochs; a second (validation) loader doubles it",
-            "a second loader over the same dataset and settings reads 4 batches after every epoch: the workers' "
-            "USS held over the run (the median over the probe's samples with a worker alive), with it over "
-            f"without, at least {SECOND_RATIO:g}x with persistent workers; fresh workers each epoch are the "
-            "control",
-            second_loader_doubles,
-            needs=_needs_second,
-            number=28,
-            study="persistence-state",
-        ),
-        Claim(
-            "persistence",
-            "persistent workers miss dataset state changed between epochs",
-            "the main process counts epochs on an attribute of the dataset; each sample carries the count its "
-            "worker saw: holds if with persistent workers every sample after the first epoch saw the old value in "
-            "every repetition and with fresh workers each epoch none did; does not hold if no persistent worker "
-            "sample did (counted facts)",
-            persistent_miss_state,
-            needs=_needs_state,
-            number=29,
-            study="persistence-state",
-        ),
-    ]
+for sm in ("fork", "forkserver", "spawn"):
+    QUESTION.add(
+        f"persistent workers remove the per-epoch start-up cost ({sm})",
+        persistent_removes_gap(sm),
+        number=26,
+        **({} if sm == "spawn" else {"role": EXTENSION, "setting": f"under {sm} on this machine"}),
+    )
+QUESTION.add("the epoch-boundary gap grows with spawn", gap_grows_with_spawn, number=26)
+QUESTION.add(
+    "persistent workers speed up a run of short epochs (tutorial: 1.13x over 10 epochs)",
+    f"fork, at the most epochs: holds if total_s without / with persistent workers is at least {RUN_SPEEDUP:g}x",
+    persistent_speeds_up_run,
+    number=27,
+    role=EXTENSION,
+    setting="with a simulated loop of short epochs, fork, on this machine",
+)
+QUESTION.add(
+    "persistent workers hold their memory between epochs; a second (validation) loader doubles it",
+    "a second loader over the same dataset and settings reads 4 batches after every epoch: the workers' "
+    "USS held over the run (the median over the probe's samples with a worker alive), with it over "
+    f"without, at least {SECOND_RATIO:g}x with persistent workers; fresh workers each epoch are the "
+    "control",
+    second_loader_doubles,
+    needs=_needs_second,
+    number=28,
+    study="persistence-state",
+)
+QUESTION.add(
+    "persistent workers miss dataset state changed between epochs",
+    "the main process counts epochs on an attribute of the dataset; each sample carries the count its "
+    "worker saw: holds if with persistent workers every sample after the first epoch saw the old value in "
+    "every repetition and with fresh workers each epoch none did; does not hold if no persistent worker "
+    "sample did (counted facts)",
+    persistent_miss_state,
+    needs=_needs_state,
+    number=29,
+    study="persistence-state",
 )

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import MIN_N, Claim, Metric, Question, finite, g, missing, pick
+from loaderbench.analysis.rules.claim import MIN_N, Metric, Question, finite, g, missing, pick
 from loaderbench.analysis.table.environment import env_one
 from loaderbench.analysis.table.records import is_true, ok_rows
 from loaderbench.stats.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED, Outcome, all_of
@@ -180,46 +180,37 @@ QUESTION = Question(
         )
     },
 )
-QUESTION.claims.extend(
-    [
-        Claim(
-            "rng",
-            "NumPy's global generator repeats draws across forked workers without a worker_init_fn",
-            f"holds if in every fork cell with 2+ workers and worker_init = none every repetition has more than "
-            f"{DUP:.0%} of an epoch's NumPy draws equal to another draw of the same epoch; {_SPLIT}",
-            rng_repeats("numpy"),
-            number=30,
-        ),
-        Claim(
-            "rng",
-            "Python's random repeats draws across forked workers without a worker_init_fn",
-            f"as above for Python's random (more than {DUP:.0%} duplicates in every repetition of every such cell)",
-            rng_repeats("python"),
-            number=30,
-        ),
-        Claim(
-            "rng",
-            "torch's generator never repeats across workers (PyTorch gives each worker its own seed)",
-            f"holds if in every cell with 2+ workers no repetition has more than {DUP:.0%} of torch draws repeated, "
-            f"within an epoch or from the previous epoch; {_SPLIT}",
-            torch_never_repeats,
-            number=31,
-        ),
-        Claim(
-            "rng",
-            "random augmentations repeat every epoch",
-            f"non-persistent fork cells with 2+ workers, worker_init = none: holds if in every cell every repetition "
-            f"has more than {DUP:.0%} of some source's draws already drawn the epoch before; {_SPLIT}",
-            rng_repeats_across_epochs,
-            number=32,
-        ),
-        Claim(
-            "rng",
-            "a seeding worker_init_fn (seed_all) leaves no duplicates",
-            f"holds if no repetition of a seed_all cell with 2+ workers has more than {DUP:.0%} duplicates in any "
-            f"source, within or across epochs; {_SPLIT}",
-            seed_all_no_duplicates,
-            number=32,
-        ),
-    ]
+QUESTION.add(
+    "NumPy's global generator repeats draws across forked workers without a worker_init_fn",
+    f"holds if in every fork cell with 2+ workers and worker_init = none every repetition has more than "
+    f"{DUP:.0%} of an epoch's NumPy draws equal to another draw of the same epoch; {_SPLIT}",
+    rng_repeats("numpy"),
+    number=30,
+)
+QUESTION.add(
+    "Python's random repeats draws across forked workers without a worker_init_fn",
+    f"as above for Python's random (more than {DUP:.0%} duplicates in every repetition of every such cell)",
+    rng_repeats("python"),
+    number=30,
+)
+QUESTION.add(
+    "torch's generator never repeats across workers (PyTorch gives each worker its own seed)",
+    f"holds if in every cell with 2+ workers no repetition has more than {DUP:.0%} of torch draws repeated, "
+    f"within an epoch or from the previous epoch; {_SPLIT}",
+    torch_never_repeats,
+    number=31,
+)
+QUESTION.add(
+    "random augmentations repeat every epoch",
+    f"non-persistent fork cells with 2+ workers, worker_init = none: holds if in every cell every repetition "
+    f"has more than {DUP:.0%} of some source's draws already drawn the epoch before; {_SPLIT}",
+    rng_repeats_across_epochs,
+    number=32,
+)
+QUESTION.add(
+    "a seeding worker_init_fn (seed_all) leaves no duplicates",
+    f"holds if no repetition of a seed_all cell with 2+ workers has more than {DUP:.0%} duplicates in any "
+    f"source, within or across epochs; {_SPLIT}",
+    seed_all_no_duplicates,
+    number=32,
 )

@@ -6,7 +6,7 @@ from functools import partial
 
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import Claim, Metric, Question, finite, g, missing, pick, values_of, varies
+from loaderbench.analysis.rules.claim import Metric, Question, finite, g, missing, pick, values_of, varies
 from loaderbench.analysis.rules.kinds import FEWEST, MOST, AllOf, Shift
 from loaderbench.analysis.table.derive import fd_exhausted, open_file_limit
 from loaderbench.analysis.table.records import ok_mask, ok_rows
@@ -101,7 +101,7 @@ fd_per_tensor = AllOf(
 )
 
 
-def _cost_check(fd, fs, t1, tn, nw, cost, confidence: float) -> Outcome:
+def _cost_check(fd, fs, tn, nw, cost, confidence: float) -> Outcome:
     o = decide_shift(
         fs,
         fd,
@@ -133,7 +133,7 @@ def per_tensor_cost_differs(rows: pd.DataFrame) -> Outcome:
             continue
         med = {k: float(pd.Series(x).median()) for k, x in v.items()}
         cost = {s: (1 / med[(s, tn)] - 1 / med[(s, t1)]) / (tn - t1) * 1e6 for s in ("file_descriptor", "file_system")}
-        checks.append(partial(_cost_check, v[("file_descriptor", tn)], v[("file_system", tn)], t1, tn, nw, cost))
+        checks.append(partial(_cost_check, v[("file_descriptor", tn)], v[("file_system", tn)], tn, nw, cost))
     # "differs" is shown by one configuration where it clearly does: any one of several, corrected for their number
     return any_of(checks, _BOTH)
 
@@ -149,34 +149,25 @@ QUESTION = Question(
     figure="loaderbench.analysis.figures.questions.sharing:sharing_strategy_limits",
     tables={"sharing": (Metric("samples_per_s", "samples/s"), Metric("open_fds_peak", "open descriptors (peak)"))},
 )
-QUESTION.claims.extend(
-    [
-        Claim(
-            "sharing",
-            "file_descriptor runs out of descriptors with many workers or tensors ('Too many open "
-            "files'); file_system does not",
-            "a counted fact: holds if some file_descriptor repetition failed for lack of descriptors, none under "
-            "file_system did, and file_system ran ok at the same workers, tensors and limit; does not hold if "
-            f"file_system ran out, or file_descriptor used {FD_NEAR:.0%} of its limit without failing; inconclusive "
-            f"if no file_descriptor cell came within {FD_NEAR:.0%} of its open-file limit",
-            fd_runs_out,
-            number=50,
-        ),
-        Claim(
-            "sharing",
-            "file_descriptor holds a descriptor per shared tensor in flight; file_system does not",
-            fd_per_tensor,
-            number=50,
-        ),
-        Claim(
-            "sharing",
-            "the per-tensor cost differs between the strategies",
-            f"at the highest open-file limit and the most tensors per sample: holds if at some num_workers the two "
-            f"strategies' throughputs differ by at least {PER_TENSOR_DIFF:.0%} either way (any one of the num_workers, "
-            "each comparison at the Bonferroni confidence for their number); does not hold if at every num_workers "
-            f"they are shown within {PER_TENSOR_DIFF:.0%}",
-            per_tensor_cost_differs,
-            number=51,
-        ),
-    ]
+QUESTION.add(
+    "file_descriptor runs out of descriptors with many workers or tensors ('Too many open "
+    "files'); file_system does not",
+    "a counted fact: holds if some file_descriptor repetition failed for lack of descriptors, none under "
+    "file_system did, and file_system ran ok at the same workers, tensors and limit; does not hold if "
+    f"file_system ran out, or file_descriptor used {FD_NEAR:.0%} of its limit without failing; inconclusive "
+    f"if no file_descriptor cell came within {FD_NEAR:.0%} of its open-file limit",
+    fd_runs_out,
+    number=50,
+)
+QUESTION.add(
+    "file_descriptor holds a descriptor per shared tensor in flight; file_system does not", fd_per_tensor, number=50
+)
+QUESTION.add(
+    "the per-tensor cost differs between the strategies",
+    f"at the highest open-file limit and the most tensors per sample: holds if at some num_workers the two "
+    f"strategies' throughputs differ by at least {PER_TENSOR_DIFF:.0%} either way (any one of the num_workers, "
+    "each comparison at the Bonferroni confidence for their number); does not hold if at every num_workers "
+    f"they are shown within {PER_TENSOR_DIFF:.0%}",
+    per_tensor_cost_differs,
+    number=51,
 )

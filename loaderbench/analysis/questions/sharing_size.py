@@ -14,7 +14,7 @@ import json
 
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import Claim, Question, finite, g, missing, narrow, pick
+from loaderbench.analysis.rules.claim import Question, finite, g, missing, narrow, pick
 from loaderbench.analysis.table.records import col, is_true, ok_rows
 from loaderbench.stats.verdicts import (
     FAILS,
@@ -146,28 +146,22 @@ QUESTION = Question(
     _needs,
     figure="loaderbench.analysis.figures.questions.sharing_size:cost_per_tensor_by_size",
 )
-QUESTION.claims.extend(
-    [
-        Claim(
-            "sharing-size",
-            "file_descriptor is cheaper per small tensor; file_system suits few large ones",
-            f"one tensor per batch from 2 workers: holds if at the smallest size file_descriptor's tensors per second "
-            f"are at least {CHEAPER:g}x file_system's and at the largest file_system's at least {CHEAPER:g}x "
-            "file_descriptor's; the evidence names where their rates cross",
-            fd_small_fs_large,
-            needs=lambda rows: len(by_size(rows)) >= 2,
-            number=51,
-        ),
-        Claim(
-            "sharing-size",
-            "set_sharing_strategy after workers start has no effect",
-            "the strategy each later epoch's first batch arrived by, observed in the main process's memory map: "
-            "holds if with persistent workers every repetition kept the first strategy and with fresh workers each "
-            "epoch (the control) every one switched; does not hold if a persistent worker switched",
-            switch_after_start_ignored,
-            needs=lambda rows: not switch_rows(rows).empty,
-            number=52,
-            study="sharing-size-switch",
-        ),
-    ]
+QUESTION.add(
+    "file_descriptor is cheaper per small tensor; file_system suits few large ones",
+    f"one tensor per batch from 2 workers: holds if at the smallest size file_descriptor's tensors per second "
+    f"are at least {CHEAPER:g}x file_system's and at the largest file_system's at least {CHEAPER:g}x "
+    "file_descriptor's; the evidence names where their rates cross",
+    fd_small_fs_large,
+    needs=lambda rows: len(by_size(rows)) >= 2,
+    number=51,
+)
+QUESTION.add(
+    "set_sharing_strategy after workers start has no effect",
+    "the strategy each later epoch's first batch arrived by, observed in the main process's memory map: "
+    "holds if with persistent workers every repetition kept the first strategy and with fresh workers each "
+    "epoch (the control) every one switched; does not hold if a persistent worker switched",
+    switch_after_start_ignored,
+    needs=lambda rows: not switch_rows(rows).empty,
+    number=52,
+    study="sharing-size-switch",
 )

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import EXTENSION, Claim, Question, finite, missing, narrow
+from loaderbench.analysis.rules.claim import EXTENSION, Question, finite, missing, narrow
 from loaderbench.analysis.table.records import col, ok_rows
 from loaderbench.stats.verdicts import FAILS, HOLDS, INCONCLUSIVE, Outcome, all_of, at_least, decide_shift, fact, g
 
@@ -295,70 +295,60 @@ QUESTION = Question(
     _needs,
     figure="loaderbench.analysis.figures.questions.shm_size:shm_peak_by_setting",
 )
-QUESTION.claims.extend(
-    [
-        Claim(
-            "shm-size",
-            "too little /dev/shm makes the loader fail; too many workers exhaust it",
-            "every cell has its own /dev/shm; a cell is short when every repetition failed for want of /dev/shm "
-            f"({SHM_KIND}), ok when every one ran; holds if at the smallest size some setting is short, at the largest "
-            "every setting is ok, and at some size a setting with more workers is short where the same one with fewer "
-            "is ok; a repetition that timed out is set aside; inconclusive if one failed for another reason",
-            too_small_fails,
-            needs=_needs_sized,
-            number=53,
-        ),
-        Claim(
-            "shm-size",
-            "the size computed from one batch suffices (prefetch_factor batches per worker, two in the main process, "
-            "25% margin)",
-            "holds if no ok cell's /dev/shm peak exceeds the computed size and every cell given at least that size ran "
-            "in every repetition (counted facts)",
-            computed_size_suffices,
-            needs=_needs_sized,
-        ),
-        Claim(
-            "shm-size",
-            "fewer workers, a lower prefetch_factor or smaller batches cut /dev/shm use",
-            f"at the largest size, each of num_workers, prefetch_factor and batch_size swept with the other two at the "
-            f"central setting: the median /dev/shm peak at the highest value at least {RISE:g}x that at the lowest",
-            shm_use_grows,
-            needs=_needs_sized,
-            number=54,
-        ),
-        Claim(
-            "shm-size",
-            "each worker keeps prefetch_factor batches in flight",
-            "at the largest size, per prefetch_factor (central workers and batch size): the median /dev/shm peak over "
-            f"one measured batch lies between workers x prefetch_factor - {g(IN_FLIGHT_BELOW)} and workers x "
-            f"prefetch_factor + 2 (the main process's) + {g(IN_FLIGHT_ABOVE)}, at every prefetch_factor",
-            prefetch_holds_batches,
-            needs=_needs_sized,
-            number=45,
-        ),
-        Claim(
-            "shm-size",
-            "crashed workers leak /dev/shm segments",
-            "a worker killed mid-epoch (the fault workload), per sharing strategy, counted in the cell's own /dev/shm "
-            "once all its processes ended on their own: holds if under some strategy every repetition (3 or more) "
-            "left a segment and no healthy control did; does not hold if under every strategy none did",
-            crashed_workers_leak,
-            needs=_needs_leaks,
-            number=55,
-            study="shm-size-leaks",
-        ),
-        Claim(
-            "shm-size",
-            "a crashed main process leaks /dev/shm segments",
-            "as above with the main process killed by one of its workers mid-epoch (fault = kill_main): holds if "
-            "under some strategy every repetition (3 or more) left a segment and no healthy control did; does not "
-            "hold if under every strategy none did",
-            lambda rows: crashed_workers_leak(rows, "kill_main"),
-            needs=_needs_leaks,
-            number=55,
-            study="shm-size-leaks",
-            role=EXTENSION,
-            setting="when the main process crashes instead of a worker",
-        ),
-    ]
+QUESTION.add(
+    "too little /dev/shm makes the loader fail; too many workers exhaust it",
+    "every cell has its own /dev/shm; a cell is short when every repetition failed for want of /dev/shm "
+    f"({SHM_KIND}), ok when every one ran; holds if at the smallest size some setting is short, at the largest "
+    "every setting is ok, and at some size a setting with more workers is short where the same one with fewer "
+    "is ok; a repetition that timed out is set aside; inconclusive if one failed for another reason",
+    too_small_fails,
+    needs=_needs_sized,
+    number=53,
+)
+QUESTION.add(
+    "the size computed from one batch suffices (prefetch_factor batches per worker, two in the main process, "
+    "25% margin)",
+    "holds if no ok cell's /dev/shm peak exceeds the computed size and every cell given at least that size ran "
+    "in every repetition (counted facts)",
+    computed_size_suffices,
+    needs=_needs_sized,
+)
+QUESTION.add(
+    "fewer workers, a lower prefetch_factor or smaller batches cut /dev/shm use",
+    f"at the largest size, each of num_workers, prefetch_factor and batch_size swept with the other two at the "
+    f"central setting: the median /dev/shm peak at the highest value at least {RISE:g}x that at the lowest",
+    shm_use_grows,
+    needs=_needs_sized,
+    number=54,
+)
+QUESTION.add(
+    "each worker keeps prefetch_factor batches in flight",
+    "at the largest size, per prefetch_factor (central workers and batch size): the median /dev/shm peak over "
+    f"one measured batch lies between workers x prefetch_factor - {g(IN_FLIGHT_BELOW)} and workers x "
+    f"prefetch_factor + 2 (the main process's) + {g(IN_FLIGHT_ABOVE)}, at every prefetch_factor",
+    prefetch_holds_batches,
+    needs=_needs_sized,
+    number=45,
+)
+QUESTION.add(
+    "crashed workers leak /dev/shm segments",
+    "a worker killed mid-epoch (the fault workload), per sharing strategy, counted in the cell's own /dev/shm "
+    "once all its processes ended on their own: holds if under some strategy every repetition (3 or more) "
+    "left a segment and no healthy control did; does not hold if under every strategy none did",
+    crashed_workers_leak,
+    needs=_needs_leaks,
+    number=55,
+    study="shm-size-leaks",
+)
+QUESTION.add(
+    "a crashed main process leaks /dev/shm segments",
+    "as above with the main process killed by one of its workers mid-epoch (fault = kill_main): holds if "
+    "under some strategy every repetition (3 or more) left a segment and no healthy control did; does not "
+    "hold if under every strategy none did",
+    lambda rows: crashed_workers_leak(rows, "kill_main"),
+    needs=_needs_leaks,
+    number=55,
+    study="shm-size-leaks",
+    role=EXTENSION,
+    setting="when the main process crashes instead of a worker",
 )

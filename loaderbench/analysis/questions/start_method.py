@@ -6,7 +6,6 @@ import pandas as pd
 
 from loaderbench.analysis.rules.claim import (
     EXTENSION,
-    Claim,
     Metric,
     Question,
     finite,
@@ -221,61 +220,38 @@ QUESTION = Question(
         )
     },
 )
-QUESTION.claims.extend(
-    [
-        Claim(
-            "start-method",
-            "fork starts workers fastest",
-            fork_starts_fastest,
-            number=7,
-        ),
-        Claim(
-            "start-method",
-            "spawn pays an interpreter start-up per worker",
-            spawn_pays_startup,
-            number=7,
-        ),
-        Claim(
-            "start-method",
-            "spawn pickles the dataset object to every worker (fork shares it)",
-            f"pickling runs in the main process, once per worker start: holds if, at every num_workers, spawn's "
-            f"main-process CPU seconds with the largest payload are at least {_B} those without, fork's rise is at "
-            f"most {FORK_RISE_SHARE:g} x spawn's (median), and spawn's rise per worker at the most workers is at least "
-            f"{PER_WORKER_KEEP:g}x that at the fewest (workers' USS peaks are reported, not used: a spawned worker's "
-            "exit adds a transient as large as the payload)",
-            spawn_pickles_dataset,
-            number=8,
-        ),
-        Claim(
-            "start-method",
-            "spawned workers use more private memory than forked ones (fork shares the parent's pages)",
-            spawn_uses_more_memory,
-            number=9,
-        ),
-        Claim(
-            "start-method",
-            "forkserver sits between fork and spawn (time to first batch)",
-            forkserver_between,
-            number=10,
-        ),
-        Claim(
-            "start-method",
-            "forkserver_preload starts the next loader's workers about as fast as fork "
-            "(~0.3 s vs 0.25 s at 2 workers, Python 3.11)",
-            preload_restarts_fast,
-            number=10,
-            role=EXTENSION,
-            setting="with forkserver_preload, restarting the next loader's workers",
-        ),
-        Claim(
-            "start-method",
-            "fork is the Linux default start method",
-            "the start method multiprocessing (and so a DataLoader given no multiprocessing_context) picks by "
-            "default, read in a fresh interpreter of each record's Python on Linux: holds if it is fork for every "
-            "Python version recorded (counted facts; Python 3.14 made forkserver the default)",
-            fork_is_the_default,
-            needs=_needs_default,
-            number=11,
-        ),
-    ]
+QUESTION.add("fork starts workers fastest", fork_starts_fastest, number=7)
+QUESTION.add("spawn pays an interpreter start-up per worker", spawn_pays_startup, number=7)
+QUESTION.add(
+    "spawn pickles the dataset object to every worker (fork shares it)",
+    f"pickling runs in the main process, once per worker start: holds if, at every num_workers, spawn's "
+    f"main-process CPU seconds with the largest payload are at least {_B} those without, fork's rise is at "
+    f"most {FORK_RISE_SHARE:g} x spawn's (median), and spawn's rise per worker at the most workers is at least "
+    f"{PER_WORKER_KEEP:g}x that at the fewest (workers' USS peaks are reported, not used: a spawned worker's "
+    "exit adds a transient as large as the payload)",
+    spawn_pickles_dataset,
+    number=8,
+)
+QUESTION.add(
+    "spawned workers use more private memory than forked ones (fork shares the parent's pages)",
+    spawn_uses_more_memory,
+    number=9,
+)
+QUESTION.add("forkserver sits between fork and spawn (time to first batch)", forkserver_between, number=10)
+QUESTION.add(
+    "forkserver_preload starts the next loader's workers about as fast as fork "
+    "(~0.3 s vs 0.25 s at 2 workers, Python 3.11)",
+    preload_restarts_fast,
+    number=10,
+    role=EXTENSION,
+    setting="with forkserver_preload, restarting the next loader's workers",
+)
+QUESTION.add(
+    "fork is the Linux default start method",
+    "the start method multiprocessing (and so a DataLoader given no multiprocessing_context) picks by "
+    "default, read in a fresh interpreter of each record's Python on Linux: holds if it is fork for every "
+    "Python version recorded (counted facts; Python 3.14 made forkserver the default)",
+    fork_is_the_default,
+    needs=_needs_default,
+    number=11,
 )

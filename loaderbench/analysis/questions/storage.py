@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import EXTENSION, NOISY, Claim, Metric, Question, finite, narrow, pick, quiet
+from loaderbench.analysis.rules.claim import EXTENSION, NOISE_RULE, Metric, Question, finite, narrow, pick, quiet
 from loaderbench.analysis.rules.kinds import Of, Shift
+from loaderbench.analysis.rules.rows import loading_alone
 from loaderbench.analysis.rules.worker_costs import IO_ENOUGH
-from loaderbench.analysis.table.derive import ranks
 from loaderbench.analysis.table.records import col, ok_rows
 from loaderbench.stats.verdicts import (
     MIN_EFFECT,
@@ -47,10 +47,6 @@ PER_REQUEST_MAX = 1 - MIN_EFFECT
 #: "remote storage makes the pipeline I/O-bound": at num_workers = cores, reading over HTTP at FAR_LATENCY_MS or
 #: more gives at most this share of reading the same files locally.
 REMOTE_SHARE = 0.5
-_NOISE = (
-    f"inconclusive when repetitions scatter by more than {NOISY:.0%} of their median (median over cells of "
-    "the interquartile range over the median): the cores were not the cells' own"
-)
 
 AXES = (
     "workload",
@@ -83,16 +79,19 @@ _READ = [
 ]
 
 
-def http_rows(rows: pd.DataFrame) -> pd.DataFrame:
-    """Ok rows of HTTP reading alone: jpeg over HTTP, read stage, workers, no consumer step or model, one rank."""
+def _jpeg_alone(rows: pd.DataFrame) -> pd.DataFrame:
+    """Ok jpeg rows with workers loading alone (no consumer step or model, one rank)."""
     ok = ok_rows(narrow(rows, _READ))
     if ok.empty:
         return ok
-    keep = (col(ok, "workload") == "jpeg") & (col(ok, "storage") == "http") & (col(ok, "jpeg_stage") == "read")
-    keep &= pd.to_numeric(col(ok, "num_workers", 0), errors="coerce").fillna(0) > 0
-    keep &= (ranks(ok) == 1) & (pd.to_numeric(col(ok, "step_ms", 0.0), errors="coerce").fillna(0.0) == 0)
-    keep &= col(ok, "model").isna() | col(ok, "model").astype(str).isin(("none", ""))
-    return ok[keep]
+    workers = pd.to_numeric(col(ok, "num_workers", 0), errors="coerce").fillna(0) > 0
+    return ok[(col(ok, "workload") == "jpeg") & workers & loading_alone(ok)]
+
+
+def http_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """Ok rows of HTTP reading alone: jpeg over HTTP, read stage, workers, no consumer step or model, one rank."""
+    ok = _jpeg_alone(rows)
+    return ok[(col(ok, "storage") == "http") & (col(ok, "jpeg_stage") == "read")] if not ok.empty else ok
 
 
 def curves(rows: pd.DataFrame) -> dict[tuple, dict[int, list[float]]]:
@@ -178,13 +177,10 @@ def per_request_costs_more(rows: pd.DataFrame) -> Outcome:
 
 def _reads(rows: pd.DataFrame) -> pd.DataFrame:
     """Ok jpeg rows, local or over HTTP (pooled, uncapped), with workers, no consumer step or model, one rank."""
-    ok = ok_rows(narrow(rows, _READ))
+    ok = _jpeg_alone(rows)
     if ok.empty:
         return ok
-    keep = (col(ok, "workload") == "jpeg") & col(ok, "storage").isin(("local", "http"))
-    keep &= pd.to_numeric(col(ok, "num_workers", 0), errors="coerce").fillna(0) > 0
-    keep &= (ranks(ok) == 1) & (pd.to_numeric(col(ok, "step_ms", 0.0), errors="coerce").fillna(0.0) == 0)
-    keep &= col(ok, "model").isna() | col(ok, "model").astype(str).isin(("none", ""))
+    keep = col(ok, "storage").isin(("local", "http"))
     http = col(ok, "storage") == "http"
     keep &= ~http | (col(ok, "http_client") == "pooled")
     keep &= ~http | (pd.to_numeric(col(ok, "bandwidth_mbit", 0.0), errors="coerce").fillna(0.0) == 0)
@@ -210,7 +206,7 @@ remote_is_io_bound = Shift(
     ("jpeg_stage", "cores", "latency_ms"),
     names=("local reads", "HTTP reads"),
     frame=_far_reads,
-    note=f"HTTP pooled and uncapped, at every latency of at least {g(FAR_LATENCY_MS)} ms; {_NOISE}",
+    note=f"HTTP pooled and uncapped, at every latency of at least {g(FAR_LATENCY_MS)} ms; {NOISE_RULE}",
 )
 
 
@@ -286,10 +282,6 @@ def _has_shards(rows: pd.DataFrame) -> bool:
     return "shard_duplicates" in rows and bool((col(rows, "workload") == "shards").any())
 
 
-def _http_read(rows: pd.DataFrame) -> pd.DataFrame:
-    return http_rows(rows)
-
-
 QUESTION = Question(
     "storage",
     AXES,
@@ -297,55 +289,45 @@ QUESTION = Question(
     figure="loaderbench.analysis.figures.questions.storage:workers_hide_latency",
     tables={"storage": (Metric("samples_per_s", "samples/s"),)},
 )
-QUESTION.claims.extend(
-    [
-        Claim(
-            "storage",
-            "with remote storage, workers scale far past the cores until bandwidth binds",
-            f'HTTP reads (jpeg_stage = "read", pooled): at every latency of at least {g(FAR_LATENCY_MS)} ms, '
-            f"throughput at the most workers (at least {FAR_WORKERS_PER_CORE} x cores) is at least {g(FAR_PAST)}x "
-            f"that at num_workers = cores; under a bandwidth cap, the most workers gain at most {g(CAP_FLAT)}x over "
-            f"half as many while the uncapped twin reaches at least {g(CAP_BINDS)}x more; {_NOISE}",
-            quiet(scale_until_bandwidth, select=_http_read),
-            needs=_has_http,
-            number=56,
-            role=EXTENSION,
-            setting="scaling far past the cores until bandwidth binds",
-        ),
-        Claim(
-            "storage",
-            "remote storage makes a pipeline I/O-bound: at num_workers = cores it loads far slower than from local "
-            "disk",
-            remote_is_io_bound,
-            quiet(remote_is_io_bound, select=_reads),
-            needs=_has_local_and_remote,
-            number=56,
-        ),
-        Claim(
-            "storage",
-            "I/O-bound loading needs 2-4 x the cores as workers (reading over a network path, then decoding)",
-            f"the full jpeg pipeline over HTTP (pooled, uncapped) at every latency of at least {g(FAR_LATENCY_MS)} ms, "
-            f"per cores: holds if the best num_workers from 2 to 4 x cores reaches at least {g(IO_ENOUGH)}x the "
-            f"throughput of the best one beyond 4 x cores, does not hold if it is shown below; {_NOISE}",
-            quiet(io_rule_of_thumb_over_http, select=_reads),
-            needs=_has_local_and_remote,
-            number=17,
-        ),
-        Claim(
-            "storage",
-            "a new connection per sample costs more than any num_workers can hide",
-            f"per latency with both clients: the best per_request throughput over the num_workers measured is at "
-            f"most {g(PER_REQUEST_MAX)}x the best pooled one; {_NOISE}",
-            quiet(per_request_costs_more, select=_http_read),
-            needs=_has_http,
-        ),
-        Claim(
-            "storage",
-            "split shards are read exactly once per pass; unsplit ones repeat each sample per worker",
-            'counted, not estimated: every complete pass of a sharding = "split" cell has 0 duplicates and 0 '
-            'missing samples; every sharding = "none" cell with 2 or more workers has duplicates and 0 missing',
-            shards_exactly_once,
-            needs=_has_shards,
-        ),
-    ]
+QUESTION.add(
+    "with remote storage, workers scale far past the cores until bandwidth binds",
+    f'HTTP reads (jpeg_stage = "read", pooled): at every latency of at least {g(FAR_LATENCY_MS)} ms, '
+    f"throughput at the most workers (at least {FAR_WORKERS_PER_CORE} x cores) is at least {g(FAR_PAST)}x "
+    f"that at num_workers = cores; under a bandwidth cap, the most workers gain at most {g(CAP_FLAT)}x over "
+    f"half as many while the uncapped twin reaches at least {g(CAP_BINDS)}x more; {NOISE_RULE}",
+    quiet(scale_until_bandwidth, select=http_rows),
+    needs=_has_http,
+    number=56,
+    role=EXTENSION,
+    setting="scaling far past the cores until bandwidth binds",
+)
+QUESTION.add(
+    "remote storage makes a pipeline I/O-bound: at num_workers = cores it loads far slower than from local disk",
+    remote_is_io_bound,
+    quiet(remote_is_io_bound, select=_reads),
+    needs=_has_local_and_remote,
+    number=56,
+)
+QUESTION.add(
+    "I/O-bound loading needs 2-4 x the cores as workers (reading over a network path, then decoding)",
+    f"the full jpeg pipeline over HTTP (pooled, uncapped) at every latency of at least {g(FAR_LATENCY_MS)} ms, "
+    f"per cores: holds if the best num_workers from 2 to 4 x cores reaches at least {g(IO_ENOUGH)}x the "
+    f"throughput of the best one beyond 4 x cores, does not hold if it is shown below; {NOISE_RULE}",
+    quiet(io_rule_of_thumb_over_http, select=_reads),
+    needs=_has_local_and_remote,
+    number=17,
+)
+QUESTION.add(
+    "a new connection per sample costs more than any num_workers can hide",
+    f"per latency with both clients: the best per_request throughput over the num_workers measured is at "
+    f"most {g(PER_REQUEST_MAX)}x the best pooled one; {NOISE_RULE}",
+    quiet(per_request_costs_more, select=http_rows),
+    needs=_has_http,
+)
+QUESTION.add(
+    "split shards are read exactly once per pass; unsplit ones repeat each sample per worker",
+    'counted, not estimated: every complete pass of a sharding = "split" cell has 0 duplicates and 0 '
+    'missing samples; every sharding = "none" cell with 2 or more workers has duplicates and 0 missing',
+    shards_exactly_once,
+    needs=_has_shards,
 )

@@ -12,11 +12,11 @@ from collections.abc import Iterator
 import numpy as np
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import Claim, Question, finite, g, quiet, varies
+from loaderbench.analysis.rules.claim import Question, finite, g, quiet, varies
 from loaderbench.analysis.rules.kinds import MOST, Shift, medians
 from loaderbench.analysis.table.records import col, ok_rows
 from loaderbench.stats.intervals import MIN_N
-from loaderbench.stats.verdicts import FAILS, HOLDS, INCONCLUSIVE, Outcome, all_of, at_least, at_most, decide_shift
+from loaderbench.stats.verdicts import HOLDS, INCONCLUSIVE, Outcome, all_of, at_least, at_most, decide_shift
 
 #: workloads whose per-sample work holds the GIL (pure Python)
 PURE_PYTHON = ("cpu",)
@@ -95,15 +95,9 @@ def threads_serialize_python(rows: pd.DataFrame) -> Outcome:
         o_t = decide_shift(main, t[1], at_most(THREADS_CAP), label=f"best thread (w={t[0]}) / main process")
         o_p = decide_shift(main, p[1], at_least(PROCESS_GAIN), label=f"best process (w={p[0]}) / main process")
         where = _where(workload, cores, loader)
-        if o_t.verdict == FAILS or (o_t.verdict == HOLDS and o_p.verdict == HOLDS):
-            checks.append(Outcome(o_t.verdict, f"{where}: {o_t.evidence}; {o_p.evidence}"))
-        elif o_t.verdict == HOLDS:
-            checks.append(
-                Outcome(
-                    INCONCLUSIVE,
-                    f"{where}: {o_t.evidence}, but processes did not use the cores either ({o_p.evidence})",
-                )
-            )
+        if o_t.verdict == HOLDS and o_p.verdict != HOLDS:
+            text = f"{where}: {o_t.evidence}, but processes did not use the cores either ({o_p.evidence})"
+            checks.append(Outcome(INCONCLUSIVE, text))
         else:
             checks.append(Outcome(o_t.verdict, f"{where}: {o_t.evidence}; {o_p.evidence}"))
     return all_of(checks, f"{_NEEDS}, for the cpu workload on 2 or more cores")
@@ -182,32 +176,25 @@ QUESTION = Question(
     _needs,
     figure="loaderbench.analysis.figures.questions.threads:thread_process_curves",
 )
-QUESTION.claims.extend(
-    [
-        Claim(
-            "threads",
-            "because of the GIL, thread workers do not scale pure-Python work past one core",
-            f"cpu workload, 2 or more cores: holds if the best thread cell's throughput is at most {THREADS_CAP:g}x "
-            f"the main process's (num_workers = 0) while the best process cell's is at least {PROCESS_GAIN:g}x (the "
-            "cores were there to use); does not hold if threads exceed it",
-            quiet(threads_serialize_python, select=_pure),
-            number=6,
-        ),
-        Claim(
-            "threads",
-            "thread workers scale GIL-releasing work (zlib, JPEG decode and augment, waiting) as processes do",
-            f"{', '.join(GIL_RELEASING)} workloads, each core count: holds if the best thread cell's throughput is "
-            f"at least {SCALE_KEEP:g}x the best process cell's",
-            threads_scale_released_work,
-        ),
-        Claim(
-            "threads",
-            "thread workers reach their best throughput with less memory than process workers",
-            f"{', '.join(GIL_RELEASING)} workloads, each core count: at the fewest workers within {REACH:g}x of "
-            f"each method's best throughput, holds if the cell's PSS (main and workers) with threads is at most "
-            f"{MEMORY_CUT:g}x that with processes",
-            threads_use_less_memory,
-        ),
-        Claim("threads", "thread workers deliver the first batch sooner than process workers", threads_start_faster),
-    ]
+QUESTION.add(
+    "because of the GIL, thread workers do not scale pure-Python work past one core",
+    f"cpu workload, 2 or more cores: holds if the best thread cell's throughput is at most {THREADS_CAP:g}x "
+    f"the main process's (num_workers = 0) while the best process cell's is at least {PROCESS_GAIN:g}x (the "
+    "cores were there to use); does not hold if threads exceed it",
+    quiet(threads_serialize_python, select=_pure),
+    number=6,
 )
+QUESTION.add(
+    "thread workers scale GIL-releasing work (zlib, JPEG decode and augment, waiting) as processes do",
+    f"{', '.join(GIL_RELEASING)} workloads, each core count: holds if the best thread cell's throughput is "
+    f"at least {SCALE_KEEP:g}x the best process cell's",
+    threads_scale_released_work,
+)
+QUESTION.add(
+    "thread workers reach their best throughput with less memory than process workers",
+    f"{', '.join(GIL_RELEASING)} workloads, each core count: at the fewest workers within {REACH:g}x of "
+    f"each method's best throughput, holds if the cell's PSS (main and workers) with threads is at most "
+    f"{MEMORY_CUT:g}x that with processes",
+    threads_use_less_memory,
+)
+QUESTION.add("thread workers deliver the first batch sooner than process workers", threads_start_faster)

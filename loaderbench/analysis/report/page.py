@@ -134,9 +134,7 @@ def _reproduce(a: StudyAnalysis, results: Path, figures: Path, full: pd.DataFram
     study_arg = path.stem if path else f"<the study file of '{a.study}'>"  # a shipped study runs by its name
     lines = []
     if len(commit) == 1:
-        c = commit[0]
-        clean = c.removesuffix("-dirty")
-        lines.append(f"git checkout {clean}")
+        lines.append(f"git checkout {commit[0].removesuffix('-dirty')}")
     lines.append(f"make local STUDY={study_arg} RESULTS={results} FIGURES={figures}")
     if "slurm" in launchers:
         lines.append(f"make submit CLUSTER=slurm STUDY={study_arg} RESULTS={results}   # on the cluster")
@@ -248,10 +246,10 @@ def _table(frame: pd.DataFrame, caption: str, csv_name: str) -> Table:
     return Table(shown, caption, note)
 
 
-def _first_rows(a: StudyAnalysis, table: str, write, caption: str, csv_name: str) -> Table:
+def _first_rows(a: StudyAnalysis, table: str, write, caption: str) -> Table:
     """The table block `write(a)` makes of one row per row of `a`'s `table` (curves, rules), written out for the
     rows shown only (a cluster's study has thousands), with the note naming the CSV that has them all."""
-    frame = getattr(a, table)
+    frame, csv_name = getattr(a, table), f"{table}.csv"
     if len(frame) <= MAX_TABLE_ROWS:
         return _table(write(a), caption, csv_name)
     shown = write(dataclasses.replace(a, **{table: frame.head(MAX_TABLE_ROWS)}))
@@ -360,7 +358,6 @@ def _recommendations(a: StudyAnalysis) -> Section:
             "Per curve: the best measured num_workers, the knee (smallest num_workers "
             "within 5% of the best) and how the knee compares with main-process loading "
             "(num_workers = 0).",
-            "curves.csv",
         )
     ]
     if not a.rules.empty:
@@ -372,7 +369,6 @@ def _recommendations(a: StudyAnalysis) -> Section:
                 "What each rule of thumb picks on the same data, the throughput it gives "
                 "up against the best, and the processes and memory it adds (or saves, "
                 "negative) against the knee.",
-                "rules.csv",
             )
         )
     return _part(a, "Recommendations: knee, best and the rules of thumb", "rec", *blocks)
@@ -389,7 +385,6 @@ def _scaling_model(a: StudyAnalysis) -> Section:
             usl_table,
             "Universal Scalability Law per curve; σ is contention (serial share), κ crosstalk; N* the "
             "num_workers where the fitted curve peaks (∞: no peak). Poor fits are reported, not drawn.",
-            "curves.csv",
         ),
     )
 
@@ -425,7 +420,6 @@ def _ceilings(a: StudyAnalysis) -> Section:
             ceiling_table,
             "How close the best measured throughput comes to ideal linear scaling at num_workers = "
             "cores and, for jpeg, to the decode-only ceiling.",
-            "curves.csv",
         ),
         _decode_reference(a),
     )
@@ -433,25 +427,17 @@ def _ceilings(a: StudyAnalysis) -> Section:
 
 def _problems(a: StudyAnalysis) -> Section:
     if a.problems.empty:
-        return _part(
-            a,
-            "Unstable and failed cells",
-            "problems",
-            Paragraph("None: every cell has all repetitions ok and an IQR within 10% of its median."),
-        )
-    n_unst = int(a.problems["unstable"].sum())
-    n_fail = int((a.problems["n_not_ok"] > 0).sum())
-    return _part(
-        a,
-        "Unstable and failed cells",
-        "problems",
-        _table(
+        shown = Paragraph("None: every cell has all repetitions ok and an IQR within 10% of its median.")
+    else:
+        n_unst = int(a.problems["unstable"].sum())
+        n_fail = int((a.problems["n_not_ok"] > 0).sum())
+        shown = _table(
             problem_table(a),
             f"{plural(n_unst, 'unstable cell')} and {plural(n_fail, 'cell')} with failed or timed-out "
             "repetitions, with the reasons the suite recorded.",
             "problems.csv",
-        ),
-    )
+        )
+    return _part(a, "Unstable and failed cells", "problems", shown)
 
 
 def _every_cell(a: StudyAnalysis) -> Section:

@@ -85,24 +85,24 @@ def curve_table(a: StudyAnalysis) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: the columns of the rules table after the curve, its cores and the rule
+_RULE_COLUMNS = (
+    "num_workers",
+    "samples/s",
+    "lost vs best",
+    "processes vs knee",
+    "memory vs knee (MiB)",
+    "rule vs knee (test)",
+)
+
+
 def rules_table(a: StudyAnalysis) -> pd.DataFrame:
     rows = []
     no_gpu = a.no_gpu  # once: it reads the environment table
     for _, r in a.rules.iterrows():
+        row = {"curve": r["panel"], "cores": fmt_int(r["cores"]), "rule": r["rule_label"]}
         if no_gpu and r.get("rule") in NEEDS_GPU:
-            rows.append(
-                {
-                    "curve": r["panel"],
-                    "cores": fmt_int(r["cores"]),
-                    "rule": r["rule_label"],
-                    "num_workers": "–",
-                    "samples/s": NO_GPU,
-                    "lost vs best": "–",
-                    "processes vs knee": "–",
-                    "memory vs knee (MiB)": "–",
-                    "rule vs knee (test)": "–",
-                }
-            )
+            rows.append({**row, **dict.fromkeys(_RULE_COLUMNS, "–"), "samples/s": NO_GPU})
             continue
         approx = {"exact": "", "interpolated": " (interpolated)", "nearest": " (nearest measured)"}.get(r["match"], "")
         test = fmt_test(r.get("vs_knee_verdict", ""), r.get("vs_knee_reason", ""))
@@ -115,9 +115,7 @@ def rules_table(a: StudyAnalysis) -> pd.DataFrame:
             )
         rows.append(
             {
-                "curve": r["panel"],
-                "cores": fmt_int(r["cores"]),
-                "rule": r["rule_label"],
+                **row,
                 "num_workers": fmt_int(r["rule_n"]),
                 "samples/s": fmt_num(r["x_at_rule"]) + approx,
                 "lost vs best": fmt_pct(r["loss_vs_best"]),

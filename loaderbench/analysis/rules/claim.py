@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -103,7 +103,7 @@ class Question:
     cannot (`reference`: a folder of shipped records, results/reference/...). `figure`: the function drawing its
     figure, "module:function", imported only to draw. `tables`: per study that feeds it, the metrics of that
     study's table of cells on the findings page. `counted`: the rows whose ok repetitions count when several
-    studies carry a claim (default: the cells with workers)."""
+    studies carry a claim (default: the cells with workers). Its module declares each claim with `add`."""
 
     name: str
     axes: tuple[str, ...]
@@ -113,6 +113,12 @@ class Question:
     figure: str = ""
     tables: dict[str, tuple[Metric, ...]] = field(default_factory=dict)
     counted: Callable[[pd.DataFrame], pd.DataFrame] | None = None
+
+    def add(
+        self, claim: str, rule: str | Kind, decide: Callable[[pd.DataFrame], Outcome] = _undecided, **fields: Any
+    ) -> None:
+        """Declare one of this question's claims: Claim(this question's name, claim, rule, decide, **fields)."""
+        self.claims.append(Claim(self.name, claim, rule, decide, **fields))
 
     @property
     def study_file(self) -> str:
@@ -129,6 +135,11 @@ class Question:
 #: deviations) this guard allowed when it read ranges; a range grows with the repetitions and follows one outlier,
 #: which the order-statistic intervals already absorb.
 NOISY = 0.15
+#: the noise guard in a rule's words
+NOISE_RULE = (
+    f"inconclusive when repetitions scatter by more than {NOISY:.0%} of their median (median over cells of "
+    "the interquartile range over the median): the cores were not the cells' own"
+)
 
 
 def too_noisy(rows: pd.DataFrame, metric: str = "samples_per_s") -> str | None:

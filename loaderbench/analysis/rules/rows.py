@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from loaderbench.analysis.table.derive import ranks
 from loaderbench.analysis.table.records import col, is_true
 from loaderbench.stats.verdicts import NOT_MEASURED, Outcome
 
@@ -77,6 +78,12 @@ def narrow(rows: pd.DataFrame, names) -> pd.DataFrame:
 def with_workers(rows: pd.DataFrame) -> pd.DataFrame:
     n = pd.to_numeric(col(rows, "num_workers", 0), errors="coerce").fillna(0)
     return rows[n > 0]
+
+
+def loading_alone(rows: pd.DataFrame) -> pd.Series:
+    """Which rows load alone: one rank, no consumer step (step_ms = 0) and no model."""
+    keep = (ranks(rows) == 1) & (pd.to_numeric(col(rows, "step_ms", 0.0), errors="coerce").fillna(0.0) == 0)
+    return keep & (col(rows, "model").isna() | col(rows, "model").astype(str).isin(("none", "")))
 
 
 def listed(rows: pd.DataFrame, name: str) -> str:

@@ -49,30 +49,33 @@ def stepped_rows(rows: pd.DataFrame) -> pd.DataFrame:
     return ok[keep]
 
 
-def _groups(rows: pd.DataFrame) -> Iterator[tuple[str, int, float, dict[int, np.ndarray]]]:
-    """(label, cores, T_train in s, {num_workers: seconds per batch of each repetition}) per cores, batch size
-    and step."""
+def _groups(rows: pd.DataFrame, checks: list[Outcome]) -> Iterator[tuple[str, int, float, float, dict]]:
+    """(label, cores, T_train and the loading time beside it at 0 workers in s, {num_workers: seconds per batch of
+    each repetition}) per cores, batch size and step measured at 0 and 1 workers with 3 ok repetitions each; a group
+    whose loading took no measurable time adds an inconclusive check to `checks` instead."""
     ok = stepped_rows(rows)
     if ok.empty:
         return
     for (cores, bs, step), grp in ok.groupby(["cores", "batch_size", "step_ms"], sort=True):
-        per_batch = {
+        t = {
             int(n): finite(float(bs) / pd.to_numeric(r["samples_per_s"], errors="coerce"))
             for n, r in grp.groupby("num_workers")
         }
-        label = f"{int(cores)} core{'s' if cores != 1 else ''}, batch {int(bs)}, step {g(step)} ms"
-        yield label, int(cores), float(step) / 1000, per_batch
-
-
-def step_is_max_not_sum(rows: pd.DataFrame) -> Outcome:
-    checks, untold = [], []
-    for label, _, train, t in _groups(rows):
         if len(t.get(0, [])) < 3 or len(t.get(1, [])) < 3:
             continue
+        label = f"{int(cores)} core{'s' if cores != 1 else ''}, batch {int(bs)}, step {g(step)} ms"
+        train = float(step) / 1000
         load = float(np.median(t[0])) - train
         if load <= 0:
             checks.append(Outcome(INCONCLUSIVE, f"{label}: loading took no measurable time beside the step"))
             continue
+        yield label, int(cores), train, load, t
+
+
+def step_is_max_not_sum(rows: pd.DataFrame) -> Outcome:
+    checks: list[Outcome] = []
+    untold = []
+    for label, _, train, load, t in _groups(rows, checks):
         p = max(load, train) / (load + train)
         head = f"{label}: T_load {g(1000 * load)} ms, T_train {g(1000 * train)} ms, max / sum {g(p)}"
         if 1 - p < APART:  # such a step cannot tell max from sum: shown, not judged
@@ -90,14 +93,9 @@ def step_is_max_not_sum(rows: pd.DataFrame) -> Outcome:
 
 
 def knee_at_prep_over_train(rows: pd.DataFrame) -> Outcome:
-    checks, capped = [], []
-    for label, cores, train, t in _groups(rows):
-        if len(t.get(0, [])) < 3 or len(t.get(1, [])) < 3:
-            continue
-        prep = float(np.median(t[0])) - train
-        if prep <= 0:
-            checks.append(Outcome(INCONCLUSIVE, f"{label}: loading took no measurable time beside the step"))
-            continue
+    checks: list[Outcome] = []
+    capped = []
+    for label, cores, train, prep, t in _groups(rows, checks):
         knee = max(1, math.ceil(prep / train - 1e-9))
         head = f"{label}: T_prep {g(1000 * prep)} ms (at 0 workers), knee ceil(T_prep / T_train) = {knee}"
         if knee >= cores:  # the cores would stop the curve there anyway: that tests the cores, not the formula
