@@ -129,6 +129,7 @@ class LoaderWatch:
         self._open_cpu: float | None = None  # the CPU clock where the last sampled batch's step started
         self._round = 0  # of the in-loop A/B
         self._fresh: weakref.WeakSet[WatchedIterator] = weakref.WeakSet()  # iterators not asked for a batch yet
+        self._any_fresh = False  # whether there is one (read on the batches the watch works on)
         self.log.begin(0, self.state)
 
     # --- the phases: each starts after the last batch of the one before (its count `_phase_end`) ---------------
@@ -308,7 +309,9 @@ class LoaderWatch:
         until = min(self._phase_end, self._next_sample)
         if self._keep_from <= until:
             until = max(self._keep_from, following)
-        if sampled or self._fresh:  # the sampled batch's step ends at the next next(); an iterator not asked yet
+        if self._any_fresh:  # (one dropped unasked leaves the set)
+            self._any_fresh = bool(self._fresh)
+        if sampled or self._any_fresh:  # the sampled batch's step ends at the next next(); an iterator not asked yet
             until = following
         self._until = until
 
@@ -388,6 +391,7 @@ class LoaderWatch:
             self._start_measure(len(self._asked))
         it = WatchedIterator(iterator, self)
         self._fresh.add(it)
+        self._any_fresh = True
         self._until = 0  # its first batch is an epoch's start
         return it
 
