@@ -290,10 +290,13 @@ def test_the_doctor_hook_part_times_the_watched_iterator_against_the_bare_loop(m
     out = doctor_hooks.hook_overhead(rounds, batches, cost_batches=2_000)
     (loop,) = out["loops"]
     cost = out["watch_cost"]
-    # the CPU measure's watched arms, then the rounds' (warm-up, window, the untimed tail)
-    measured = cost["rounds"] * (doctor_hooks.WARMUP + cost["batches"])
+    # the CPU measure's two watched arms (one sampling the CPU clock densely), then the rounds' (warm-up, window,
+    # the untimed tail)
+    measured = 2 * cost["rounds"] * (doctor_hooks.WARMUP + cost["batches"])
     assert len(calls) == measured + rounds * (doctor_hooks.WARMUP + batches + 2)
     # the watched loop does everything the bare one does and more: in CPU time its cost per batch is above zero
     assert cost["cost_ns_per_batch"]["estimate"] > 0 and loop["cpu_share"] > 0
+    # the dense arm read the CPU clock on more batches than the watch does by default, each read costing CPU time
+    assert cost["sampled_share"]["sampled"] > cost["sampled_share"]["watched"] and cost["sample_ns"]["estimate"] > 0
     assert len(loop["ratios"]) == rounds and all(r > 0 and math.isfinite(r) for r in loop["ratios"])
     assert loop["ratio"]["low"] <= loop["ratio"]["estimate"] <= loop["ratio"]["high"]

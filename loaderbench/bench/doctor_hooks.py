@@ -8,12 +8,17 @@ arm's batches per second over the bare arm's is taken per round, so that a machi
 sides of a ratio; its median comes with an order-statistic interval over the rounds.
 
 Beside it, precise whatever the machine's load (`watch_cost`): the watch's own work per batch, in the loop thread's
-CPU time, over an in-memory list (a bare `for` against the watched one, ABAB): the median paired difference is what
-the watch adds to every batch, and against each loop's bare batch period, its share of the fastest loop.
+CPU time, over an in-memory list (a bare `for` against the watched one, in a shuffled order per round): the median
+paired difference is what the watch adds to every batch. A third arm prices the CPU samples (the loop thread's CPU
+clock, read on about one batch per `loaderbench.doctor.cpu_sample.EVERY_S` of the loop's time): the same watched
+list with samples far denser; its extra CPU over the watched arm's, per extra sampled batch, is what one sample
+costs, and that over EVERY_S the share of the loop's time the samples take, at any step rate. Against each loop's
+bare batch period: the watch's share of the fastest loop.
 
 Contract: `hook_overhead(rounds, batches)` returns, per loop (num_workers 0 and 2), the per-round ratios, their
 median with its interval, both arms' batches per second and `cpu_share` (the watch's CPU per batch over the bare
-batch period), and `watch_cost` (`watch_cost(...)`: `cost_ns_per_batch` with its interval).
+batch period, plus the samples' share of the time), and `watch_cost` (`watch_cost(...)`: `cost_ns_per_batch` and
+`sample_ns`, each with its interval, and `samples_share_of_time`).
 """
 
 from __future__ import annotations
@@ -59,31 +64,59 @@ def _watched(loader, batches: int):
     return watch(loader, steps=batches + 1, warmup=WARMUP, headspace=0, echo=False)
 
 
+#: The third arm of `watch_cost` samples about one batch per this much of the loop's time: some percent of its batches
+DENSE_EVERY_S = 20e-6
+
+
 def watch_cost(batches: int = 100_000, rounds: int = 11, seed: int = 0) -> dict:
     """The watch's own CPU per batch: a bare `for` over an in-memory list against the same list watched (two clock
-    and two CPU-clock reads, one log entry, the phase's bookkeeping), ABAB in this thread's CPU time; the median
-    paired difference with its order-statistic interval."""
+    reads and a log entry per batch, the watch's work on the batches it planned for, its CPU samples), in this
+    thread's CPU time, the arms in a shuffled order per round; the median paired difference with its order-statistic
+    interval. And the price of one CPU sample, from a third arm sampling about one batch per DENSE_EVERY_S."""
+    from loaderbench.doctor.cpu_sample import EVERY_S
+
     rng = random.Random(seed)
     data = list(range(batches + WARMUP + 2))
-    bare, watched = [], []
+    ns: dict[str, list[float]] = {"bare": [], "watched": [], "sampled": []}
+    share: dict[str, list[float]] = {"watched": [], "sampled": []}  # of the window's batches, those sampled
     for _ in range(rounds):
-        arms = ["bare", "watched"]
+        arms = list(ns)
         rng.shuffle(arms)
         for arm in arms:
-            it = iter(data if arm == "bare" else _watched(data, batches))
+            watched = None if arm == "bare" else _watched(data, batches)
+            it = iter(data if watched is None else watched)
+            log = None
+            if watched is not None:
+                (lw,) = watched.session.watches.values()
+                log = lw.log
+                if arm == "sampled":
+                    lw.cpu.every_s = DENSE_EVERY_S
             for _ in range(WARMUP):
                 next(it)
             c0 = time.thread_time()
             for _ in range(batches):
                 next(it)
-            (bare if arm == "bare" else watched).append((time.thread_time() - c0) / batches * 1e9)
+            ns[arm].append((time.thread_time() - c0) / batches * 1e9)
+            if log is not None:
+                share[arm].append(sum(1 for i in log.cpu_batch if WARMUP <= i < WARMUP + batches) / batches)
             del it
+    per_sample = [
+        (s - w) / (fs - fw)
+        for s, w, fs, fw in zip(ns["sampled"], ns["watched"], share["sampled"], share["watched"])
+        if fs > fw
+    ]
+    sample = median_interval(per_sample)
     return {
         "batches": batches,
         "rounds": rounds,
-        "bare_ns_per_batch": statistics.median(bare),
-        "watched_ns_per_batch": statistics.median(watched),
-        "cost_ns_per_batch": median_interval([w - b for w, b in zip(watched, bare)]),
+        "bare_ns_per_batch": statistics.median(ns["bare"]),
+        "watched_ns_per_batch": statistics.median(ns["watched"]),
+        "cost_ns_per_batch": median_interval([w - b for w, b in zip(ns["watched"], ns["bare"])]),
+        "sampled_share": {arm: statistics.median(v) for arm, v in share.items()},
+        "sample_ns": sample,
+        "every_s": EVERY_S,
+        # one sample per EVERY_S of the loop's time, whatever its step rate
+        "samples_share_of_time": sample["estimate"] * 1e-9 / EVERY_S if per_sample else None,
     }
 
 
@@ -113,8 +146,10 @@ def hook_overhead(rounds: int, batches: int, seed: int = 0, cost_batches: int = 
                 "ratios": ratios,
                 "bare_batches_per_s": median_interval(rates["bare"]),
                 "watched_batches_per_s": median_interval(rates["watched"]),
-                # the watch's CPU per batch over this loop's bare batch period: its share where nothing else runs
-                "cpu_share": cost["cost_ns_per_batch"]["estimate"] * 1e-9 * median_interval(rates["bare"])["estimate"],
+                # the watch's CPU per batch over this loop's bare batch period, and its CPU samples' share of the
+                # loop's time: the watch's share where nothing else runs
+                "cpu_share": cost["cost_ns_per_batch"]["estimate"] * 1e-9 * median_interval(rates["bare"])["estimate"]
+                + (cost["samples_share_of_time"] or 0.0),
             }
         )
     out["load_end"] = loadavg()

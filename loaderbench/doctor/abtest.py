@@ -113,8 +113,9 @@ def variant_loader(loader: Any, changes: dict) -> Any:
 
 
 class InLoopAB:
-    """Rounds of ``steps`` steps each, A first, ``rounds`` of each arm. The first ``skip`` steps of every round
-    are not counted: they are served from the batches the arm's workers prefetched while it was paused."""
+    """Rounds of ``steps`` steps each, A first, ``rounds`` of each arm: round ``r`` is the log's batches from
+    ``first + r * steps`` on. The first ``skip`` steps of every round are not counted: they are served from the
+    batches the arm's workers prefetched while it was paused."""
 
     def __init__(self, loader: Any, changes: dict, rounds: int, steps: int):
         self.changes = changes
@@ -125,24 +126,20 @@ class InLoopAB:
             (self.loader_b.prefetch_factor or 2) * self.loader_b.num_workers if self.loader_b.num_workers else 0,
         )
         self.skip = min(depth, steps - 1)
-        self.entries: list[tuple[int, str, int]] = []  # (log index, arm, round)
+        self.first = 0  # the log's first batch of round 0
         self._b: Any = None
-        self._n = 0
+
+    @staticmethod
+    def arm_of(round_: int) -> str:
+        return "A" if round_ % 2 == 0 else "B"
 
     @property
-    def arm(self) -> str:
-        return "A" if (self._n // self.steps) % 2 == 0 else "B"
+    def total(self) -> int:
+        """Steps in all rounds."""
+        return 2 * self.rounds * self.steps
 
-    @property
-    def round(self) -> int:
-        return self._n // self.steps
-
-    def done(self) -> bool:
-        return self._n >= 2 * self.rounds * self.steps
-
-    def next_batch(self, inner: Any) -> Any:
-        if self.arm == "A":
-            return next(inner)  # StopIteration ends the script's epoch, as it would have
+    def next_b(self) -> Any:
+        """The next batch of arm B (its loader's next epoch where one ends: the loop's epoch is A's)."""
         if self._b is None:
             self._b = unwatched_iter(self.loader_b)
         try:
@@ -151,28 +148,25 @@ class InLoopAB:
             self._b = unwatched_iter(self.loader_b)
             return next(self._b)
 
-    def record(self, log_index: int) -> None:
-        self.entries.append((log_index, self.arm, self.round))
-        self._n += 1
-
-    def start(self) -> None:
-        """B's workers start now, while A runs its first round."""
+    def start(self, first: int) -> None:
+        """Round 0 starts at the log's batch ``first``; B's workers start now, while A runs its first round."""
+        self.first = first
         self._b = unwatched_iter(self.loader_b)
 
     def close(self) -> None:
         self._b = None  # B's workers end with its iterator
 
     def result(self, wait_s: list[float], step_s: list[float]) -> dict:
+        """The rounds' ratio from the log's waits and steps (its batches from ``first`` on are the rounds')."""
         from loaderbench.stats.bootstrap import rate_ratio_ci
 
         per: dict[tuple[str, int], list[float]] = {}
-        seen: dict[int, int] = {}
-        for i, arm, r in self.entries:
-            k = seen[r] = seen.get(r, 0) + 1
+        for i in range(self.first, min(len(step_s), self.first + self.total)):
+            r, k = divmod(i - self.first, self.steps)
             s = step_s[i]
-            if k <= self.skip or s != s:
+            if k < self.skip or s != s:
                 continue
-            per.setdefault((arm, r), []).append(wait_s[i] + s)
+            per.setdefault((self.arm_of(r), r), []).append(wait_s[i] + s)
         pairs = [(per.get(("A", 2 * j)), per.get(("B", 2 * j + 1))) for j in range(self.rounds)]
         pairs = [(a, b) for a, b in pairs if a and b]
         out: dict = {"changes": self.changes, "rounds": len(pairs), "steps_per_round": self.steps, "skipped": self.skip}

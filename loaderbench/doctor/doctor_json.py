@@ -17,7 +17,9 @@ SCHEMA = "loaderbench-doctor"
 #: "borderline".
 #: Version 4: the fingerprint's Python and package versions come from the watched script's process (a package it never
 #: imported: null), and each process carries its own `versions`; workers' PSS beside their USS; loaders[].accelerator.
-VERSION = 4
+#: Version 5: steps.step_cpu_share and steps.wait_cpu_share are estimated from a sample of the measured batches (the
+#: loop thread's CPU clock is read on those only), and steps.cpu_sampled_steps says how many steps they rest on.
+VERSION = 5
 
 #: What a run's status says.
 STATUSES = ("ok", "script failed", "no loader", "interrupted", "stopped")

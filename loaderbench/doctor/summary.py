@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from loaderbench.doctor.cpu_sample import cpu_shares
 from loaderbench.doctor.steps import StepLog
 from loaderbench.stats.bootstrap import sum_ratio_ci
 from loaderbench.stats.intervals import shift_ci
@@ -37,8 +38,9 @@ def headspace(log: StepLog) -> dict | None:
     m, h = log.indices("measure"), log.indices("headspace")
     if len(h) < 3 or len(m) < 3:
         return None
-    period_m = np.array([log.wait_s[i] + log.step_s[i] for i in m])
-    period_h = np.array([log.wait_s[i] + log.step_s[i] for i in h])
+    cols = log.columns()
+    period = cols.wait_s + cols.step_s
+    period_m, period_h = period[m], period[h]
     ci = shift_ci(period_h, period_m)
     return {
         "steps": len(h),
@@ -50,26 +52,19 @@ def headspace(log: StepLog) -> dict | None:
     }
 
 
-def _share(cpu: list[float], wall: np.ndarray) -> float | None:
-    """The loop thread's CPU time over the wall time of the same spans (None where not read)."""
-    c = np.asarray(cpu, dtype=float)
-    if not len(c) or np.isnan(c).any() or float(wall.sum()) <= 0:
-        return None
-    return _num(min(1.0, float(c.sum()) / float(wall.sum())), 4)
-
-
 def summarize_steps(log: StepLog) -> dict:
     idx = log.indices("measure")
     out: dict = {
         "warmup_steps": log.count("warmup"),
         "measured_steps": len(idx),
-        "first_batch_s": _num(log.wait_s[0]) if log.wait_s else None,
+        "first_batch_s": _num(float(log.columns().wait_s[0])) if len(log) else None,
     }
     if not idx:
         return out
-    wait = np.array([log.wait_s[i] for i in idx])
-    step = np.array([log.step_s[i] for i in idx])
+    cols = log.columns()
+    wait, step = cols.wait_s[idx], cols.step_s[idx]
     period = wait + step
+    cpu = cpu_shares(cols)
     out.update(
         {
             "data_wait_fraction": wait_fraction(wait, period),
@@ -77,8 +72,10 @@ def summarize_steps(log: StepLog) -> dict:
             "wait_p95_s": _num(float(np.percentile(wait, 95))),
             "step_p50_s": _num(float(np.percentile(step, 50))),
             "step_p95_s": _num(float(np.percentile(step, 95))),
-            "step_cpu_share": _share([log.step_cpu_s[i] for i in idx], step),
-            "wait_cpu_share": _share([log.wait_cpu_s[i] for i in idx], wait),
+            # estimated from a sample of the measured batches (loaderbench.doctor.cpu_sample)
+            "step_cpu_share": _num(cpu["step_cpu_share"], 4),
+            "wait_cpu_share": _num(cpu["wait_cpu_share"], 4),
+            "cpu_sampled_steps": cpu["cpu_sampled_steps"],
             "steps_per_s": _num(len(idx) / float(period.sum()), 4),
             "measured_s": _num(float(period.sum()), 4),
         }

@@ -1,17 +1,30 @@
 """Watching one loader: its iterator wrapped so that every `next()` is timed, the phases (warm-up, measure,
-headspace, done) and what happens when the loader's diagnosis is ready."""
+headspace, in-loop A/B rounds, done) and what happens when the loader's diagnosis is ready.
+
+Most batches take the fast path of `WatchedIterator.__next__`: two clock reads and two list appends, nothing else.
+The watch does its own work only on the batches it planned for, each known by its count when the phase begins
+(`LoaderWatch._until`, the next of them): a phase's last batch (the next phase starts after it), the measured
+batches it keeps to replay, the measured batches whose CPU time it reads (a sample: loaderbench.doctor.cpu_sample)
+and the one after each of them (its step's CPU time ends there), and the first batch of each iterator. With
+`--seconds`, the fast path also compares the batch's arrival with the end of the measuring time."""
 
 from __future__ import annotations
 
 import itertools
+import math
+import sys
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from loaderbench.doctor.cpu_sample import PERIOD_BATCHES, CpuSampling
 from loaderbench.doctor.steps import StepLog, clock, cpu_clock
 
 WARMUP, MEASURE, HEADSPACE, AB, DONE = "warmup", "measure", "headspace", "ab", "done"
+#: a batch count never reached
+NEVER = sys.maxsize
 
 
 @dataclass(frozen=True)
@@ -84,16 +97,14 @@ class LoaderWatch:
         self.settings = read_settings(loader)
         self.cores = allowed_cores()
         self.log = StepLog()
+        self.cpu = CpuSampling()
         self.state = WARMUP if plan.warmup > 0 else MEASURE
         self.pinned: bool | None = None
         self._pinned_read = False  # read off the first measured batch (a batch without a tensor leaves None)
         self.iterators = 0
+        self._t_measure: float | None = None
         self._cache: deque = deque(maxlen=CACHED_BATCHES)
         self._replay: Iterator | None = None
-        self._measured = 0
-        self._warmed = 0
-        self._replayed = 0
-        self._t_measure: float | None = None
         self._current: Any = None
         self._on_done = on_done
         self.sampler = WorkerSampler(lambda: worker_pids(self._current))
@@ -106,30 +117,57 @@ class LoaderWatch:
         self.say = say  # progress for the terminal (None: say nothing)
         #: under several ranks: (loader, this rank's winner) -> (the changes every rank validates, how they agreed)
         self.agree = agree
+        # --- what the fast path reads (WatchedIterator.__next__) ---
+        self._asked, self._arrived = self.log.asked, self.log.arrived
+        self._until = 0  # the next batch the watch works on: the batches before it take the fast path
+        self._deadline = math.inf  # with --seconds, while measuring: when the measuring time is up
+        self._fetch: Callable[[Any], Any] = next  # how a batch is got from the loop's iterator
+        # --- the plan of the current phase, in batches of the log ---
+        self._phase_end = plan.warmup - 1 if self.state == WARMUP else NEVER  # its last batch
+        self._keep_from = NEVER  # the measured batches kept for the replay start here
+        self._next_sample = NEVER  # the next batch whose CPU time is read
+        self._open_cpu: float | None = None  # the CPU clock where the last sampled batch's step started
+        self._round = 0  # of the in-loop A/B
+        self._fresh: weakref.WeakSet[WatchedIterator] = weakref.WeakSet()  # iterators not asked for a batch yet
+        self._any_fresh = False  # whether there is one (read on the batches the watch works on)
+        self.log.begin(0, self.state)
 
-    # --- the phases ----------------------------------------------------------------------------------------
+    # --- the phases: each starts after the last batch of the one before (its count `_phase_end`) ---------------
 
-    def _start_measure(self) -> None:
+    def _start_measure(self, first: int) -> None:
         self.state = MEASURE
-        self._t_measure = clock()
+        self.log.begin(first, MEASURE)
+        t = self._t_measure = clock()
+        if self.plan.seconds is not None:
+            self._deadline, self._phase_end = t + self.plan.seconds, NEVER
+        else:
+            self._phase_end = first + max(self.plan.steps, 1) - 1
+            if self.plan.headspace > 0:
+                self._keep_from = max(first, self._phase_end - CACHED_BATCHES + 1)
+        self._next_sample, self.cpu.p = first, 1.0
         self.sampler.start()
         self._sampling = True
 
-    def _end_measure(self) -> None:
+    def _end_measure(self, last: int) -> None:
         if self._sampling:
             self.sampler.stop()
             self._sampling = False
+        self._deadline, self._keep_from, self._next_sample = math.inf, NEVER, NEVER
         if self.plan.headspace > 0 and self._cache:
             self.state = HEADSPACE
-            self._replay = itertools.cycle(list(self._cache))
+            self.log.begin(last + 1, HEADSPACE)
+            replay = self._replay = itertools.cycle(list(self._cache))
+            self._fetch = lambda _inner: next(replay)
+            self._phase_end = last + self.plan.headspace
         else:
             if self.plan.headspace > 0:
                 self.note = "no batch was kept to replay"
-            self._after_headspace()
+            self._after_headspace(last)
 
-    def _after_headspace(self) -> None:
+    def _after_headspace(self, last: int) -> None:
         self._cache.clear()
         self._replay = None
+        self._fetch, self._phase_end = next, NEVER
         if self.plan.tune:
             changes = self._tune()
             if not changes:
@@ -141,12 +179,24 @@ class LoaderWatch:
         else:
             changes = self._changes_to_try()
             if not changes:
+                if self.state != DONE:
+                    self._finish()
                 return
         from loaderbench.doctor.abtest import InLoopAB
 
         self.ab = InLoopAB(self.loader, changes, self.plan.ab_rounds, self.plan.ab_steps)
-        self.ab.start()
+        self.ab.start(last + 1)
         self.state = AB
+        self._begin_round(last + 1, 0)
+
+    def _begin_round(self, first: int, round_: int) -> None:
+        """Round ``round_`` of the in-loop A/B starts at batch ``first``: arm A is the loop's own iterator."""
+        ab = self.ab
+        arm = ab.arm_of(round_)
+        self._round = round_
+        self.log.begin(first, f"ab-{arm}")
+        self._fetch = next if arm == "A" else (lambda _inner: ab.next_b())
+        self._phase_end = first + ab.steps - 1
 
     def _tune(self) -> dict:
         """Search the loader's settings while the loop waits; the winner's changes ({}: none to validate). Under
@@ -210,6 +260,7 @@ class LoaderWatch:
             self.ab_result = self.ab.result(self.log.wait_s, self.log.step_s)
             self.ab = None
         self.state = DONE
+        self._until, self._fetch = 0, next  # every next() from now on: handed on untimed
         self._cache.clear()
 
     def _finish(self) -> None:
@@ -227,41 +278,122 @@ class LoaderWatch:
         self.note = reason
         self._close_ab()
 
-    def _after(self, phase: str, batch: Any) -> None:
-        if phase == WARMUP:
-            self._warmed += 1
-            if self._warmed >= self.plan.warmup:
-                self._start_measure()
-        elif phase == MEASURE:
-            self._measured += 1
+    # --- the batches the watch works on -------------------------------------------------------------------------
+
+    def _after(self, n: int, batch: Any, arrived: float) -> None:
+        """Batch ``n`` arrived: what the phase does with it, and the next phase after its last batch."""
+        state = self.state
+        if state == MEASURE:
             if not self._pinned_read:
                 self.pinned, self._pinned_read = _pinned(batch), True
             if self.plan.headspace > 0:
                 self._cache.append(batch)
-            enough = self._measured >= self.plan.steps if self.plan.seconds is None else False
-            if self.plan.seconds is not None and self._t_measure is not None:
-                enough = clock() - self._t_measure >= self.plan.seconds
-            if enough:
-                self._end_measure()
-        elif phase == HEADSPACE:
-            self._replayed += 1
-            if self._replayed >= self.plan.headspace:
-                self._after_headspace()
-        elif phase == AB:
-            self.ab.record(len(self.log.wait_s) - 1)
-            if self.ab.done():
-                self._finish()
+            if n >= self._phase_end or arrived >= self._deadline:
+                self._end_measure(n)
+        elif n >= self._phase_end:
+            if state == WARMUP:
+                self._start_measure(n + 1)
+            elif state == HEADSPACE:
+                self._after_headspace(n)
+            elif state == AB:
+                if self._round + 1 >= 2 * self.ab.rounds:
+                    self._finish()
+                else:
+                    self._begin_round(n + 1, self._round + 1)
+
+    def _schedule(self, following: int, sampled: bool) -> None:
+        """Set `_until`, the next batch the watch works on, after batch ``following - 1``."""
+        if self.state == DONE:
+            self._until = 0
+            return
+        until = min(self._phase_end, self._next_sample)
+        if self._keep_from <= until:
+            until = max(self._keep_from, following)
+        if self._any_fresh:  # (one dropped unasked leaves the set)
+            self._any_fresh = bool(self._fresh)
+        if sampled or self._any_fresh:  # the sampled batch's step ends at the next next(); an iterator not asked yet
+            until = following
+        self._until = until
+
+    def _recent_period(self, n: int) -> float | None:
+        """The loop's mean batch period over the batches before batch ``n`` (None: none before it)."""
+        m = min(n, PERIOD_BATCHES)
+        return (self._asked[n] - self._asked[n - m]) / m if m else None
+
+    def next_planned(self, it: WatchedIterator) -> Any:
+        """`next()` of a batch the watch works on (and of every batch once the watch is done). Its own work is in
+        neither the wait nor a step: the step before ends when this call begins, the wait is timed around the
+        batch alone, and the batch's step starts when this call returns."""
+        log, n = self.log, len(self._asked)
+        if self.state == DONE:
+            if n and n - 1 not in log.step_to:  # the last watched step ends here
+                log.end_step(n - 1, None if it._first else clock())
+                if self._open_cpu is not None:
+                    log.close_cpu(cpu_clock() - self._open_cpu)
+                    self._open_cpu = None
+            return next(it._inner)
+        t_in = clock()
+        first = it._first
+        if first:  # an iterator's first batch: the step before it (if any) was another iterator's
+            it._first = False
+            self._fresh.discard(it)
+            log.end_step(n - 1, None)
+            self._open_cpu = None
+        elif self._open_cpu is not None:  # the sampled batch n - 1's step ends here
+            c_in = cpu_clock()
+            if n - 1 not in log.step_to:
+                log.close_cpu(c_in - self._open_cpu)
+            self._open_cpu = None
+        log.end_step(n - 1, t_in)
+        sample = n >= self._next_sample
+        t0 = clock()
+        c0 = cpu_clock() if sample else 0.0
+        try:
+            batch = self._fetch(it._inner)
+        except StopIteration:
+            self.ended(n, t0)
+            raise
+        t1 = clock()
+        c1 = cpu_clock() if sample else 0.0
+        self._asked.append(t0)
+        self._arrived.append(t1)
+        if first:
+            log.mark_epoch(n)
+        if sample:
+            log.add_cpu(n, 1.0 / self.cpu.p, c1 - c0)
+            gap = self.cpu.gap(self._recent_period(n))
+            self._next_sample = NEVER if gap is None else n + gap
+        self._after(n, batch, t1)
+        self._schedule(n + 1, sample)
+        log.start_step(n, clock())
+        if sample:
+            self._open_cpu = cpu_clock()
+        return batch
+
+    def out_of_time(self, batch: Any) -> Any:
+        """With `--seconds`: the batch that arrived once the measuring time was up ends the measurement."""
+        n = len(self._asked) - 1
+        self._after(n, batch, self._arrived[n])
+        self._schedule(n + 1, False)
+        self.log.start_step(n, clock())
+        return batch
+
+    def ended(self, n: int, at: float) -> None:
+        """The loop's iterator ended at ``at``, asked for batch ``n``."""
+        self.log.end_step(n - 1, at)
+        if self._sampling and self.state == MEASURE:
+            self.sampler._sample()
 
     def wrap(self, iterator: Any) -> WatchedIterator:
         self.iterators += 1
         self._current = iterator
         if self.state == MEASURE and not self._sampling:
-            self._start_measure()
-        return WatchedIterator(iterator, self)
-
-    def replay(self) -> Any:
-        assert self._replay is not None
-        return next(self._replay)
+            self._start_measure(len(self._asked))
+        it = WatchedIterator(iterator, self)
+        self._fresh.add(it)
+        self._any_fresh = True
+        self._until = 0  # its first batch is an epoch's start
+        return it
 
 
 class WatchedIterator:
@@ -270,8 +402,6 @@ class WatchedIterator:
     def __init__(self, inner: Any, watch: LoaderWatch):
         self._inner = inner
         self._watch = watch
-        self._last: float | None = None
-        self._last_cpu = 0.0
         self._first = True
 
     def __iter__(self) -> WatchedIterator:
@@ -285,30 +415,18 @@ class WatchedIterator:
 
     def __next__(self) -> Any:
         w = self._watch
-        if w.state == DONE:
-            if self._last is not None:  # the last watched step ends here
-                w.log.close_step(clock() - self._last, cpu_clock() - self._last_cpu)
-                self._last = None
-            return next(self._inner)
-        t0, c0 = clock(), cpu_clock()
-        if self._last is not None:
-            w.log.close_step(t0 - self._last, c0 - self._last_cpu)
-        phase = w.state
-        try:
-            if phase == HEADSPACE:
-                batch = w.replay()
-            elif phase == AB:
-                batch = w.ab.next_batch(self._inner)
-            else:
-                batch = next(self._inner)
-        except StopIteration:
-            self._last = None
-            if w._sampling and w.state == MEASURE:
-                w.sampler._sample()
-            raise
-        w.log.add(t0, clock() - t0, phase if phase != AB else f"ab-{w.ab.arm}", self._first, cpu_clock() - c0)
-        self._first = False
-        # the watch's own bookkeeping (an A B round's switch of iterators included) is neither wait nor step
-        w._after(phase, batch)
-        self._last, self._last_cpu = clock(), cpu_clock()
-        return batch
+        asked = w._asked
+        if len(asked) < w._until:  # the fast path: a batch the watch has no work on
+            t0 = clock()
+            try:
+                batch = w._fetch(self._inner)
+            except StopIteration:
+                w.ended(len(asked), t0)
+                raise
+            t1 = clock()
+            asked.append(t0)
+            w._arrived.append(t1)
+            if t1 < w._deadline:
+                return batch
+            return w.out_of_time(batch)
+        return w.next_planned(self)
