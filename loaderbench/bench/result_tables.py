@@ -22,8 +22,7 @@ def fmt(x, spec: str = ".2f", none: str = "n/a") -> str:
 
 def fmt_interval(r: dict | None, spec: str = ".4f") -> str:
     """An interval (loaderbench.stats.bootstrap.EstimateInterval as a dict) as 'estimate [low, high]', with its
-    confidence
-    when it is not the bench's 95%."""
+    confidence when it is not the bench's 95%."""
     if not r or r.get("estimate") is None or not math.isfinite(r["estimate"]):
         return "n/a"
     if r.get("low") is None or not math.isfinite(r["low"]):
@@ -522,7 +521,7 @@ def doctor_hooks(dh: dict, console) -> None:
             "bare batches/s",
             "watched batches/s",
             "watched / bare (per round, median)",
-            "watch's CPU per batch / bare period",
+            "watch's CPU per batch / bare period, plus its CPU samples' share",
         ],
     )
     for loop in dh["loops"]:
@@ -541,6 +540,8 @@ def doctor_hooks(dh: dict, console) -> None:
             f"{cost['batches']:,} in-memory batches): bare {cost['bare_ns_per_batch']:.0f} ns/batch, watched "
             f"{cost['watched_ns_per_batch']:.0f} ns/batch: the watch adds "
             f"{fmt_interval(cost['cost_ns_per_batch'], '.0f')} ns per batch"
+            + f"; a CPU sample {fmt_interval(cost.get('sample_ns'), '.0f')} ns, "
+            f"{fmt(cost.get('samples_share_of_time'), '.2%')} of the loop's time"
         )
     console.print(t)
     for loop in dh["loops"]:
@@ -551,7 +552,7 @@ def doctor_hooks(dh: dict, console) -> None:
             verdict = "met" if share <= 0.01 else "missed"
         console.print(
             f"   {verdict}: watched loop within 1% of the bare one at {loop['num_workers']} workers"
-            + (f" (the watch's CPU, {100 * share:.2f}% of a bare batch period)" if share is not None else "")
+            + (f" (the watch's CPU, {100 * share:.2f}% of the loop's time)" if share is not None else "")
             + f"; wall-clock median {r['estimate']:.3f}, interval reaching {r['high']:.3f}; load "
             f"{dh['load_start'][0]:.1f}"
         )
