@@ -119,15 +119,37 @@ def _rows(study: str) -> pd.DataFrame:
     return rows
 
 
-def _analyze(study: str):
-    """One study's analysis, with what its rows say about every claim (cached with it)."""
+def _analyze(task: tuple):
+    """One task of analysing a study (run in a worker process when there are several): ("claims", study) is what
+    the study's rows say about every claim, ("analysis", study) the rest of its analysis; apart, so that a study's
+    two halves go to two processes."""
     from loaderbench.analysis.claims import study_claims
     from loaderbench.analysis.table.scaling import analyze_study
 
+    what, study = task
     rows = _rows(study)
-    a = analyze_study(rows, study)
-    a.claims = study_claims(rows)
-    return a
+    return study_claims(rows) if what == "claims" else analyze_study(rows, study)
+
+
+#: The modules the parts import as they draw.
+_DRAWING = (
+    "loaderbench.analysis.figures.accelerator_busy",
+    "loaderbench.analysis.figures.questions",
+    "loaderbench.analysis.figures.rule_cost",
+    "loaderbench.analysis.figures.scaling",
+    "loaderbench.analysis.figures.usl_fit",
+    "loaderbench.analysis.report.layout",
+    "loaderbench.analysis.report.page",
+    "loaderbench.analysis.table.summary",
+)
+
+
+def _imported_before_forking(*modules: str) -> None:
+    """`modules` imported in this process, before it forks its workers: each worker would import them again."""
+    import importlib
+
+    for name in modules:
+        importlib.import_module(name)
 
 
 def _work(task: tuple):
@@ -204,8 +226,18 @@ def analyze_all(
     """One StudyAnalysis per study (`studies`, default all), studies in parallel processes when `jobs` > 1;
     reported to `progress` when given."""
     studies = sorted(df["study"].unique()) if studies is None else studies
-    tick = progress.stage(f"analysing {_studies(len(studies))}", len(studies)) if progress and studies else None
-    return map_tasks(_analyze, studies, jobs, tick, df=df)
+    tick = (
+        progress.stage(f"analysing {_studies(len(studies))}", 2 * len(studies), "parts")
+        if progress and studies
+        else None
+    )
+    _imported_before_forking("loaderbench.analysis.claims", "loaderbench.analysis.table.scaling")
+    tasks = [(what, s) for s in studies for what in ("analysis", "claims")]
+    done = map_tasks(_analyze, tasks, jobs, tick, df=df)
+    analyses = done[0::2]
+    for a, claims in zip(analyses, done[1::2]):
+        a.claims = claims
+    return analyses
 
 
 def _studies(n: int) -> str:
@@ -233,6 +265,7 @@ def draw_all(
     from loaderbench.analysis.figures.style import apply_theme
 
     apply_theme()
+    _imported_before_forking(*_DRAWING)
     by_study = {a.study: a for a in analyses}
     facts = {a.study: a.claims for a in (*drawn, *analyses) if a.claims is not None}
     missing: dict[str, list] = {}

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
 import pandas as pd
@@ -106,7 +106,9 @@ class _Cut:
             i += 1
 
 
-def curves(rows: pd.DataFrame, workloads: tuple[str, ...]) -> Iterator[tuple[str, str, int, dict[int, pd.DataFrame]]]:
+def curves(
+    rows: pd.DataFrame, workloads: tuple[str, ...]
+) -> Iterator[tuple[str, str, int, Mapping[int, pd.DataFrame]]]:
     """(label, workload, cores, {num_workers: ok rows}) per curve of the given workloads with two or more
     num_workers."""
     if _CURVES["of"]() is not rows:
@@ -118,29 +120,66 @@ def curves(rows: pd.DataFrame, workloads: tuple[str, ...]) -> Iterator[tuple[str
     return iter(_CURVES[key])
 
 
-def _curves(rows: pd.DataFrame, workloads: tuple[str, ...]) -> Iterator[tuple[str, str, int, dict[int, pd.DataFrame]]]:
+class ByWorkers(Mapping):
+    """One curve's rows by num_workers ({num_workers: rows}), `rows` sorted by num_workers (`workers`): each
+    num_workers's rows cut from them when first read (most readers read a few)."""
+
+    def __init__(self, rows: pd.DataFrame, workers: np.ndarray) -> None:
+        self.rows = rows
+        bounds = np.flatnonzero(np.diff(workers)) + 1
+        self._at = {int(workers[i]): (i, j) for i, j in zip(np.r_[0, bounds], np.r_[bounds, len(workers)])}
+        self._cut: dict[int, pd.DataFrame] = {}
+
+    def __getitem__(self, n: int) -> pd.DataFrame:
+        if n not in self._cut:
+            i, j = self._at[n]
+            self._cut[n] = self.rows.iloc[i:j]
+        return self._cut[n]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._at)
+
+    def __len__(self) -> int:
+        return len(self._at)
+
+
+def _curves(
+    rows: pd.DataFrame, workloads: tuple[str, ...]
+) -> Iterator[tuple[str, str, int, Mapping[int, pd.DataFrame]]]:
     plain = plain_rows(rows)
     plain = plain[col(plain, "workload").isin(workloads)] if not plain.empty else plain
     if plain.empty:
         return
-    n = pd.to_numeric(plain["num_workers"], errors="coerce").fillna(0)
+    n = pd.to_numeric(plain["num_workers"], errors="coerce").fillna(0).to_numpy()
     zero, rest = plain[n == 0], plain[n > 0]
+    at_zero, at_rest = np.flatnonzero(n == 0), np.flatnonzero(n > 0)
     keys = [
         a
         for a in AXIS_COLUMNS
         if a in plain and a not in ("num_workers", "cores") and rest[a].dropna().astype(str).nunique() > 1
     ]
     shared = [a for a in keys if a not in WORKER_ONLY_AXES]
-    for key, grp in rest.groupby(keys + ["cores"], dropna=False, sort=True):
+    # each axis of the num_workers = 0 rows as text once, not once per curve; the rows of a curve taken in one go
+    zero_text = {a: zero[a].astype(str).to_numpy() for a in shared}
+    zero_cores: dict[int, np.ndarray] = {}
+    workers = pd.to_numeric(plain["num_workers"], errors="coerce").to_numpy(dtype=float)
+    grouped = rest[keys + ["cores"]].assign(_at=np.arange(len(rest)))
+    for key, at in grouped.groupby(keys + ["cores"], dropna=False, sort=True)["_at"]:
         key = key if isinstance(key, tuple) else (key,)
         cores = int(key[-1])
-        mine = zero[zero["cores"] == cores]
+        if cores not in zero_cores:
+            zero_cores[cores] = np.asarray(zero["cores"] == cores, dtype=bool)
+        mine = zero_cores[cores]
+        first = int(at.iloc[0])
         for a in shared:
-            mine = mine[mine[a].astype(str) == str(grp[a].iloc[0])]
-        grp = pd.concat([mine, grp])
-        workload = str(grp["workload"].iloc[0])
+            mine = mine & (zero_text[a] == str(rest[a].iloc[first]))
+        taken = np.concatenate([at_zero[mine], at_rest[at.to_numpy()]])
+        workload = str(plain["workload"].iloc[taken[0]])
         label = " · ".join([workload] + [f"{a}={v}" for a, v in zip(keys, key[:-1]) if a != "workload"])
-        by = {int(w): r for w, r in grp.groupby("num_workers")}
+        taken = taken[~np.isnan(workers[taken])]  # as a groupby on num_workers drops a missing one
+        order = np.argsort(workers[taken], kind="stable")
+        w = workers[taken][order]
+        by = ByWorkers(plain.take(taken[order]), w)
         if len(by) >= 2:
             yield f"{label}, {cores} core{'s' if cores != 1 else ''}", workload, cores, by
 
@@ -155,10 +194,13 @@ def curve_rows(workloads: tuple[str, ...] | None = None) -> Callable[[pd.DataFra
 
     def frame(rows: pd.DataFrame) -> pd.DataFrame:
         which = workloads or tuple(sorted(set(col(rows, "workload").dropna().astype(str))))
-        parts = [r.assign(curve=label) for label, _, _, by in curves(rows, which) for r in by.values()]
+        parts, labels = [], []
+        for label, _, _, by in curves(rows, which):
+            parts.append(by.rows)
+            labels += [label] * len(by.rows)
         if not parts:
             return rows.iloc[0:0]
-        out = pd.concat(parts)
+        out = pd.concat(parts).assign(curve=pd.Series(labels, dtype=str).to_numpy())
         counted = {"ctx_involuntary", "end_to_end_samples_per_s", "total_s"} <= set(out.columns)
         return out.assign(switches_per_sample=_switches_per_sample(out) if counted else np.nan)
 

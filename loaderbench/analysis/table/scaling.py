@@ -317,6 +317,7 @@ def _curve(key: tuple, g: pd.DataFrame, cells: pd.DataFrame, rates: pd.DataFrame
 def _with_usl(curves: pd.DataFrame, ok: pd.DataFrame) -> pd.DataFrame:
     """`curves` with the USL fit of each (`usl_<column>` of loaderbench.analysis.table.usl.fit_usl_groups) over the ok
     rows."""
+    ok = _curve_columns(ok, "num_workers", "samples_per_s", "status")
     usl = fit_usl_groups(ok, by=CURVE_KEYS) if not ok.empty else pd.DataFrame(columns=[*CURVE_KEYS, "good", "reason"])
     if not usl.empty:
         usl_cols = usl.rename(columns={c: f"usl_{c}" for c in usl.columns if c not in CURVE_KEYS})
@@ -329,6 +330,12 @@ def _with_usl(curves: pd.DataFrame, ok: pd.DataFrame) -> pd.DataFrame:
     return curves
 
 
+def _curve_columns(rows: pd.DataFrame, *names: str) -> pd.DataFrame:
+    """`rows` with the curve's keys and those of `names` it has alone: what a reader of one curve reads, so that
+    cutting the rows by curve takes those columns only."""
+    return rows[[c for c in dict.fromkeys([*CURVE_KEYS, *names]) if c in rows]]
+
+
 def _curves(
     rows: pd.DataFrame, cells: pd.DataFrame, references: pd.DataFrame, values: dict, order: dict, within: float
 ) -> tuple[pd.DataFrame, list[str]]:
@@ -336,8 +343,9 @@ def _curves(
     when nothing was measured."""
     rates = _decode_rates(references)
     cell_groups = dict(list(cells.groupby(CURVE_KEYS, sort=False)))
+    read = _curve_columns(rows, "workload", "decoder", "num_workers", "samples_per_s", "status")
     curves = pd.DataFrame(
-        [_curve(key, g, cell_groups[key], rates, values, within) for key, g in rows.groupby(CURVE_KEYS, sort=False)]
+        [_curve(key, g, cell_groups[key], rates, values, within) for key, g in read.groupby(CURVE_KEYS, sort=False)]
     )
     notes = []
     if curves.empty:
@@ -353,6 +361,7 @@ def _rules(ok: pd.DataFrame, values: dict, order: dict, within: float) -> pd.Dat
     knee by a
     test,
     not a ratio of two runs."""
+    ok = _curve_columns(ok, "num_workers", "samples_per_s", "status", "uss_peak_bytes")
     rules = (
         evaluate_rules(ok, by=CURVE_KEYS, within=within)
         if not ok.empty
