@@ -27,10 +27,10 @@ def test_h100_records_load_from_a_cuda_device():
 def test_h100_ladder_decides_every_ladder_claim():
     df, _ = load_records(H100, use_cache=False)
     ladder = claims_table(df).query("question == 'ladder'")
-    assert len(ladder) == 11
+    assert len(ladder) == 12
     assert (ladder["verdict"] != NOT_MEASURED).all()
     published = ladder[ladder["number"].isin(["#39", "#1", "#27", "#42"])]
-    assert len(published) == 8 and (published["verdict"] == HOLDS).all(), published[["claim", "evidence"]].to_string()
+    assert len(published) == 9 and (published["verdict"] == HOLDS).all(), published[["claim", "evidence"]].to_string()
 
 
 def test_h100_gpu_feed_decides_its_rules_of_thumb():
@@ -64,7 +64,7 @@ def test_claims_this_machine_cannot_measure_point_to_the_reference():
 
     table = claims_table(load_records(H100, use_cache=False)[0].iloc[0:0])  # no records at all
     gpu = table[table["question"].isin(["ladder", "gpu-feed"])]
-    assert len(gpu) == 18 and (gpu["verdict"] == NOT_MEASURED).all()
+    assert len(gpu) == 19 and (gpu["verdict"] == NOT_MEASURED).all()
     cpu_side = gpu["number"].isin(["#3", "#4"])  # a simulated step on a CPU machine measures these
     assert gpu[cpu_side]["evidence"].str.contains("STUDY=loaderbench/studies/gpu-feed-small.toml").all()
     gpu = gpu[~cpu_side]
