@@ -69,9 +69,11 @@ def _result(floor_s: float) -> dict:
     }
 
 
-def test_the_floor_row_says_where_it_stands_against_the_cold_target():
-    assert "ABOVE the 30 s target" in floor_text(_result(TARGETS["cold_s"] + 1))
-    assert "under the 30 s target" in floor_text(_result(TARGETS["cold_s"] - 1))
+def test_the_floor_row_gives_its_parts_and_no_target_in_seconds():
+    # the cold total is held to a multiple of the floor of the same run, never to seconds that would read the machine
+    assert "target" not in floor_text(_result(40.0)) and "cold_s" not in TARGETS
+    cold = next(line for line in stage_lines(_result(40.0)) if line.startswith("cold total"))
+    assert "target" not in cold
     floor = [line for line in stage_lines(_result(40.0)) if line.startswith("floor")]
     assert len(floor) == 1 and "40.00" in floor[0] and "80.00" in floor[0]
     old = {k: v for k, v in _result(40.0).items() if not k.startswith(("floor", "parse_floor", "savefig"))}
