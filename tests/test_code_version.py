@@ -83,7 +83,7 @@ def test_every_source_named_exists_in_the_package(source):
 
 
 def test_a_study_drawn_by_other_code_is_drawn_again(tmp_path, monkeypatch):
-    from loaderbench.analysis.figures import draw_all
+    from loaderbench.analysis.figures import draw_all, study_cache
     from loaderbench.analysis.table.records import load_records
     from loaderbench.fake_records.studies import study_cells, study_records, write_records
 
@@ -92,5 +92,5 @@ def test_a_study_drawn_by_other_code_is_drawn_again(tmp_path, monkeypatch):
     df, _ = load_records(tmp_path / "r")
     assert draw_all.process_all(df, tmp_path / "f", jobs=1)[2] == []
     assert draw_all.process_all(df, tmp_path / "f", jobs=1)[2] == ["a"]
-    monkeypatch.setattr(draw_all, "code_version", lambda: "other code")
+    monkeypatch.setattr(study_cache, "code_version", lambda: "other code")  # what a study's key is made of
     assert draw_all.process_all(df, tmp_path / "f", jobs=1)[2] == []

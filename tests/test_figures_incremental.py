@@ -8,7 +8,8 @@ import os
 import re
 from pathlib import Path
 
-from loaderbench.analysis.figures.draw_all import STUDY_CACHE, process_all
+from loaderbench.analysis.figures.draw_all import process_all
+from loaderbench.analysis.figures.study_cache import STUDY_CACHE
 from loaderbench.analysis.table.records import load_records
 from loaderbench.fake_records.studies import study_cells, study_records, write_records
 from tests.figure_data import FIXTURE, differences, drawn, figure_study

@@ -145,9 +145,8 @@ def bench(
         process_all,
         report_all,
         report_key,
-        save_study_cache,
-        study_key,
     )
+    from loaderbench.analysis.figures.study_cache import save_study_cache, study_key
     from loaderbench.analysis.table.records import CACHE_NAME, load_records
 
     def report(analyses, figs, df, load, keys: dict, reused: list) -> tuple[list[Path], bool]:  # as draw_all.run
