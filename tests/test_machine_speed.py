@@ -129,3 +129,52 @@ def test_a_cpu_hog_on_the_cells_core_shows_as_others_share_and_is_measured_again
     ((earlier,),) = [rec.previous_attempts]
     assert earlier["status"] == "ok" and earlier["metrics"]["samples_per_s"] > 0
     assert earlier["metrics"]["machine"]["disturbed"]
+
+
+_CELL = """
+import json, os, sys
+os.environ["LOADERBENCH_CELL"] = str(os.getpid())  # as the runner's forked cell marks itself
+from loaderbench.measure.machine_speed import adopted_cpu_s, tree_cpu_s
+before, tree0 = adopted_cpu_s(os.getpid()), tree_cpu_s(os.getpid())
+r, w = os.pipe()
+os.set_inheritable(w, True)
+if os.fork() == 0:  # daemonise, as torch_shm_manager does: the grandchild is adopted by the subreaper above
+    if os.fork() == 0:
+        devnull = os.open(os.devnull, os.O_WRONLY)  # a daemon lets go of the cell's output
+        os.dup2(devnull, 1), os.dup2(devnull, 2)
+        spin = "import os, time\\nwhile time.process_time() < 0.3: pass\\n"
+        spin += f"os.write({w}, str(os.getpid()).encode())\\ntime.sleep(60)"
+        os.execv(sys.executable, [sys.executable, "-c", spin])
+    os._exit(0)
+os.wait()
+daemon = int(os.read(r, 32))
+after, tree1 = adopted_cpu_s(os.getpid()), tree_cpu_s(os.getpid())
+print(json.dumps({"before": before, "after": after, "tree_s": tree1 - tree0, "daemon": daemon}))
+"""
+
+_RUNNER = """
+import ctypes, json, os, signal, subprocess, sys
+ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER, as the runner
+out = json.loads(subprocess.run([sys.executable, sys.argv[1]], capture_output=True, text=True, check=True).stdout)
+os.kill(out["daemon"], signal.SIGKILL)
+os.waitpid(out["daemon"], 0)
+print(json.dumps(out))
+"""
+
+
+def test_a_program_the_cell_started_that_left_its_tree_counts_as_the_cells_not_as_others(tmp_path):
+    """A daemonised helper of the cell (torch_shm_manager under file_system sharing double-forks, so the runner
+    adopts it) spends CPU on the cell's cores: it is the cell's work, so it must not count as other processes.
+    Here it spins for 0.3 s of CPU: the cell's own tree misses that time, the adopted programs' CPU holds it."""
+    import json
+
+    cell, runner = tmp_path / "cell.py", tmp_path / "runner.py"
+    cell.write_text(_CELL)
+    runner.write_text(_RUNNER)
+    proc = subprocess.run([sys.executable, str(runner), str(cell)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    daemon = str(out["daemon"])
+    tick = 1 / ms.CLK_TCK
+    assert daemon not in out["before"] and out["after"][daemon] >= 0.3 - tick, out
+    assert out["tree_s"] < 0.3 - tick, out  # the cell's tree alone does not see the daemon's work

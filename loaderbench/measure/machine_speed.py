@@ -35,7 +35,7 @@ import statistics
 import time
 from typing import Any
 
-from loaderbench.measure.probes import tree_pids
+from loaderbench.measure.probes import CELL_MARK, tree_pids
 
 PY_ITERATIONS = 100_000  # one reference unit: about 13 ms of the loop on a 2020s x86 core
 PY_REPEATS = 3  # units timed per core, each side of the window
@@ -144,6 +144,39 @@ def tree_cpu_s(pid: int) -> float:
     return total / CLK_TCK
 
 
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        for t in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{t}/children") as fh:
+                out += [int(c) for c in fh.read().split()]
+    except (OSError, ValueError):
+        pass
+    return out
+
+
+def _carries_mark(pid: int, mark: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            return mark in fh.read().split(b"\0")
+    except OSError:  # gone, or not ours to read
+        return False
+
+
+def adopted_cpu_s(pid: int) -> dict[int, float]:
+    """CPU seconds of each program the cell `pid` started that has left its tree: a daemonised torch_shm_manager
+    (one per process that shares tensors under file_system) is re-parented to the runner (a subreaper) or to init,
+    and carries the cell's mark (CELL_MARK) in its environment. Keyed by pid, so that one that exits between two
+    readings drops out of both rather than counting against the cell."""
+    mark = f"{CELL_MARK}={pid}".encode()
+    out: dict[int, float] = {}
+    for parent in {os.getppid(), 1}:
+        for child in _children(parent):
+            if child != pid and child not in out and _carries_mark(child, mark):
+                out[child] = tree_cpu_s(child)
+    return out
+
+
 def cpu_mhz(cpus: list[int]) -> list[float] | None:
     """The cores' current frequency in MHz, None where cpufreq is not exposed."""
     out = []
@@ -172,13 +205,16 @@ class MachineWatch:
         self.before = run_reference(self.cpus)
         self.mhz_before = cpu_mhz(self.cpus)
         self.cell_cpu0 = tree_cpu_s(self.pid)
+        self.adopted0 = adopted_cpu_s(self.pid)
         self.ticks0 = cpu_ticks(self.cpus)
         self.t0 = time.perf_counter()
 
     def stop(self) -> dict[str, Any]:
         window_s = time.perf_counter() - self.t0
         ticks1 = cpu_ticks(self.cpus)
-        cell_cpu_s = tree_cpu_s(self.pid) - self.cell_cpu0
+        adopted = adopted_cpu_s(self.pid)
+        adopted_s = sum(cpu - self.adopted0.get(p, 0.0) for p, cpu in adopted.items())
+        cell_cpu_s = tree_cpu_s(self.pid) - self.cell_cpu0 + adopted_s
         mhz_after = cpu_mhz(self.cpus)
         after = run_reference(self.cpus)
         before = self.before
@@ -191,6 +227,7 @@ class MachineWatch:
             "jpeg_change": _change(before["jpeg_per_s"], after["jpeg_per_s"]),
             "window_s": window_s,
             "cell_cpu_s": cell_cpu_s,
+            "adopted_cpu_s": adopted_s,
             "cpu_mhz_before": self.mhz_before,
             "cpu_mhz_after": mhz_after,
             "cpu_mhz": statistics.fmean(self.mhz_before + mhz_after) if self.mhz_before and mhz_after else None,

@@ -178,7 +178,8 @@ class MachineSpeed(TypedDict, total=False):
     python_change: Annotated[float, Column("ref_python_change")]  # after / before - 1
     jpeg_change: Annotated[float, Column("ref_jpeg_change")]
     window_s: float  # the span the kernel's counts cover
-    cell_cpu_s: float  # CPU time of the cell's process tree in it
+    cell_cpu_s: float  # CPU time of the cell's process tree in it, adopted_cpu_s included
+    adopted_cpu_s: float  # of which the programs the cell started that left its tree (a daemonised torch_shm_manager)
     steal_fraction: Annotated[float | None, COLUMN]  # of the cell's cores' time; None without /proc/stat
     others_cpu_s: float | None  # CPU time of other processes on the cell's cores
     others_share: Annotated[float | None, COLUMN]  # others_cpu_s over window_s x cores
