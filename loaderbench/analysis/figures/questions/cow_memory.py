@@ -33,28 +33,13 @@ def _layout(sm: str, n, frozen: bool, sep: str = ", ") -> str:
 
 
 def _timeline_rows(ok: pd.DataFrame) -> pd.DataFrame:
-    """One row per probe sample with all workers alive: t since the first such sample, USS/PSS per worker."""
+    """One row per probe sample with all workers alive: t since the first such sample, USS per worker."""
     out = []
     for _, r in ok.iterrows():
         n = int(r["num_workers"])
         alive = alive_samples(r.get("memory_timeline"), n)
-        if not alive:
-            continue
-        t0 = alive[0][0]
-        for s in alive:
-            out.append(
-                {
-                    "cell_id": r["cell_id"],
-                    "repetition": r["repetition"],
-                    "index_backing": r["index_backing"],
-                    "start_method": r["start_method"],
-                    "num_workers": n,
-                    "frozen": r["frozen"],
-                    "t": s[0] - t0,
-                    "uss_mib": s[5] / MIB / n,
-                    "pss_mib": s[3] / MIB / n,
-                }
-            )
+        cell = {k: r[k] for k in ("repetition", "index_backing", "start_method", "frozen")} | {"num_workers": n}
+        out += [cell | {"t": s[0] - alive[0][0], "uss_mib": s[5] / MIB / n} for s in alive]
     return pd.DataFrame(out)
 
 
@@ -75,9 +60,7 @@ def _timelines(axes, tl: pd.DataFrame, combos, palette: dict) -> None:
                 alpha=0.75,
                 label=b if rep == sub[sub["index_backing"] == b]["repetition"].min() else "_nolegend_",
             )
-        ax.set_title(_layout(sm, n, frozen))
-        ax.set_xlabel("time since all workers were up (s)")
-        ax.set_ylabel("USS per worker (MiB)")
+        ax.set(title=_layout(sm, n, frozen), xlabel="time since all workers were up (s)", ylabel="USS per worker (MiB)")
         ax.set_ylim(bottom=0)
         ax.set_xlim(-0.03 * t_max, 1.03 * t_max)
         sns.despine(ax=ax)
@@ -95,9 +78,7 @@ def _growth_bars(axes, ok: pd.DataFrame, layouts: list[str], backings: list[str]
         lay = [x for x in layouts if x in set(data["layout"])]
         points += bars(ax, data, "layout", metric, "index_backing", lay, backings, [palette[b] for b in backings])
         ax.axhline(0, color="0.5", lw=0.6)
-        ax.set_xlabel("")
-        ax.set_ylabel(label)
-        ax.set_title(title)
+        ax.set(xlabel="", ylabel=label, title=title)
     for ax in axes[len(BARS) :]:
         ax.set_visible(False)
     return points

@@ -12,10 +12,9 @@ import seaborn as sns
 
 from loaderbench.analysis.claims import GPU_ONLY, PUBLISHED
 from loaderbench.analysis.figures.kinds import Answer
-from loaderbench.analysis.figures.questions.shared import bars, drawable, ratio_note
+from loaderbench.analysis.figures.questions.shared import bars, drawable, ratio_note, ratios
 from loaderbench.analysis.table.derive import RUNGS, ladder_rung, on_gpu
 from loaderbench.analysis.table.records import col
-from loaderbench.stats.comparison import compare
 
 METRIC = "end_to_end_samples_per_s"
 
@@ -24,22 +23,11 @@ def _speedups(ok: pd.DataFrame, rungs: list[str]) -> tuple[pd.DataFrame, list]:
     """Per rung: our ratio over the baseline with its interval, whether it ran on a GPU, the published ratio; and
     the comparisons behind the ratios."""
     base = ok[ok["rung"] == "baseline"][METRIC]
-    sp, comps = [], []
-    for r in rungs:
-        c = compare(base, ok[ok["rung"] == r][METRIC])
-        if r != "baseline":
-            comps.append(c)
-        sp.append(
-            {
-                "rung": r,
-                "ratio": c.ratio,
-                "lo": c.ci_low,
-                "hi": c.ci_high,
-                "gpu": on_gpu(ok[ok["rung"] == r]),
-                "published": 1.0 if r == "baseline" else PUBLISHED.get(r, np.nan),
-            }
-        )
-    return pd.DataFrame(sp), comps
+    mine = {r: ok[ok["rung"] == r] for r in rungs}
+    published = {r: 1.0 if r == "baseline" else PUBLISHED.get(r, np.nan) for r in rungs}
+    fields = {r: {"rung": r, "gpu": on_gpu(mine[r]), "published": published[r]} for r in rungs}
+    sp, comps = ratios((fields[r], base, mine[r][METRIC]) for r in rungs)
+    return sp, [c for r, c in zip(rungs, comps) if r != "baseline"]
 
 
 def _speedup_panel(ax, sp: pd.DataFrame, device: str) -> None:
@@ -75,8 +63,7 @@ def _speedup_panel(ax, sp: pd.DataFrame, device: str) -> None:
 def _throughput_panel(ax, ok: pd.DataFrame, rungs: list[str]) -> list[tuple]:
     """End-to-end throughput per rung; returns the bars (parts.bars)."""
     points = bars(ax, ok, "rung", METRIC, None, rungs)
-    ax.set_xlabel("")
-    ax.set_ylabel("end-to-end throughput (samples/s)")
+    ax.set(xlabel="", ylabel="end-to-end throughput (samples/s)")
     shape = {c: pd.to_numeric(col(ok, c), errors="coerce").max() for c in ("epochs", "measure_batches", "batch_size")}
     ax.set_title(
         f"{shape['epochs']:g} epochs x {shape['measure_batches']:g} batches of {shape['batch_size']:g}, wall time"

@@ -11,10 +11,13 @@ import pandas as pd
 import seaborn as sns
 
 from loaderbench.analysis.figures.kinds import Answer
-from loaderbench.analysis.figures.questions.shared import drawable, line_points
+from loaderbench.analysis.figures.questions.shared import drawable, median_line
 from loaderbench.analysis.table.derive import ranks
 from loaderbench.analysis.table.environment import env_one
 from loaderbench.analysis.table.records import col
+
+#: how the repetitions are drawn beside each line
+DOTS = {"s": 9, "color": "0.1"}
 
 
 def _past_the_cores(cores: float, ns) -> float | None:
@@ -27,13 +30,12 @@ def _past_the_cores(cores: float, ns) -> float | None:
 
 def _workers_panel(ax, sub: pd.DataFrame, workload: str, ns: list) -> list[tuple]:
     """One loader's throughput against num_workers (`ns`: every panel's, so they share the axis), one line per
-    core count, more workers than cores shaded; returns the medians drawn (parts.line_points)."""
+    core count, more workers than cores shaded; returns the medians drawn."""
     lo, hi = min(ns), max(ns)
     ax.set_xlim(lo - 0.4, hi + 0.4)
+    points = []
     for c, g in sub.groupby("cores"):
-        med = g.groupby("num_workers")["samples_per_s"].median()
-        ax.plot(med.index, med.values, marker="o", lw=1.5, label=f"{c} cores")
-        ax.scatter(g["num_workers"], g["samples_per_s"], s=9, color="0.1", zorder=3)
+        points += median_line(ax, g, "num_workers", "samples_per_s", DOTS, marker="o", lw=1.5, label=f"{c} cores")
         ax.axvline(c, color="0.3", ls=":", lw=1)
         start = _past_the_cores(c, g["num_workers"])
         if start is not None:
@@ -45,37 +47,30 @@ def _workers_panel(ax, sub: pd.DataFrame, workload: str, ns: list) -> list[tuple
     ax.set_ylabel("throughput (samples/s)")
     ax.set_title(f"{workload}: more workers than cores (shaded)")
     sns.despine(ax=ax)
-    return line_points(ax, sub, "num_workers", "samples_per_s", ["cores"])
+    return points
 
 
 def _ranks_panel(ax, single: pd.DataFrame, multi: pd.DataFrame, cores: int) -> list[tuple]:
     """Throughput of all ranks against the workers in all, one line per workload, rank count and rank mode
-    (side by side or DDP); returns the medians drawn (parts.line_points)."""
+    (side by side or DDP); returns the medians drawn."""
     points = []
     for w in sorted(set(multi["workload"])):
         both = pd.concat([single[single["workload"] == w], multi[multi["workload"] == w]])
         for (r, mode), g in both.groupby(["ranks", "rank_mode"]):
-            med = g.groupby("total_workers")["samples_per_s"].median()
-            ax.plot(
-                med.index,
-                med.values,
-                marker="o" if r == 1 else "s",
-                lw=1.5,
-                label=f"{w}, {r} rank{'s' if r > 1 else ''}" + (" (DDP)" if mode == "ddp" else ""),
+            label = f"{w}, {r} rank{'s' if r > 1 else ''}" + (" (DDP)" if mode == "ddp" else "")
+            line = median_line(
+                ax, g, "total_workers", "samples_per_s", DOTS, marker="o" if r == 1 else "s", lw=1.5, label=label
             )
-            ax.scatter(g["total_workers"], g["samples_per_s"], s=9, color="0.1", zorder=3)
-            points += line_points(ax, g, "total_workers", "samples_per_s", [])
-            if r > 1:
-                for n in sorted(set(g["num_workers"])):
-                    t = n * r
-                    ax.annotate(
-                        f"W={n}", (t, med.get(t, np.nan)), textcoords="offset points", xytext=(3, 4), fontsize=7
-                    )
+            points += line
+            medians = {x: median for _, x, median, _ in line}
+            for n in sorted(set(g["num_workers"])) if r > 1 else []:
+                ax.annotate(
+                    f"W={n}", (n * r, medians.get(n * r, np.nan)), textcoords="offset points", xytext=(3, 4), fontsize=7
+                )
     ax.axvline(cores, color="0.3", ls=":", lw=1)
     ax.text(cores, 0.02, " R x W = cores", transform=ax.get_xaxis_transform(), fontsize=7, color="0.3")
     ax.set_ylim(bottom=0)
-    ax.set_xlabel("workers in all (ranks x num_workers)")
-    ax.set_ylabel("throughput of all ranks (samples/s)")
+    ax.set(xlabel="workers in all (ranks x num_workers)", ylabel="throughput of all ranks (samples/s)")
     modes = set(multi["rank_mode"])
     title = "ranks side by side and DDP" if "ddp" in modes else "DDP-like: ranks side by side"
     ax.set_title("real DDP ranks" if modes == {"ddp"} else title)

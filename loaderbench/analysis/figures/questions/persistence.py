@@ -13,9 +13,8 @@ import seaborn as sns
 
 from loaderbench.analysis.figures.kinds import Answer
 from loaderbench.analysis.figures.questions.persistence_state import is_state_study, persistent_state
-from loaderbench.analysis.figures.questions.shared import bars, drawable, line_points, plain_log, ratio_note
+from loaderbench.analysis.figures.questions.shared import bars, drawable, line_points, plain_log, ratio_note, ratios
 from loaderbench.analysis.table.records import is_true
-from loaderbench.stats.comparison import compare
 
 HUE_ORDER = ["restarted each epoch", "persistent"]
 #: The tutorial's whole-run speed-up with persistent workers (10 epochs, GPU), drawn for reference.
@@ -66,22 +65,12 @@ def _epoch_panel(ax, ep: pd.DataFrame, order: list[str], pal: dict, top: int) ->
 
 def _speedups(ok: pd.DataFrame) -> tuple[pd.DataFrame, list]:
     """Per start method and epoch count: total run time without / with persistent workers, and the comparisons."""
-    sp, comps = [], []
+    pairs = []
     for (sm, e), g in ok.groupby(["start_method", "epochs"]):
-        on, off = g[g["workers"] == "persistent"]["total_s"], g[g["workers"] != "persistent"]["total_s"]
-        c = compare(on, off)
-        comps.append(c)
-        if np.isfinite(c.ratio):
-            sp.append(
-                {
-                    "start_method": sm,
-                    "epochs": f"{int(e)} epoch{'s' if e > 1 else ''}",
-                    "ratio": c.ratio,
-                    "lo": c.ci_low,
-                    "hi": c.ci_high,
-                }
-            )
-    return pd.DataFrame(sp), comps
+        on, epochs = g["workers"] == "persistent", f"{int(e)} epoch{'s' if e > 1 else ''}"
+        pairs.append(({"start_method": sm, "epochs": epochs}, g[on]["total_s"], g[~on]["total_s"]))
+    sp, comps = ratios(pairs)
+    return sp[np.isfinite(sp["ratio"])], comps
 
 
 def _speedup_panel(ax, sp: pd.DataFrame, order: list[str]) -> None:

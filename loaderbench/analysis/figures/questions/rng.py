@@ -55,8 +55,7 @@ def rng_duplicates(df: pd.DataFrame, study: str, out: Path) -> list[Path]:
         linewidths=0.5,
         annot_kws={"fontsize": 8},
     )
-    ax.set_xlabel("source of the draw / repeats another draw of the ...")
-    ax.set_ylabel("")
+    ax.set(xlabel="source of the draw / repeats another draw of the ...", ylabel="")
     ax.tick_params(axis="x", labelrotation=0)
     return Answer(
         "rng",

@@ -1,7 +1,9 @@
 """Pieces every question figure shares: the rows it may draw (or NothingToDraw, and a placeholder saying why),
-median bars with the repetitions as dots, a plain log axis, the header naming the verdicts of the question's
-claims (computed by loaderbench.analysis.claims, never written by hand), and saving with a note above the provenance
-footer that says how many repetitions are behind each bar or point (printed at the ones that differ).
+median bars with the repetitions as dots, the marks a figure of another shape than the kinds draws its panels with
+(a line of medians, one median bar, ratios of medians with their intervals), a plain log axis, the header naming
+the verdicts of the question's claims (computed by loaderbench.analysis.claims, never written by hand), and saving
+with a note above the provenance footer that says how many repetitions are behind each bar or point (printed at the
+ones that differ).
 
 A point is `(ax, x, y, n)`: where a bar or point was drawn and how many repetitions it is the median of."""
 
@@ -20,6 +22,7 @@ from loaderbench.analysis.claims import claims_for
 from loaderbench.analysis.figures.style import mark_n, provenance, repetitions_text, usual_n
 from loaderbench.analysis.figures.style import save as save_figure
 from loaderbench.analysis.table.records import ok_mask, ok_rows
+from loaderbench.stats.comparison import Comparison, compare
 from loaderbench.stats.intervals import pct
 
 
@@ -101,6 +104,40 @@ def line_points(ax, data: pd.DataFrame, x: str, y: str, by: list[str]) -> list[t
     """The medians drawn as points at each `x` of each `by` group, as points (ax, x, median, n)."""
     data = data[np.isfinite(pd.to_numeric(data[y], errors="coerce"))]
     return [(ax, float(k[-1]), float(np.median(g[y])), len(g)) for k, g in data.groupby([*by, x], sort=False)]
+
+
+def median_line(ax, rows: pd.DataFrame, x: str, y: str, dots: dict, **line) -> list[tuple]:
+    """A line of the medians of `y` (its finite values) at each `x` of `rows`, drawn with ax.plot's keywords
+    `line`, every repetition a dot drawn with ax.scatter's keywords `dots`: its points (ax, x, median, n) for the
+    note; nothing where `rows` hold no finite `y`."""
+    values = pd.to_numeric(rows[y], errors="coerce")
+    finite = np.isfinite(values.to_numpy(dtype=float))
+    medians = values[finite].groupby(rows[x].to_numpy()[finite]).median()
+    if medians.empty:
+        return []
+    ax.plot(medians.index, medians.values, **line)
+    ax.scatter(rows[x], values, zorder=3, **dots)
+    return line_points(ax, rows, x, y, [])
+
+
+def median_bar(ax, x: float, values, **bar) -> tuple:
+    """A bar at `x` of the median of `values` (drawn with ax.bar's keywords `bar`), each of them a black dot on it:
+    its point (ax, x, median, n) for the note."""
+    median = float(np.median(values))
+    ax.bar(x, median, **bar)
+    ax.plot([x] * len(values), values, "o", color="black", ms=3)
+    return (ax, x, median, len(values))
+
+
+def ratios(pairs) -> tuple[pd.DataFrame, list[Comparison]]:
+    """Per (fields, a, b) of `pairs`: the fields with b's median over a's ("ratio") and its distribution-free
+    interval ("lo", "hi"), a row each; and the comparisons behind them (their coverage: ratio_note)."""
+    rows, comparisons = [], []
+    for fields, a, b in pairs:
+        c = compare(a, b)
+        comparisons.append(c)
+        rows.append({**fields, "ratio": c.ratio, "lo": c.ci_low, "hi": c.ci_high})
+    return pd.DataFrame(rows) if rows else pd.DataFrame(columns=["ratio", "lo", "hi"], dtype=float), comparisons
 
 
 def plain_log(ax, axis: str = "y") -> None:

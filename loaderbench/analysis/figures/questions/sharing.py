@@ -58,9 +58,7 @@ def _outcome_grid(ax, rows: pd.DataFrame, cells: list[str]) -> None:
     ax.grid(which="minor", color="white", lw=1)
     ax.tick_params(which="both", length=0)
     sns.despine(ax=ax, left=True, bottom=True)
-    ax.set_xlabel("workers x tensors per sample")
-    ax.set_ylabel("")
-    ax.set_title("repetitions ok (EMFILE: ran out of descriptors)")
+    ax.set(xlabel="workers x tensors per sample", ylabel="", title="repetitions ok (EMFILE: ran out of descriptors)")
     ax.tick_params(axis="x", labelrotation=30)
 
 

@@ -11,7 +11,7 @@ import pandas as pd
 import seaborn as sns
 
 from loaderbench.analysis.figures.kinds import Answer, legend_of
-from loaderbench.analysis.figures.questions.shared import NothingToDraw
+from loaderbench.analysis.figures.questions.shared import NothingToDraw, median_bar
 from loaderbench.analysis.questions.shm_size import SWEEPS, cell_states, leak_rows, sized_rows
 from loaderbench.analysis.table.records import col
 
@@ -43,9 +43,9 @@ def shm_peak_by_setting(df: pd.DataFrame, study: str, out: Path) -> list[Path]:
             reps = rows[(rows["cell_id"] == c["cell_id"]) & (rows["status"] == "ok")]["shm_peak_bytes"] / 2**20
             x = xs[c[axis]]
             if len(reps):
-                ax.bar(x, float(np.median(reps)), color=pal[0], width=0.6, label=f"peak used (own {top} MiB /dev/shm)")
-                ax.plot([x] * len(reps), reps, "o", color="black", ms=3)
-                points.append((ax, x, float(np.median(reps)), len(reps)))
+                points.append(
+                    median_bar(ax, x, reps, color=pal[0], width=0.6, label=f"peak used (own {top} MiB /dev/shm)")
+                )
             if pd.notna(c["needed_mb"]):
                 ax.plot([x - 0.3, x + 0.3], [c["needed_mb"]] * 2, "-", color=pal[2], lw=2, label="computed need")
         for size, colour in zip(sorted(states["shm_size_mb"].unique())[:-1], (3, 1, 4, 5)):
@@ -84,13 +84,11 @@ def segments_left(df: pd.DataFrame, study: str, out: Path) -> list[Path]:
             v = rows[(rows["case"] == case) & (rows["sharing_strategy"] == s)]["shm_left_segments"].astype(float)
             if v.empty:
                 continue
-            x = i + (j - 0.5) * 0.35
-            ax.bar(x, float(np.median(v)), width=0.33, color=pal[j], label=case if i == 0 else None)
-            ax.plot([x] * len(v), v, "o", color="black", ms=3)
-            points.append((ax, x, float(np.median(v)), len(v)))
+            points.append(
+                median_bar(ax, i + (j - 0.5) * 0.35, v, width=0.33, color=pal[j], label=case if i == 0 else None)
+            )
     ax.set_xticks(range(len(strategies)), strategies)
-    ax.set_xlabel("sharing strategy")
-    ax.set_ylabel("segments left in /dev/shm")
+    ax.set(xlabel="sharing strategy", ylabel="segments left in /dev/shm")
     sns.despine(ax=ax)
     return Answer(
         "shm-size",

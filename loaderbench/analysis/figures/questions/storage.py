@@ -17,14 +17,9 @@ import seaborn as sns
 
 from loaderbench.analysis.claims import pick
 from loaderbench.analysis.figures.kinds import Answer
-from loaderbench.analysis.figures.questions.shared import NothingToDraw, bars, drawable, line_points, plain_log
+from loaderbench.analysis.figures.questions.shared import NothingToDraw, bars, drawable, median_line, plain_log
 from loaderbench.analysis.figures.style import throughput_axis, workers_axis
 from loaderbench.stats.verdicts import g
-
-
-def _medians(rows: pd.DataFrame, x: str, y: str) -> pd.Series:
-    v = rows.assign(_y=pd.to_numeric(rows[y], errors="coerce"))
-    return v[np.isfinite(v["_y"])].groupby(x)["_y"].median().sort_index()
 
 
 def service_time_s(rows: pd.DataFrame) -> float | None:
@@ -40,14 +35,10 @@ def littles_law(workers, latency_ms: float, service_s: float) -> np.ndarray:
     return np.asarray(workers, dtype=float) / (latency_ms / 1000 + service_s)
 
 
-def _line(ax, rows, x, y, color, label, points, ls="-", marker="o") -> None:
-    m = _medians(rows, x, y)
-    if m.empty:
-        return
-    ax.plot(m.index, m.values, ls=ls, marker=marker, ms=4, lw=1.4, color=color, label=label)
-    v = rows.assign(_y=pd.to_numeric(rows[y], errors="coerce"))
-    ax.scatter(v[x], v["_y"], s=7, color="0.15", zorder=3, lw=0)
-    points += line_points(ax, rows, x, y, [])
+def _line(ax, rows, color, label, ls="-", marker="o", x="num_workers", y="samples_per_s") -> list[tuple]:
+    """Every panel's line: medians against `x` (num_workers), the repetitions as small dots."""
+    dots = {"s": 7, "color": "0.15", "lw": 0}
+    return median_line(ax, rows, x, y, dots, ls=ls, marker=marker, ms=4, lw=1.4, color=color, label=label)
 
 
 def workers_x(ax, ns, cores_text: str) -> None:
@@ -60,10 +51,10 @@ def latency_hidden(ax, ok, http, palette, points) -> str:
     """Panel 1: throughput vs workers, local and each latency, with Little's law dashed."""
     service = service_time_s(http)
     local = pick(ok, storage="local", workload="jpeg", jpeg_stage="read")
-    _line(ax, local, "num_workers", "samples_per_s", "0.45", "local disk", points, marker="s")
+    points += _line(ax, local, "0.45", "local disk", marker="s")
     for latency, color in palette.items():
         rows = http[http["latency_ms"] == latency]
-        _line(ax, rows, "num_workers", "samples_per_s", color, f"HTTP {g(latency)} ms", points)
+        points += _line(ax, rows, color, f"HTTP {g(latency)} ms")
         if service is not None and latency > 0:
             ws = np.array(sorted(rows["num_workers"].unique()), dtype=float)
             ax.plot(ws, littles_law(ws, latency, service), ls="--", lw=0.9, color=color)
@@ -91,16 +82,8 @@ def bandwidth_cap(ax, http_all, palette, points) -> bool:
             & (http_all["http_client"] == "pooled")
         ]
         rows = rows[rows["http_client"] == "pooled"]
-        _line(ax, twin, "num_workers", "storage_payload_mbit_per_s", color, f"{g(latency)} ms, no cap", points, ls=":")
-        _line(
-            ax,
-            rows,
-            "num_workers",
-            "storage_payload_mbit_per_s",
-            color,
-            f"{g(latency)} ms, {g(mbit)} Mbit/s cap",
-            points,
-        )
+        points += _line(ax, twin, color, f"{g(latency)} ms, no cap", ls=":", y="storage_payload_mbit_per_s")
+        points += _line(ax, rows, color, f"{g(latency)} ms, {g(mbit)} Mbit/s cap", y="storage_payload_mbit_per_s")
         ax.axhline(mbit, color=color, lw=0.9, ls="--")
         ax.annotate(
             f"cap {g(mbit)} Mbit/s",
@@ -124,16 +107,7 @@ def connection_per_request(ax, http_all, palette, points) -> None:
     for latency in both:
         for client, ls in (("pooled", "-"), ("per_request", "--")):
             rows = uncapped[(uncapped["latency_ms"] == latency) & (uncapped["http_client"] == client)]
-            _line(
-                ax,
-                rows,
-                "num_workers",
-                "samples_per_s",
-                palette.get(latency, "C0"),
-                f"{g(latency)} ms {client}",
-                points,
-                ls=ls,
-            )
+            points += _line(ax, rows, palette.get(latency, "C0"), f"{g(latency)} ms {client}", ls=ls)
     plain_log(ax)
     throughput_axis(ax)
     ax.set_title("a new connection per request (dashed)\nvs one kept alive per worker", fontsize=9)
@@ -153,18 +127,9 @@ def cpu_pipeline(ax, ok, palette, points) -> None:
                     & (rows["http_client"] == "pooled")
                 ]
                 for latency, r in rows.groupby("latency_ms"):
-                    _line(
-                        ax,
-                        r,
-                        "num_workers",
-                        "samples_per_s",
-                        palette.get(latency, "C0"),
-                        f"{stage}, HTTP {g(latency)} ms",
-                        points,
-                        ls=ls,
-                    )
+                    points += _line(ax, r, palette.get(latency, "C0"), f"{stage}, HTTP {g(latency)} ms", ls=ls)
             else:
-                _line(ax, rows, "num_workers", "samples_per_s", "0.45", f"{stage}, local", points, ls=ls, marker="s")
+                points += _line(ax, rows, "0.45", f"{stage}, local", ls=ls, marker="s")
     plain_log(ax)
     throughput_axis(ax)
     ax.set_title("decode + augment on the CPU (solid)\nvs reading only (dotted)", fontsize=9)
@@ -178,9 +143,9 @@ def first_batch(ax, http, points) -> None:
     pal = sns.color_palette("rocket", len(shown))
     for w, color in zip(shown, pal):
         rows = http[http["num_workers"] == w]
-        _line(ax, rows, "latency_ms", "time_to_first_batch_s", color, f"{w} worker{'s' if w != 1 else ''}", points)
-    ax.set_xlabel("added round-trip latency (ms)")
-    ax.set_ylabel("time to first batch (s)")
+        label = f"{w} worker{'s' if w != 1 else ''}"
+        points += _line(ax, rows, color, label, x="latency_ms", y="time_to_first_batch_s")
+    ax.set(xlabel="added round-trip latency (ms)", ylabel="time to first batch (s)")
     ax.set_title("time to first batch vs latency", fontsize=9)
     ax.legend(fontsize=7, frameon=False)
 
@@ -219,8 +184,7 @@ def shard_passes(ax, ok, points) -> None:
             color="0.2",
         )
     ax.set_ylim(0, top * 1.25)
-    ax.set_xlabel("")
-    ax.set_ylabel("duplicate samples (% of those seen)")
+    ax.set(xlabel="", ylabel="duplicate samples (% of those seen)")
     ax.set_title("streamed shards: duplicates and missing samples\n(missing: most in a complete pass)", fontsize=9)
     ax.tick_params(axis="x", labelsize=7)
 
