@@ -11,6 +11,10 @@ FIGURES ?= figures
 FORMATS ?= png
 CLUSTER ?= slurm
 PYTEST_ARGS ?=
+# pytest-xdist workers for `make test`: half again as many as the CPUs this process may use (2 on 1, 3 on 2). The
+# suite waits for much of its time (Slurm jobs in other processes, sleeping cells and workers, the doctor's known
+# sleeps, fresh interpreters starting), so a worker per CPU leaves CPUs idle; `make test-stress` runs the same
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n > 1 ? n * 3 / 2 : 2 )))
 RUN_ARGS ?=
 BENCH_ARGS ?=
 TUNE_ARGS ?=
@@ -47,7 +51,7 @@ check: setup  ## static checks: the import layers (import-linter), lint and form
 	$(PY) -m mypy
 
 test: setup storage-tools report-tools check  ## the static checks, then the test suite in parallel
-	$(PY) -m pytest -n auto --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # nginx and iproute2 for storage = "http" cells and their tests; exit 75 (no package archive) and 77 (not root)
 # leave the tests to say what is missing
@@ -63,7 +67,7 @@ report-tools:  ## install chromium when missing (Debian; needs root)
 		else exit $$rc; fi; }
 
 test-stress: setup storage-tools  ## the suite STRESS_RUNS times (default 5) beside two CPU hogs; not part of test or CI
-	PY=$(PY) PYTEST_ARGS="$(PYTEST_ARGS)" tests/stress.sh
+	PY=$(PY) PYTEST_ARGS="$(PYTEST_ARGS)" TEST_WORKERS=$(TEST_WORKERS) tests/stress.sh
 
 bench: setup  ## benchmarks of the suite itself (BENCH_ARGS=--quick shortens them)
 	$(PY) -m loaderbench.bench --out $(RESULTS)/bench.json $(BENCH_ARGS)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Flaky-test hunt: run the whole suite STRESS_RUNS times (default 5) as CI does (pytest -n auto)
+# Flaky-test hunt: run the whole suite STRESS_RUNS times (default 5) as CI does (pytest -n TEST_WORKERS)
 # while two CPU hogs keep the machine busy. Prints per-run counts and failing test ids; exits 1
 # if any run failed.     make test-stress [STRESS_RUNS=N] [PYTEST_ARGS=...]
 # Not part of `make test` or CI: it takes N full suite runs.
@@ -21,7 +21,7 @@ summary=$LOGS/summary.txt
 for ((i = 1; i <= RUNS; i++)); do
   t0=$SECONDS
   # shellcheck disable=SC2086
-  "$PY" -m pytest -n auto --dist loadfile --no-loadscope-reorder -p no:cacheprovider ${PYTEST_ARGS:-} >"$LOGS/run$i.log" 2>&1
+  "$PY" -m pytest -n "${TEST_WORKERS:-auto}" --dist loadfile --no-loadscope-reorder -p no:cacheprovider ${PYTEST_ARGS:-} >"$LOGS/run$i.log" 2>&1
   rc=$?
   ((rc != 0)) && bad=1
   counts=$(grep -E '^=+ .*(passed|failed|error).* in [0-9.]+s' "$LOGS/run$i.log" | tail -1 | tr -d '=')

@@ -3,9 +3,12 @@ a shipped study runs by its name, generated data goes to a cache outside the pac
 into a fresh venv measures a cell and a custom-factory study from an empty folder, without the checkout.
 
 The end-to-end test makes the fresh venv what the README says loaderbench installs into, a training environment
-that has torch already: torch, torchvision and what they need are hard links to this environment's files (pip
-itself would take 90 s to unpack the same 5 GB). pip then installs the wheel and every other dependency from the
-package index. It is marked slow and runs in `make test`.
+that has torch already, and the rest of what the wheel requires: torch, torchvision, every distribution the wheel's
+metadata names and what they need, transitively, are hard links to this environment's files (pip itself would take
+90 s to unpack the same 5 GB, and a minute more to unpack and compile pandas, scipy, pyarrow and matplotlib). pip
+then installs the wheel, and from the package index whatever the wheel requires that the venv lacks: the venv has
+only what the wheel's metadata names, so a dependency it fails to name fails the import of every module. It is
+marked slow and runs in `make test`.
 """
 
 from __future__ import annotations
@@ -229,15 +232,28 @@ def torch_pins() -> list[str]:
     return [f"torch=={pins['TORCH_VERSION']}", f"torchvision=={pins['TORCHVISION_VERSION']}"]
 
 
-def _torch_distributions() -> list:
-    """The installed distributions of torch and torchvision and of everything they require, transitively."""
+def requirements(wheel: Path) -> list[str]:
+    """The names of the distributions the wheel's metadata requires (its extras' excluded)."""
+    from email.parser import HeaderParser
+
+    from packaging.requirements import Requirement
+
+    with zipfile.ZipFile(wheel) as z:
+        (metadata,) = [n for n in z.namelist() if n.endswith(".dist-info/METADATA")]
+        headers = HeaderParser().parsestr(z.read(metadata).decode())
+    reqs = [Requirement(text) for text in headers.get_all("Requires-Dist") or []]
+    return [r.name for r in reqs if r.marker is None or r.marker.evaluate({"extra": ""})]
+
+
+def _distributions(names: list[str]) -> list:
+    """The installed distributions of `names` and of everything they require, transitively."""
     from importlib.metadata import PackageNotFoundError, distribution
 
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
 
     seen: dict[str, object] = {}
-    todo = ["torch", "torchvision"]
+    todo = list(names)
     while todo:
         name = canonicalize_name(todo.pop())
         if name in seen:
@@ -254,24 +270,35 @@ def _torch_distributions() -> list:
     return list(seen.values())
 
 
-def seed_torch(site: Path) -> int:
-    """Put this environment's torch, torchvision and their requirements into `site` (another venv's site-packages)
-    as hard links, dist-info included, so that pip sees them installed; returns the distributions linked."""
+def _installed_files(dist, here: Path) -> set[Path]:
+    """A distribution's files under `here` (this environment's site-packages), with what Python compiled of its
+    modules since (RECORD lists only what pip compiled): the venv's imports then find nothing left to compile."""
+    files = set()
+    for f in dist.files or []:
+        src = Path(dist.locate_file(f)).resolve()
+        if not src.is_file() or not src.is_relative_to(here):  # console scripts live outside site-packages
+            continue
+        files.add(src)
+        if src.suffix == ".py":
+            files.update((src.parent / "__pycache__").glob(f"{src.stem}.*.pyc"))
+    return files
+
+
+def seed(site: Path, names: list[str]) -> int:
+    """Put this environment's distributions of `names` and their requirements into `site` (another venv's
+    site-packages) as hard links, dist-info and compiled files included, so that pip sees them installed; returns
+    the distributions linked."""
     import sysconfig
 
     here = Path(sysconfig.get_paths()["purelib"]).resolve()
-    dists = _torch_distributions()
-    for dist in dists:
-        for f in dist.files or []:
-            src = Path(dist.locate_file(f)).resolve()
-            if not src.is_file() or not src.is_relative_to(here):  # console scripts live outside site-packages
-                continue
-            dst = site / src.relative_to(here)
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                os.link(src, dst)
-            except OSError:  # another file system: a copy
-                shutil.copy2(src, dst)
+    dists = _distributions(names)
+    for src in set().union(*(_installed_files(dist, here) for dist in dists)):
+        dst = site / src.relative_to(here)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(src, dst)
+        except OSError:  # another file system: a copy
+            shutil.copy2(src, dst)
     return len(dists)
 
 
@@ -308,7 +335,9 @@ def _fresh_install_runs(wheel: Path, tmp_path: Path, venv: Path) -> None:
             cwd=tmp_path,
         ).stdout.strip()
     )
-    assert seed_torch(site) >= 2
+    wanted = requirements(wheel)
+    assert {"torch", "torchvision", "pandas", "submitit"} <= set(wanted), wanted
+    assert seed(site, wanted) > len(wanted)  # and what they require
     done = subprocess.run(
         [str(py), "-m", "pip", "install", "-q", *torch_pins(), str(wheel)],
         capture_output=True,

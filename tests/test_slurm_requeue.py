@@ -29,9 +29,11 @@ pytestmark = pytest.mark.slow
 
 JOB = "4242"
 HANG_S = 300  # bounds a hang only
-# 100 batches of 4 samples of 25 ms from one worker: about 10 s of measuring, long enough to be interrupted
+MEASURE_BATCHES = 40
+# 40 batches of 4 samples of 25 ms from one worker: about 4 s of measuring, long enough to be interrupted (the
+# signal follows the worker's start by one 50 ms poll)
 CELL = ["workload=sleep", "sleep_ms=25.0", "batch_size=4", "num_workers=1", "cores=1", "warmup_batches=1",
-        "measure_batches=100"]  # fmt: skip
+        f"measure_batches={MEASURE_BATCHES}"]  # fmt: skip
 
 
 def _job(tmp_path: Path, requeues_left: int) -> tuple[Path, Task, Store]:
@@ -144,7 +146,7 @@ def test_with_requeues_left_it_writes_nothing_and_runs_again_whole(tmp_path):
     assert proc.returncode == 0, out
     rec = store.read(task.study, task.cell.cell_id, 0)
     assert rec is not None and rec.ok and rec.attempt == 1 and rec.launcher["restarts"] == 1
-    assert rec.metric("measured_samples") >= 100 * 4
+    assert rec.metric("measured_samples") >= MEASURE_BATCHES * 4
     assert _result(folder) == ("success", "ok")
     # and once more (a duplicate start): nothing is measured twice
     proc = _start(folder, _environment(tmp_path, restarts=2))

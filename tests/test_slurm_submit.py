@@ -23,8 +23,8 @@ measure_batches = 3
 timeout_s = 120
 [matrix]
 workload = ["sleep"]
-num_workers = [0, 2]
-cores = [1, 2]
+num_workers = {num_workers}
+cores = {cores}
 batch_size = [4]
 sleep_ms = [{sleep_ms}]
 """
@@ -76,14 +76,17 @@ def wait_idle(cluster, results, timeout=900):
 
 def test_submit_runs_every_cell_once(slurm_cluster, tmp_path, results):  # noqa: F811 - pytest injects the imported fixture by name
     study = tmp_path / "tiny.toml"
-    study.write_text(TINY.format(name="slurm-tiny", sleep_ms=1.0))
+    # each array task is a fresh interpreter that imports torch before its cell (most of its time): 2 cells x 2
+    # repetitions, one of them on 2 cores, are 3 rounds of tasks on the 2-CPU node. Main-process loading
+    # (num_workers = 0) under Slurm: test_submit_a_custom_pipeline_from_a_folder_outside_the_project
+    study.write_text(TINY.format(name="slurm-tiny", sleep_ms=1.0, num_workers="[2]", cores="[1, 2]"))
     out = make(slurm_cluster, "submit", "CLUSTER=test", f"STUDY={study}", f"RESULTS={results}")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "submitted array" in out.stderr
     wait_idle(slurm_cluster, results)
 
     files = sorted((results / "slurm-tiny").glob("*.json"))
-    assert len(files) == 2 * 2 * 2, out.stderr + slurm_cluster.logs()  # 4 cells, 2 repetitions each
+    assert len(files) == 2 * 2, out.stderr + slurm_cluster.logs()  # 2 cells, 2 repetitions each
     keys = set()
     for f in files:
         rec = json.loads(f.read_text())
@@ -96,19 +99,20 @@ def test_submit_runs_every_cell_once(slurm_cluster, tmp_path, results):  # noqa:
     assert len(keys) == len(files)
 
     status = make(slurm_cluster, "status", "CLUSTER=test", f"RESULTS={results}")
-    assert "slurm-tiny: done 8, running 0, pending 0, failed 0" in status.stdout, status.stdout + status.stderr
+    assert "slurm-tiny: done 4, running 0, pending 0, failed 0" in status.stdout, status.stdout + status.stderr
 
     again = make(slurm_cluster, "submit", "CLUSTER=test", f"STUDY={study}", f"RESULTS={results}")
     assert again.returncode == 0 and "nothing to submit" in again.stderr, again.stderr
-    assert "8 already done" in again.stderr
+    assert "4 already done" in again.stderr
 
 
 def test_cancelled_job_is_reported_and_resubmitted(slurm_cluster, tmp_path, results):  # noqa: F811 - pytest injects the imported fixture by name
     study = tmp_path / "slow.toml"
-    # 250 ms per sample, at least 4 batches of 4 samples per cell: 4 cells, at most 2 at a time (the 2-core ones one
-    # at a time), take at least 12 s of sleeping alone, longer than the second submit before the cancel: some are
-    # always left to cancel
-    study.write_text(TINY.format(name="slurm-cancel", sleep_ms=250.0).replace("repetitions = 2", "repetitions = 1"))
+    # 250 ms per sample, at least 4 batches of 4 samples per cell: each of the 2 cells (1 core each, side by side)
+    # sleeps 2 s (2 workers) or 4 s (none) after its interpreter has imported torch, longer than the second submit
+    # before the cancel: some are always left to cancel
+    text = TINY.format(name="slurm-cancel", sleep_ms=250.0, num_workers="[0, 2]", cores="[1]")
+    study.write_text(text.replace("repetitions = 2", "repetitions = 1"))
     out = make(slurm_cluster, "submit", "CLUSTER=test", f"STUDY={study}", f"RESULTS={results}")
     assert out.returncode == 0, out.stderr
     ledger = [json.loads(ln) for ln in (results / "slurm-cancel" / ".slurm-ledger.jsonl").read_text().splitlines()]
@@ -119,16 +123,16 @@ def test_cancelled_job_is_reported_and_resubmitted(slurm_cluster, tmp_path, resu
     slurm_cluster.run("scancel", *arrays)
     wait_idle(slurm_cluster, results)
     done = len(list((results / "slurm-cancel").glob("*.json")))
-    assert done < 4, "every cell finished before the cancel: nothing was cancelled to check"
+    assert done < 2, "every cell finished before the cancel: nothing was cancelled to check"
     st = make(slurm_cluster, "status", "CLUSTER=test", f"RESULTS={results}")
-    assert f"lost {4 - done}" in st.stdout, st.stdout
+    assert f"lost {2 - done}" in st.stdout, st.stdout
     assert "CANCELLED" in st.stdout or "without a record" in st.stdout
     resubmit = make(slurm_cluster, "submit", "CLUSTER=test", f"STUDY={study}", f"RESULTS={results}")
     assert resubmit.returncode == 0, resubmit.stderr
     assert "submitted array" in resubmit.stderr, resubmit.stderr
     wait_idle(slurm_cluster, results)
     recs = [json.loads(f.read_text()) for f in (results / "slurm-cancel").glob("*.json")]
-    assert len(recs) == 4 and all(r["status"] == "ok" for r in recs), [r.get("error") for r in recs]
+    assert len(recs) == 2 and all(r["status"] == "ok" for r in recs), [r.get("error") for r in recs]
 
 
 CUSTOM_STUDY = """
@@ -142,12 +146,24 @@ timeout_s = 120
 workload = ["custom"]
 factory = ["my_pipe:make"]
 num_workers = [0, 2]
-cores = [2]                # the profile's 512 MiB per core: two spawned workers each import torch
+cores = [1, 2]
 start_method = ["fork", "spawn"]
 batch_size = [4]
 [[exclude]]
 num_workers = 0
 start_method = "spawn"
+# the spawn cell on 2 cores (the profile's 512 MiB per core: two spawned workers each import torch), the other two
+# on 1 core each, side by side on the node
+[[exclude]]
+start_method = "spawn"
+cores = 1
+[[exclude]]
+num_workers = 0
+cores = 2
+[[exclude]]
+num_workers = 2
+start_method = "fork"
+cores = 2
 [factory_args]
 n = 32
 """
@@ -196,8 +212,8 @@ def test_submit_a_custom_pipeline_from_a_folder_outside_the_project(slurm_cluste
         assert rec["launcher"]["kind"] == "slurm"
         assert rec["config"]["factory_sha256"] == digest and rec["config"]["factory_root"] == str(folder)
         assert rec["env"]["factory"]["sha256"] == digest
-    assert {(r["config"]["num_workers"], r["config"]["start_method"]) for r in recs} == {
-        (0, None),
-        (2, "fork"),
-        (2, "spawn"),
+    assert {(r["config"]["num_workers"], r["config"]["start_method"], r["config"]["cores"]) for r in recs} == {
+        (0, None, 1),
+        (2, "fork", 1),
+        (2, "spawn", 2),
     }

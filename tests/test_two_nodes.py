@@ -29,7 +29,7 @@ workload = "sleep"
 sleep_ms = {sleep_ms}
 batch_size = 4
 cores = 1
-num_workers = 1
+num_workers = {workers}
 ranks = {ranks}
 rank_mode = ["side_by_side", "ddp"]
 [[exclude]]
@@ -38,6 +38,9 @@ rank_mode = "ddp"
 [[exclude]]
 ranks = 2
 rank_mode = "side_by_side"
+[[exclude]]
+ranks = 2
+num_workers = 0
 """
 
 
@@ -95,12 +98,13 @@ def results(slurm_two_nodes, tmp_path):  # noqa: F811 - pytest injects the impor
 def test_a_study_runs_on_both_nodes_and_a_ddp_cell_spans_them(slurm_two_nodes, tmp_path, results):  # noqa: F811
     cluster = slurm_two_nodes
     study = tmp_path / "two.toml"
-    study.write_text(STUDY.format(name="two-nodes", reps=2, sleep_ms=200.0, ranks="[1, 2]"))
+    # two one-rank cells (one array task each, side by side: one per node) and one DDP cell: 2 rounds of tasks
+    study.write_text(STUDY.format(name="two-nodes", reps=1, sleep_ms=200.0, workers="[0, 1]", ranks="[1, 2]"))
     out = make(cluster, "submit", f"STUDY={study}", f"RESULTS={results}")
     assert out.returncode == 0, out.stdout + out.stderr
     wait_until("the study's jobs done", lambda: idle(cluster, results), cluster)
     recs = records(results, "two-nodes")
-    assert len(recs) == 4 and all(r["status"] == "ok" for r in recs), [r.get("error") for r in recs] + [cluster.logs()]
+    assert len(recs) == 3 and all(r["status"] == "ok" for r in recs), [r.get("error") for r in recs] + [cluster.logs()]
     single = [r for r in recs if r["config"]["ranks"] == 1]
     assert {r["env"]["host"] for r in single} == set(nodes(cluster))  # the two array tasks ran on both
     for r in recs:
@@ -118,8 +122,9 @@ def test_a_lost_node_is_resubmitted_exactly_once(slurm_two_nodes, tmp_path, resu
     cluster = slurm_two_nodes
     lost = nodes(cluster)[1]
     study = tmp_path / "loss.toml"
-    # 1 s per batch, 5+ batches per cell: each task runs well past the moment the node is lost
-    study.write_text(STUDY.format(name="node-loss", reps=4, sleep_ms=250.0, ranks="1"))
+    # 1 s per batch, 5+ batches per cell: each task runs well past the moment the node is lost. Two repetitions,
+    # side by side: one on each node
+    study.write_text(STUDY.format(name="node-loss", reps=2, sleep_ms=250.0, workers="1", ranks="1"))
     out = make(cluster, "submit", f"STUDY={study}", f"RESULTS={results}")
     assert out.returncode == 0, out.stdout + out.stderr
     on_lost = lambda: cluster.run("squeue", "-h", "-t", "R", "-w", lost, "-o", "%i").split()
@@ -136,7 +141,7 @@ def test_a_lost_node_is_resubmitted_exactly_once(slurm_two_nodes, tmp_path, resu
         for job in hit:  # the lost node's tasks ended without a record, or Slurm requeued them elsewhere
             rec = done.get(by_job[job])
             assert rec is None or (rec["launcher"]["restarts"] > 0 and rec["env"]["host"] != lost), rec
-        missing = 4 - len(done)
+        missing = 2 - len(done)
         if missing:  # their jobs died with the node, before their cells wrote anything: failed, with Slurm's state
             status = make(cluster, "status", f"RESULTS={results}")
             assert f"failed {missing}, timeout 0, lost 0" in status.stdout, status.stdout
@@ -148,7 +153,7 @@ def test_a_lost_node_is_resubmitted_exactly_once(slurm_two_nodes, tmp_path, resu
         wait_until("the resubmitted jobs done", lambda: idle(cluster, results), cluster)
         recs = records(results, "node-loss")
         keys = [(r["cell_id"], r["repetition"]) for r in recs]
-        assert len(recs) == 4 and len(set(keys)) == 4 and all(r["status"] == "ok" for r in recs)
+        assert len(recs) == 2 and len(set(keys)) == 2 and all(r["status"] == "ok" for r in recs)
     finally:
         start(cluster.state, 2)  # the node back, for whatever runs next
 
