@@ -195,3 +195,70 @@ def test_a_step_ends_where_its_iterator_ended_and_is_not_known_where_the_loop_le
     # iterator is not known (the next batch came from another one)
     assert math.isnan(steps[24]) and len(steps) == 35
     assert all(s >= 0.001 for i, s in enumerate(steps) if i != 24)
+
+
+def _run_logged(steps: int, warmup: int, headspace: int) -> tuple[LoaderWatch, list]:
+    w = watch(
+        DataLoader(list(range(steps + 100)), batch_size=1), steps=steps, warmup=warmup, headspace=headspace, echo=False
+    )
+    seen = [int(b) for b in w]
+    return _watch_of(w), seen
+
+
+def test_the_lean_path_of_the_sampled_batches_leaves_the_log_the_full_path_leaves(monkeypatch):
+    """The batches planned for the CPU sample alone (sampled, or after a sampled one) take a path without the
+    phase checks: the same batches sampled, the same readings, the same phases and replay; only a batch after a
+    sampled one has no step start of its own (nothing is done after it arrives)."""
+    monkeypatch.setattr(cpu_sample.CpuSampling, "probability", lambda self, period_s: 0.25)  # seeded gaps, no clock
+    reads = [0]
+
+    def counting() -> float:
+        reads[0] += 1
+        return time.thread_time()
+
+    monkeypatch.setattr(watch_module, "cpu_clock", counting)
+    lean_calls = [0]
+    lean = LoaderWatch._next_sampling
+
+    def counted(self, it):
+        lean_calls[0] += 1
+        return lean(self, it)
+
+    monkeypatch.setattr(LoaderWatch, "_next_sampling", counted)
+    lw_lean, seen_lean = _run_logged(300, 3, 6)
+    reads_lean, reads[0] = reads[0], 0
+
+    def full_path(self, it):  # the same batch through next_planned's own checks
+        self._lean = False
+        return self.next_planned(it)
+
+    monkeypatch.setattr(LoaderWatch, "_next_sampling", full_path)
+    lw_full, seen_full = _run_logged(300, 3, 6)
+    a, b = lw_lean.log, lw_full.log
+    assert lean_calls[0] >= len(a.cpu_batch) > 30  # most sampled batches and those after them took the lean path
+    assert a.cpu_batch == b.cpu_batch and a.cpu_weight == b.cpu_weight and reads_lean == reads[0]
+    assert a.segments == b.segments and a.epoch_starts == b.epoch_starts and seen_lean == seen_full
+    ca, cb = a.columns(), b.columns()
+    for col in ("step_s", "wait_cpu_s", "step_cpu_s"):
+        assert np.array_equal(np.isnan(getattr(ca, col)), np.isnan(getattr(cb, col)))
+    assert a.step_to.keys() == b.step_to.keys()
+    after_sampled = {i + 1 for i in a.cpu_batch} - set(a.cpu_batch)
+    assert set(a.step_from) <= set(b.step_from) and set(b.step_from) - set(a.step_from) <= after_sampled
+
+
+def test_with_every_batch_sampled_and_seconds_the_lean_path_ends_the_measurement_and_keeps_the_replay(monkeypatch):
+    monkeypatch.setattr(cpu_sample, "EVERY_S", 0.0)  # every measured batch is sampled: all but the first lean
+    seconds = 0.05
+    w = watch(DataLoader(list(range(200)), batch_size=1), seconds=seconds, warmup=2, headspace=12, echo=False)
+    seen = []
+    for b in w:
+        seen.append(int(b))
+        time.sleep(0.001)
+    lw = _watch_of(w)
+    measured = [i for i, p in enumerate(lw.log.phase) if p == "measure"]
+    last = measured[-1]
+    assert lw.log.arrived[last] >= lw._t_measure + seconds > lw.log.arrived[last - 1]
+    assert lw.log.cpu_batch == measured
+    # the replay cycles through the last measured batches, every one of which the watch worked on
+    kept = seen[last - CACHED_BATCHES + 1 : last + 1]
+    assert seen[last + 1 : last + 13] == kept + kept[:4]

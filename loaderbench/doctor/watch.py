@@ -5,8 +5,9 @@ Most batches take the fast path of `WatchedIterator.__next__`: two clock reads a
 The watch does its own work only on the batches it planned for, each known by its count when the phase begins
 (`LoaderWatch._until`, the next of them): a phase's last batch (the next phase starts after it), the measured
 batches it keeps to replay, the measured batches whose CPU time it reads (a sample: loaderbench.doctor.cpu_sample)
-and the one after each of them (its step's CPU time ends there), and the first batch of each iterator. With
-`--seconds`, the fast path also compares the batch's arrival with the end of the measuring time."""
+and the one after each of them (its step's CPU time ends there), and the first batch of each iterator; those
+planned for the CPU sample alone take a shorter path (`LoaderWatch._next_sampling`). With `--seconds`, the fast
+path also compares the batch's arrival with the end of the measuring time."""
 
 from __future__ import annotations
 
@@ -120,6 +121,9 @@ class LoaderWatch:
         # --- what the fast path reads (WatchedIterator.__next__) ---
         self._asked, self._arrived = self.log.asked, self.log.arrived
         self._until = 0  # the next batch the watch works on: the batches before it take the fast path
+        #: whether that batch is planned for the CPU sample alone (`_next_sampling`): sampled, or the one after a
+        #: sampled batch, or both; not a phase's last batch, nor one kept to replay, nor an iterator's first
+        self._lean = False
         self._deadline = math.inf  # with --seconds, while measuring: when the measuring time is up
         self._fetch: Callable[[Any], Any] = next  # how a batch is got from the loop's iterator
         # --- the plan of the current phase, in batches of the log ---
@@ -260,7 +264,7 @@ class LoaderWatch:
             self.ab_result = self.ab.result(self.log.wait_s, self.log.step_s)
             self.ab = None
         self.state = DONE
-        self._until, self._fetch = 0, next  # every next() from now on: handed on untimed
+        self._until, self._lean, self._fetch = 0, False, next  # every next() from now on: handed on untimed
         self._cache.clear()
 
     def _finish(self) -> None:
@@ -304,16 +308,18 @@ class LoaderWatch:
     def _schedule(self, following: int, sampled: bool) -> None:
         """Set `_until`, the next batch the watch works on, after batch ``following - 1``."""
         if self.state == DONE:
-            self._until = 0
+            self._until, self._lean = 0, False
             return
-        until = min(self._phase_end, self._next_sample)
-        if self._keep_from <= until:
-            until = max(self._keep_from, following)
+        phase_end, keep_from = self._phase_end, self._keep_from
+        until = min(phase_end, self._next_sample)
+        if keep_from <= until:
+            until = max(keep_from, following)
         if self._any_fresh:  # (one dropped unasked leaves the set)
             self._any_fresh = bool(self._fresh)
         if sampled or self._any_fresh:  # the sampled batch's step ends at the next next(); an iterator not asked yet
             until = following
         self._until = until
+        self._lean = until < phase_end and until < keep_from and self._pinned_read and not self._any_fresh
 
     def _recent_period(self, n: int) -> float | None:
         """The loop's mean batch period over the batches before batch ``n`` (None: none before it)."""
@@ -324,6 +330,8 @@ class LoaderWatch:
         """`next()` of a batch the watch works on (and of every batch once the watch is done). Its own work is in
         neither the wait nor a step: the step before ends when this call begins, the wait is timed around the
         batch alone, and the batch's step starts when this call returns."""
+        if self._lean:
+            return self._next_sampling(it)
         log, n = self.log, len(self._asked)
         if self.state == DONE:
             if n and n - 1 not in log.step_to:  # the last watched step ends here
@@ -346,8 +354,8 @@ class LoaderWatch:
             self._open_cpu = None
         log.end_step(n - 1, t_in)
         sample = n >= self._next_sample
+        c0 = cpu_clock() if sample else 0.0  # (before the wait's clock: the read is in neither the step nor the wait)
         t0 = clock()
-        c0 = cpu_clock() if sample else 0.0
         try:
             batch = self._fetch(it._inner)
         except StopIteration:
@@ -360,14 +368,58 @@ class LoaderWatch:
         if first:
             log.mark_epoch(n)
         if sample:
-            log.add_cpu(n, 1.0 / self.cpu.p, c1 - c0)
-            gap = self.cpu.gap(self._recent_period(n))
-            self._next_sample = NEVER if gap is None else n + gap
+            self._sampled(n, c1 - c0)
         self._after(n, batch, t1)
         self._schedule(n + 1, sample)
-        log.start_step(n, clock())
-        if sample:
+        if sample:  # (before the step's clock: the read is in neither the wait nor the step)
             self._open_cpu = cpu_clock()
+        log.start_step(n, clock())
+        return batch
+
+    def _sampled(self, n: int, wait_cpu: float) -> None:
+        """Batch ``n`` was sampled: its wait's CPU time, and the next sampled batch."""
+        self.log.add_cpu(n, 1.0 / self.cpu.p, wait_cpu)
+        gap = self.cpu.gap(self._recent_period(n))
+        self._next_sample = NEVER if gap is None else n + gap
+
+    def _next_sampling(self, it: WatchedIterator) -> Any:
+        """`next()` of a batch planned for the CPU sample alone (`_lean`): the same readings and log entries as
+        `next_planned`, without its checks for the phases, the replay and an iterator's first batch. The next batch
+        the watch works on is known before this one is fetched (only the end of the measuring time, with
+        `--seconds`, changes it), so a batch that is not sampled has nothing done after it: its step starts at its
+        arrival, as on the fast path."""
+        t_in = clock()
+        log, n = self.log, len(self._asked)
+        if self._open_cpu is not None:  # the sampled batch n - 1's step ends here
+            c_in = cpu_clock()
+            if n - 1 not in log.step_to:
+                log.close_cpu(c_in - self._open_cpu)
+            self._open_cpu = None
+        log.end_step(n - 1, t_in)
+        sample = n >= self._next_sample
+        self._schedule(n + 1, sample)
+        c0 = cpu_clock() if sample else 0.0
+        t0 = clock()
+        try:
+            batch = self._fetch(it._inner)
+        except StopIteration:
+            self.ended(n, t0)
+            raise
+        t1 = clock()
+        c1 = cpu_clock() if sample else 0.0
+        self._asked.append(t0)
+        self._arrived.append(t1)
+        past = t1 >= self._deadline  # (with --seconds: the measuring time is up, the phase ends after this batch)
+        if not past and self.state == MEASURE and self.plan.headspace > 0:
+            self._cache.append(batch)  # as `_after` keeps the measured batches the watch works on
+        if not sample:
+            return self.out_of_time(batch) if past else batch
+        self._sampled(n, c1 - c0)
+        if past:
+            self._after(n, batch, t1)
+            self._schedule(n + 1, True)
+        self._open_cpu = cpu_clock()
+        log.start_step(n, clock())
         return batch
 
     def out_of_time(self, batch: Any) -> Any:
@@ -392,7 +444,7 @@ class LoaderWatch:
         it = WatchedIterator(iterator, self)
         self._fresh.add(it)
         self._any_fresh = True
-        self._until = 0  # its first batch is an epoch's start
+        self._until, self._lean = 0, False  # its first batch is an epoch's start
         return it
 
 
@@ -403,6 +455,8 @@ class WatchedIterator:
         self._inner = inner
         self._watch = watch
         self._first = True
+        #: both, for the fast path: one attribute read (on a class with `__getattr__`, none is specialized)
+        self._fast = (watch, inner)
 
     def __iter__(self) -> WatchedIterator:
         return self
@@ -414,12 +468,12 @@ class WatchedIterator:
         return getattr(self._inner, name)
 
     def __next__(self) -> Any:
-        w = self._watch
+        w, inner = self._fast
         asked = w._asked
         if len(asked) < w._until:  # the fast path: a batch the watch has no work on
             t0 = clock()
             try:
-                batch = w._fetch(self._inner)
+                batch = w._fetch(inner)
             except StopIteration:
                 w.ended(len(asked), t0)
                 raise
