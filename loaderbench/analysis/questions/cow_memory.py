@@ -200,8 +200,7 @@ def lazy_avoids_duplication(eager: str, start_method: str) -> Callable[[pd.DataF
                 )
             )
         o = all_of(
-            checks,
-            f"needs {eager} and list_str cells under {start_method} at the same num_workers, 3 ok repetitions",
+            checks, f"needs {eager} and list_str cells under {start_method} at the same num_workers, 3 ok repetitions"
         )
         return Outcome(o.verdict, f"decoded images held: {g(data_mib)} MiB of pixels; {o.evidence}")
 

@@ -12,15 +12,7 @@ from loaderbench.analysis.rules.claim import EXTENSION, Metric, Question, finite
 from loaderbench.analysis.rules.kinds import Equivalent, Shift, medians
 from loaderbench.analysis.table.derive import straggler_ms
 from loaderbench.analysis.table.records import col, ok_rows
-from loaderbench.stats.verdicts import (
-    FAILS,
-    HOLDS,
-    INCONCLUSIVE,
-    Outcome,
-    all_of,
-    at_most,
-    fact,
-)
+from loaderbench.stats.verdicts import FAILS, HOLDS, INCONCLUSIVE, Outcome, all_of, at_most, fact
 
 #: "cuts the tail": the p99 batch wait out of order at least this share below in order.
 TAIL_CUT = 0.20

@@ -12,14 +12,7 @@ from loaderbench.analysis.rules.kinds import Equivalent, Shift
 from loaderbench.analysis.rules.rows import listed
 from loaderbench.analysis.table.derive import RUNGS, ladder_rung, on_gpu
 from loaderbench.analysis.table.records import ok_rows
-from loaderbench.stats.verdicts import (
-    NOT_MEASURABLE,
-    NOT_MEASURED,
-    Outcome,
-    at_least,
-    decide_shift,
-    within,
-)
+from loaderbench.stats.verdicts import NOT_MEASURABLE, NOT_MEASURED, Outcome, at_least, decide_shift, within
 
 #: The PyTorch tutorial's published cumulative speed-ups over its baseline (on a GPU).
 PUBLISHED = {"+workers": 3.30, "+pin_memory": 3.33, "+persistent": 3.76, "+prefetcher": 3.77, "+batched": 11.55}

@@ -7,16 +7,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import (
-    EXTENSION,
-    Metric,
-    Question,
-    finite,
-    missing,
-    pick,
-    values_of,
-    varies,
-)
+from loaderbench.analysis.rules.claim import EXTENSION, Metric, Question, finite, missing, pick, values_of, varies
 from loaderbench.analysis.rules.kinds import MOST, Shift, medians, ok_with_workers
 from loaderbench.analysis.table.records import col, is_true, ok_rows
 from loaderbench.stats.verdicts import FAILS, HOLDS, INCONCLUSIVE, Outcome, Region, at_least, decide_shift

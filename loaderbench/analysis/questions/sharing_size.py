@@ -16,16 +16,7 @@ import pandas as pd
 
 from loaderbench.analysis.rules.claim import Question, finite, g, missing, narrow, pick
 from loaderbench.analysis.table.records import col, is_true, ok_rows
-from loaderbench.stats.verdicts import (
-    FAILS,
-    HOLDS,
-    INCONCLUSIVE,
-    MIN_EFFECT,
-    Outcome,
-    at_least,
-    both,
-    decide_shift,
-)
+from loaderbench.stats.verdicts import FAILS, HOLDS, INCONCLUSIVE, MIN_EFFECT, Outcome, at_least, both, decide_shift
 
 #: "cheaper": one strategy's tensors per second at least this times the other's
 CHEAPER = 1 + MIN_EFFECT

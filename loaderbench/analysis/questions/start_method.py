@@ -4,30 +4,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import (
-    EXTENSION,
-    Metric,
-    Question,
-    finite,
-    g,
-    missing,
-    varies,
-    with_workers,
-)
+from loaderbench.analysis.rules.claim import EXTENSION, Metric, Question, finite, g, missing, varies, with_workers
 from loaderbench.analysis.rules.kinds import FEWEST, MOST, AllOf, Shift, medians
 from loaderbench.analysis.table.derive import MIB, payload_mb, start_method_label
 from loaderbench.analysis.table.records import col, ok_rows
-from loaderbench.stats.verdicts import (
-    MIN_EFFECT,
-    Outcome,
-    Region,
-    all_of,
-    at_least,
-    at_most,
-    both,
-    decide_shift,
-    fact,
-)
+from loaderbench.stats.verdicts import MIN_EFFECT, Outcome, Region, all_of, at_least, at_most, both, decide_shift, fact
 
 #: spawn's time to first batch is at least this many times fork's.
 SPAWN_TTFB_MIN = 2.0
