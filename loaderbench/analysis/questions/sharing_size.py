@@ -21,18 +21,10 @@ from loaderbench.stats.verdicts import FAILS, HOLDS, INCONCLUSIVE, MIN_EFFECT, O
 #: "cheaper": one strategy's tensors per second at least this times the other's
 CHEAPER = 1 + MIN_EFFECT
 STRATEGIES = ("file_descriptor", "file_system")
-_READ = [
-    "status",
-    "cell_id",
-    "workload",
-    "num_workers",
-    "sharing_strategy",
-    "sharing_switch",
-    "persistent_workers",
-    "sample_kb",
-    "samples_per_s",
-    "sharing_seen",
-]
+_READ = (
+    "status cell_id workload num_workers sharing_strategy sharing_switch persistent_workers sample_kb samples_per_s "
+    "sharing_seen"
+).split()
 
 
 def size_rows(rows: pd.DataFrame) -> pd.DataFrame:

@@ -26,21 +26,9 @@ IN_FLIGHT_BELOW = 1.0
 IN_FLIGHT_ABOVE = 1.0
 SWEEPS = ("num_workers", "prefetch_factor", "batch_size")
 _READ = [
-    "status",
-    "cell_id",
-    "study",
-    "workload",
-    "fault",
-    "sharing_strategy",
-    "error_kind",
-    "error_message",
+    *"status cell_id study workload fault sharing_strategy error_kind error_message".split(),
     *SWEEPS,
-    "shm_size_mb",
-    "shm_peak_bytes",
-    "shm_needed_bytes",
-    "shm_batch_bytes",
-    "shm_left_segments",
-    "shm_left_bytes",
+    *"shm_size_mb shm_peak_bytes shm_needed_bytes shm_batch_bytes shm_left_segments shm_left_bytes".split(),
 ]
 
 

@@ -59,12 +59,7 @@ _READ = [
     "status",
     "cell_id",
     *AXIS_COLUMNS,
-    "samples_per_s",
-    "time_to_first_batch_s",
-    "ctx_involuntary",
-    "ctx_voluntary",
-    "end_to_end_samples_per_s",
-    "total_s",
+    *"samples_per_s time_to_first_batch_s ctx_involuntary ctx_voluntary end_to_end_samples_per_s total_s".split(),
 ]
 
 
