@@ -209,20 +209,13 @@ def lazy_avoids_duplication(eager: str, start_method: str) -> Callable[[pd.DataF
 
 
 def _needs_eager(eager: str) -> Callable[[pd.DataFrame], bool]:
-    def needs(rows: pd.DataFrame) -> bool:
-        return bool((col(rows, "index_backing") == eager).any())
-
-    return needs
-
-
-def _needs(rows: pd.DataFrame) -> bool:
-    return "index_backing" in rows and (rows["index_backing"].dropna() != "none").any()
+    return lambda rows: bool((col(rows, "index_backing") == eager).any())
 
 
 QUESTION = Question(
     "cow-memory",
     ("index_backing", "num_workers", "start_method", "gc_freeze"),
-    _needs,
+    lambda rows: "index_backing" in rows and (rows["index_backing"].dropna() != "none").any(),
     figure="loaderbench.analysis.figures.questions.cow_memory:memory_growth_by_backing",
     tables={
         "cow-memory": (

@@ -103,14 +103,10 @@ def out_of_order_not_deterministic(rows: pd.DataFrame) -> Outcome:
     return all_of(checks, f"needs in_order true and false cells with a straggler, {ORDER_REPS} repetitions each")
 
 
-def _needs(rows: pd.DataFrame) -> bool:
-    return varies(rows, "in_order") and "slow_worker_ms" in rows
-
-
 QUESTION = Question(
     "in-order",
     ("in_order", "slow_worker_ms", "slow_every", "num_workers"),
-    _needs,
+    lambda rows: varies(rows, "in_order") and "slow_worker_ms" in rows,
     figure="loaderbench.analysis.figures.questions.in_order:tail_latency_in_order",
     tables={
         "in-order": (Metric("batch_wait_p99_s", "batch wait p99 (ms)", 1e-3), Metric("samples_per_s", "samples/s"))

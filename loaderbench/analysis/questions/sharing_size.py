@@ -119,14 +119,10 @@ def switch_after_start_ignored(rows: pd.DataFrame) -> Outcome:
     return Outcome(INCONCLUSIVE, text + ("" if control_switched else ": the control did not switch either"))
 
 
-def _needs(rows: pd.DataFrame) -> bool:
-    return len(by_size(rows)) >= 2 or not switch_rows(rows).empty
-
-
 QUESTION = Question(
     "sharing-size",
     ("sharing_strategy", "sample_kb", "sharing_switch", "persistent_workers", "epochs"),
-    _needs,
+    lambda rows: len(by_size(rows)) >= 2 or not switch_rows(rows).empty,
     figure="loaderbench.analysis.figures.questions.sharing_size:cost_per_tensor_by_size",
 )
 QUESTION.add(

@@ -265,22 +265,14 @@ def crashed_workers_leak(rows: pd.DataFrame, fault: str = "kill_self") -> Outcom
     return Outcome(INCONCLUSIVE, text)
 
 
-def _needs(rows: pd.DataFrame) -> bool:
-    return not sized_rows(rows).empty or not leak_rows(rows).empty
-
-
-def _needs_sized(rows: pd.DataFrame) -> bool:
-    return not sized_rows(rows).empty
-
-
-def _needs_leaks(rows: pd.DataFrame) -> bool:
-    return not leak_rows(rows).empty
+_needs_sized = lambda rows: not sized_rows(rows).empty
+_needs_leaks = lambda rows: not leak_rows(rows).empty
 
 
 QUESTION = Question(
     "shm-size",
     (*SWEEPS, "shm_size_mb", "fault", "sharing_strategy"),
-    _needs,
+    lambda rows: not sized_rows(rows).empty or not leak_rows(rows).empty,
     figure="loaderbench.analysis.figures.questions.shm_size:shm_peak_by_setting",
 )
 QUESTION.add(

@@ -178,19 +178,14 @@ def fork_is_the_default(rows: pd.DataFrame) -> Outcome:
     return fact(not others, "; ".join(parts))
 
 
-def _needs_default(rows: pd.DataFrame) -> bool:
-    return bool(col(rows, "env_default_start_method").notna().any())
-
-
-def _needs(rows: pd.DataFrame) -> bool:
-    return varies(with_workers(rows), "start_method")
+_needs_default = lambda rows: bool(col(rows, "env_default_start_method").notna().any())
 
 
 _B = f"{1 + MIN_EFFECT:g}x"
 QUESTION = Question(
     "start-method",
     ("start_method", "forkserver_preload", "num_workers", "parent_payload_mb"),
-    _needs,
+    lambda rows: varies(with_workers(rows), "start_method"),
     figure="loaderbench.analysis.figures.questions.start_method:time_to_first_batch_by_start_method",
     tables={
         "start-method": (

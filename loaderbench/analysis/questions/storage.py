@@ -256,12 +256,8 @@ def shards_exactly_once(rows: pd.DataFrame) -> Outcome:
     return all_of(checks, "needs shards cells with complete passes")
 
 
-def _has_http(rows: pd.DataFrame) -> bool:
-    return any(len(v) >= 2 for v in curves(rows).values())
-
-
-def _has_shards(rows: pd.DataFrame) -> bool:
-    return "shard_duplicates" in rows and bool((col(rows, "workload") == "shards").any())
+_has_http = lambda rows: any(len(v) >= 2 for v in curves(rows).values())
+_has_shards = lambda rows: "shard_duplicates" in rows and bool((col(rows, "workload") == "shards").any())
 
 
 QUESTION = Question(

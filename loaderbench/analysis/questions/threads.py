@@ -151,10 +151,6 @@ threads_start_faster = Shift(
 )
 
 
-def _needs(rows: pd.DataFrame) -> bool:
-    return varies(rows, "worker_method")
-
-
 def _pure(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[rows["workload"].isin(PURE_PYTHON)] if "workload" in rows else rows
 
@@ -173,7 +169,7 @@ QUESTION = Question(
         "decoder",
         "jpeg_stage",
     ),
-    _needs,
+    lambda rows: varies(rows, "worker_method"),
     figure="loaderbench.analysis.figures.questions.threads:thread_process_curves",
 )
 QUESTION.add(
