@@ -157,18 +157,7 @@ def _pure(rows: pd.DataFrame) -> pd.DataFrame:
 
 QUESTION = Question(
     "threads",
-    (
-        "workload",
-        "loader",
-        "worker_method",
-        "num_workers",
-        "cores",
-        "cpu_work",
-        "zlib_kb",
-        "sleep_ms",
-        "decoder",
-        "jpeg_stage",
-    ),
+    tuple("workload loader worker_method num_workers cores cpu_work zlib_kb sleep_ms decoder jpeg_stage".split()),
     lambda rows: varies(rows, "worker_method"),
     figure="loaderbench.analysis.figures.questions.threads:thread_process_curves",
 )
