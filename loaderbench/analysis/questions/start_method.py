@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import pandas as pd
 
 from loaderbench.analysis.rules.claim import EXTENSION, Metric, Question, finite, g, missing, varies, with_workers
@@ -42,8 +44,6 @@ def _v(ok, method, nw, mb, metric):
 
 
 _PER = ("num_workers", "payload_mb")
-
-
 _FASTER = at_least(1 + MIN_EFFECT)
 
 
@@ -51,28 +51,18 @@ def _first_batch(a: str, b: str, region: Region = _FASTER) -> Shift:
     return Shift("time_to_first_batch_s", "time to first batch", {"method": a}, {"method": b}, region, _PER, frame=_sm)
 
 
+_cpu = partial(Shift, "cpu_per_worker", "workers' CPU seconds per worker", frame=_sm)
 fork_starts_fastest = AllOf(tuple(_first_batch("fork", m) for m in METHODS[1:]))
 
 spawn_pays_startup = AllOf(
     (
         _first_batch("fork", "spawn", at_least(SPAWN_TTFB_MIN)),
-        Shift(
-            "cpu_per_worker",
-            "workers' CPU seconds per worker",
-            {"method": "fork"},
-            {"method": "spawn"},
-            at_least(SPAWN_CPU_MIN),
-            _PER,
-            frame=_sm,
-        ),
-        Shift(
-            "cpu_per_worker",
-            "workers' CPU seconds per worker",
+        _cpu({"method": "fork"}, {"method": "spawn"}, at_least(SPAWN_CPU_MIN), _PER),
+        _cpu(
             {"method": "spawn", "num_workers": FEWEST},
             {"method": "spawn", "num_workers": MOST},
             at_least(PER_WORKER_KEEP),
             ("payload_mb",),
-            frame=_sm,
         ),
     ),
     note="a cost paid by every worker, whatever the core count",
