@@ -7,13 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from loaderbench.analysis.findings.common import (
-    cells_where,
-    median_of,
-    ratio_text,
-    study_rows,
-    verdict_table,
-)
+from loaderbench.analysis.findings.common import cells_where, median_of, ratio_text, study_rows, verdict_table
 from loaderbench.analysis.questions.checkpointing import resume_rows, throughput_rows
 from loaderbench.analysis.report.layout import md_table
 from loaderbench.analysis.table.records import col, is_true, ok_rows

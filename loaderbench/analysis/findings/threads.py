@@ -6,14 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from loaderbench.analysis.findings.common import (
-    STAR,
-    cells_where,
-    median_of,
-    ratio_text,
-    study_rows,
-    verdict_table,
-)
+from loaderbench.analysis.findings.common import STAR, cells_where, median_of, ratio_text, study_rows, verdict_table
 from loaderbench.analysis.report.layout import md_table
 from loaderbench.analysis.table.derive import MIB
 from loaderbench.analysis.table.records import col, ok_rows

@@ -156,18 +156,13 @@ def resumes_exactly_once(rows: pd.DataFrame) -> Outcome:
     )
 
 
-def _needs(rows: pd.DataFrame) -> bool:
-    return varies(rows, "snapshot_every_n_steps")
-
-
-def _needs_resume(rows: pd.DataFrame) -> bool:
-    return bool((pd.to_numeric(col(rows, "resume_at", 0), errors="coerce").fillna(0) > 0).any())
+_needs_resume = lambda rows: bool((pd.to_numeric(col(rows, "resume_at", 0), errors="coerce").fillna(0) > 0).any())
 
 
 QUESTION = Question(
     "checkpointing",
     ("snapshot_every_n_steps", "resume_at", "num_workers", "cores", "workload"),
-    _needs,
+    lambda rows: varies(rows, "snapshot_every_n_steps"),
     figure="loaderbench.analysis.figures.questions.checkpointing:snapshot_cost_against_replay",
 )
 QUESTION.add(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -79,16 +80,14 @@ def _with_freeze(rows: pd.DataFrame) -> pd.DataFrame:
     return ok.assign(gc_freeze=_frozen(ok))
 
 
-gc_pass_copies = Shift(
-    PEAK,
-    "peak USS per worker",
+#: b's peak USS per worker at least GROW_MIB above a's, at every num_workers
+_PEAK_GROWS = partial(
+    Shift, PEAK, "peak USS per worker", region=at_least(GROW_MIB), per=("num_workers",), log=False, unit=" MiB"
+)
+gc_pass_copies = _PEAK_GROWS(
     {"gc_freeze": True},
     {"gc_freeze": False},
-    at_least(GROW_MIB),
-    ("num_workers",),
     where={"start_method": "fork", "index_backing": "numpy_bytes"},
-    log=False,
-    unit=" MiB",
     frame=_with_freeze,
     note="the numpy_bytes control: its index is one object; the backing claims read the gc_freeze cells where the "
     "study has them",
@@ -102,16 +101,10 @@ def _diff(a, b, region, label) -> Outcome:
 def cow_grows(backing: str) -> Shift:
     """A backing's workers' peak USS per worker (memory_timeline, the samples with all workers alive) above the
     numpy_bytes control's (the same loop, an index that is one object)."""
-    return Shift(
-        PEAK,
-        "peak USS per worker",
+    return _PEAK_GROWS(
         {"index_backing": "numpy_bytes"},
         {"index_backing": backing},
-        at_least(GROW_MIB),
-        ("num_workers",),
         where={"start_method": "fork"},
-        log=False,
-        unit=" MiB",
         frame=lambda rows: _isolated(with_growth(rows)),
         note="numpy_bytes is the control: the same loop, an index that is one object; cells with gc.freeze() in "
         "the parent where the study has them",
@@ -200,8 +193,7 @@ def lazy_avoids_duplication(eager: str, start_method: str) -> Callable[[pd.DataF
                 )
             )
         o = all_of(
-            checks,
-            f"needs {eager} and list_str cells under {start_method} at the same num_workers, 3 ok repetitions",
+            checks, f"needs {eager} and list_str cells under {start_method} at the same num_workers, 3 ok repetitions"
         )
         return Outcome(o.verdict, f"decoded images held: {g(data_mib)} MiB of pixels; {o.evidence}")
 
@@ -210,20 +202,13 @@ def lazy_avoids_duplication(eager: str, start_method: str) -> Callable[[pd.DataF
 
 
 def _needs_eager(eager: str) -> Callable[[pd.DataFrame], bool]:
-    def needs(rows: pd.DataFrame) -> bool:
-        return bool((col(rows, "index_backing") == eager).any())
-
-    return needs
-
-
-def _needs(rows: pd.DataFrame) -> bool:
-    return "index_backing" in rows and (rows["index_backing"].dropna() != "none").any()
+    return lambda rows: bool((col(rows, "index_backing") == eager).any())
 
 
 QUESTION = Question(
     "cow-memory",
     ("index_backing", "num_workers", "start_method", "gc_freeze"),
-    _needs,
+    lambda rows: "index_backing" in rows and (rows["index_backing"].dropna() != "none").any(),
     figure="loaderbench.analysis.figures.questions.cow_memory:memory_growth_by_backing",
     tables={
         "cow-memory": (

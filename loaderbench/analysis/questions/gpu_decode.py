@@ -79,17 +79,7 @@ def _needs(rows: pd.DataFrame) -> bool:
 
 QUESTION = Question(
     "gpu-decode",
-    (
-        "decoder",
-        "num_workers",
-        "start_method",
-        "model",
-        "device",
-        "cores",
-        "batch_size",
-        "pin_memory",
-        "non_blocking",
-    ),
+    ("decoder", "num_workers", "start_method", "model", "device", "cores", "batch_size", "pin_memory", "non_blocking"),
     _needs,
     reference=H200_REFERENCE,
     figure="loaderbench.analysis.figures.questions.gpu_decode:decoding_on_the_gpu_against_cpu_workers",

@@ -5,6 +5,8 @@ control of the non_blocking rule alone; the other rules read the cells with non_
 
 from __future__ import annotations
 
+from functools import partial
+
 import pandas as pd
 
 from loaderbench.analysis.rules.claim import GPU_REFERENCE, Question, finite, g, missing
@@ -110,30 +112,23 @@ def _why(blocking_too: bool = False):
 
 _CELL = ("model", "cores", "num_workers")
 _PIN = ({"pinned": False}, {"pinned": True})
-_PIN_NAMES = ("unpinned cells", "pinned cells")
 
-pin_memory_speeds_up = Shift(
+#: a metric of the pinned cells over the unpinned ones, at every model, cores and num_workers
+_pinned = partial(Shift, per=_CELL, names=("unpinned cells", "pinned cells"), frame=_copies(), guard=_why())
+pin_memory_speeds_up = _pinned(
     "samples_per_s",
     "samples/s",
     *_PIN,
     at_least(PIN_GAIN),
-    _CELL,
-    names=_PIN_NAMES,
-    frame=_copies(),
-    guard=_why(),
     note="one cell shown slower refutes it; not measurable without a GPU (pinning does nothing there)",
 )
 
-pinned_copies_faster = Shift(
+pinned_copies_faster = _pinned(
     "h2d_gbps",
     "host-to-device GB/s",
     *_PIN,
     at_least(PINNED_H2D_MIN),
-    _CELL,
-    names=_PIN_NAMES,
     aside=medians("h2d_gbps", " GB/s"),
-    frame=_copies(),
-    guard=_why(),
     note="CUDA events around each batch's copies; not measurable without a GPU",
 )
 

@@ -12,15 +12,7 @@ from loaderbench.analysis.rules.claim import EXTENSION, Metric, Question, finite
 from loaderbench.analysis.rules.kinds import Equivalent, Shift, medians
 from loaderbench.analysis.table.derive import straggler_ms
 from loaderbench.analysis.table.records import col, ok_rows
-from loaderbench.stats.verdicts import (
-    FAILS,
-    HOLDS,
-    INCONCLUSIVE,
-    Outcome,
-    all_of,
-    at_most,
-    fact,
-)
+from loaderbench.stats.verdicts import FAILS, HOLDS, INCONCLUSIVE, Outcome, all_of, at_most, fact
 
 #: "cuts the tail": the p99 batch wait out of order at least this share below in order.
 TAIL_CUT = 0.20
@@ -111,14 +103,10 @@ def out_of_order_not_deterministic(rows: pd.DataFrame) -> Outcome:
     return all_of(checks, f"needs in_order true and false cells with a straggler, {ORDER_REPS} repetitions each")
 
 
-def _needs(rows: pd.DataFrame) -> bool:
-    return varies(rows, "in_order") and "slow_worker_ms" in rows
-
-
 QUESTION = Question(
     "in-order",
     ("in_order", "slow_worker_ms", "slow_every", "num_workers"),
-    _needs,
+    lambda rows: varies(rows, "in_order") and "slow_worker_ms" in rows,
     figure="loaderbench.analysis.figures.questions.in_order:tail_latency_in_order",
     tables={
         "in-order": (Metric("batch_wait_p99_s", "batch wait p99 (ms)", 1e-3), Metric("samples_per_s", "samples/s"))

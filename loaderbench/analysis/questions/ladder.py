@@ -8,18 +8,11 @@ from collections.abc import Callable
 import pandas as pd
 
 from loaderbench.analysis.rules.claim import GPU_REFERENCE, NOISY, Question, finite, missing, pick, quiet
-from loaderbench.analysis.rules.kinds import Equivalent, Shift
+from loaderbench.analysis.rules.kinds import Shift
 from loaderbench.analysis.rules.rows import listed
 from loaderbench.analysis.table.derive import RUNGS, ladder_rung, on_gpu
 from loaderbench.analysis.table.records import ok_rows
-from loaderbench.stats.verdicts import (
-    NOT_MEASURABLE,
-    NOT_MEASURED,
-    Outcome,
-    at_least,
-    decide_shift,
-    within,
-)
+from loaderbench.stats.verdicts import NOT_MEASURABLE, NOT_MEASURED, Outcome, Region, at_least, decide_shift, within
 
 #: The PyTorch tutorial's published cumulative speed-ups over its baseline (on a GPU).
 PUBLISHED = {"+workers": 3.30, "+pin_memory": 3.33, "+persistent": 3.76, "+prefetcher": 3.77, "+batched": 11.55}
@@ -79,20 +72,23 @@ def ladder_matches(rung: str) -> Callable[[pd.DataFrame], Outcome]:
     return rule
 
 
+def _step(rung: str, previous: str, region: Region, **fields) -> Shift:
+    """End-to-end samples/s at `rung` over those at `previous`, against `region`."""
+    return Shift(METRIC, "end-to-end samples/s", {"rung": previous}, {"rung": rung}, region, frame=_ladder, **fields)
+
+
+def _gpu_only(kind: Shift, rung: str, why: str) -> Shift:
+    """`kind`, not measurable (its ratio kept, `why` added) where `rung`'s step ran without a GPU."""
+    return dataclasses.replace(kind, guard=lambda rows: _off_gpu(kind(rows), pick(_ladder(rows), rung=rung), why))
+
+
 def ladder_step_helps(rung: str, previous: str) -> Shift:
     pub = PUBLISHED[rung] / PUBLISHED.get(previous, 1.0)
-
-    def aside(a: pd.DataFrame, b: pd.DataFrame) -> str:
-        return f"tutorial: {pub:.3g}x; model step on {listed(b, 'consumer')}"
-
-    return Shift(
-        METRIC,
-        "end-to-end samples/s",
-        {"rung": previous},
-        {"rung": rung},
+    return _step(
+        rung,
+        previous,
         at_least(LADDER_STEP_MIN),
-        frame=_ladder,
-        aside=aside,
+        aside=lambda a, b: f"tutorial: {pub:.3g}x; model step on {listed(b, 'consumer')}",
         note=f"inconclusive when repetitions scatter by more than {NOISY:.0%} of their median: the cores were not "
         "the cells' own",
     )
@@ -102,55 +98,23 @@ def ladder_step_matches(rung: str, previous: str) -> Shift:
     """`rung` over `previous` within LADDER_MATCH_FACTOR of the tutorial's own step either way ("about 3x"), not
     measurable (its ratio kept) where `rung`'s step ran without a GPU: the tutorial's step is for its model on one."""
     pub = PUBLISHED[rung] / PUBLISHED[previous]
-    band = Shift(
-        METRIC,
-        "end-to-end samples/s",
-        {"rung": previous},
-        {"rung": rung},
-        within(pub / LADDER_MATCH_FACTOR, pub * LADDER_MATCH_FACTOR),
-        frame=_ladder,
-        note=f"the tutorial's step: {pub:.3g}x; not measurable unless the model step ran on a GPU",
-    )
-
-    def off_gpu(rows: pd.DataFrame) -> Outcome | None:
-        why = "the tutorial's step is for its model on a GPU"
-        return _off_gpu(band(rows), pick(_ladder(rows), rung=rung), why)
-
-    return dataclasses.replace(band, guard=off_gpu)
+    band = within(pub / LADDER_MATCH_FACTOR, pub * LADDER_MATCH_FACTOR)
+    note = f"the tutorial's step: {pub:.3g}x; not measurable unless the model step ran on a GPU"
+    return _gpu_only(_step(rung, previous, band, note=note), rung, "the tutorial's step is for its model on a GPU")
 
 
 def ladder_step_about_one(rung: str, previous: str) -> Shift:
     """The equivalence "about 1.0x" of `rung` over `previous`, not measurable (its ratio kept) where `rung`'s step
     ran without a GPU."""
-    flat = Equivalent(
-        METRIC,
-        "end-to-end samples/s",
-        {"rung": previous},
-        {"rung": rung},
-        ABOUT_ONE,
-        frame=_ladder,
-        note="not measurable unless the model step ran on a GPU (without one the step does nothing)",
-    )
-
-    def off_gpu(rows: pd.DataFrame) -> Outcome | None:
-        return _off_gpu(flat(rows), pick(_ladder(rows), rung=rung), "the step did nothing here: it needs a GPU")
-
-    return dataclasses.replace(flat, guard=off_gpu)
-
-
-def _needs(rows: pd.DataFrame) -> bool:
-    return (
-        "model" in rows
-        and "workload" in rows
-        and bool((rows["model"] == "tutorial").all())
-        and bool((rows["workload"] == "tutorial").all())
-    )
+    note = "not measurable unless the model step ran on a GPU (without one the step does nothing)"
+    flat = _step(rung, previous, within(1 - ABOUT_ONE, 1 + ABOUT_ONE), note=note)
+    return _gpu_only(flat, rung, "the step did nothing here: it needs a GPU")
 
 
 QUESTION = Question(
     "ladder",
     ("num_workers", "pin_memory", "persistent_workers", "prefetcher", "batched", "prefetch_factor"),
-    _needs,
+    lambda rows: all(c in rows and bool((rows[c] == "tutorial").all()) for c in ("model", "workload")),
     reference=GPU_REFERENCE,
     figure="loaderbench.analysis.figures.questions.ladder:ladder_speedups",
 )

@@ -212,20 +212,10 @@ def _has_curves(rows: pd.DataFrame) -> bool:
     return bool((counts >= 2).any())
 
 
-def _has_ranks(rows: pd.DataFrame) -> bool:
-    return bool(((ranks(rows) > 1) & (rank_mode(rows) == "side_by_side")).any())
-
-
-def _has_ddp(rows: pd.DataFrame) -> bool:
-    return bool(((ranks(rows) > 1) & (rank_mode(rows) == "ddp")).any())
-
-
-def _ddp_read(rows: pd.DataFrame) -> pd.DataFrame:
-    return rows[rank_mode(rows) == "ddp"]
-
-
-def _cpu_read(rows: pd.DataFrame) -> pd.DataFrame:
-    return cpu_rows(narrow(rows, _READ))
+_has_ranks = lambda rows: bool(((ranks(rows) > 1) & (rank_mode(rows) == "side_by_side")).any())
+_has_ddp = lambda rows: bool(((ranks(rows) > 1) & (rank_mode(rows) == "ddp")).any())
+_ddp_read = lambda rows: rows[rank_mode(rows) == "ddp"]
+_cpu_read = lambda rows: cpu_rows(narrow(rows, _READ))
 
 
 QUESTION = Question(

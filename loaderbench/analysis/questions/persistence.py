@@ -7,16 +7,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import (
-    EXTENSION,
-    Metric,
-    Question,
-    finite,
-    missing,
-    pick,
-    values_of,
-    varies,
-)
+from loaderbench.analysis.rules.claim import EXTENSION, Metric, Question, finite, missing, pick, values_of, varies
 from loaderbench.analysis.rules.kinds import MOST, Shift, medians, ok_with_workers
 from loaderbench.analysis.table.records import col, is_true, ok_rows
 from loaderbench.stats.verdicts import FAILS, HOLDS, INCONCLUSIVE, Outcome, Region, at_least, decide_shift
@@ -176,12 +167,8 @@ def second_loader_doubles(rows: pd.DataFrame) -> Outcome:
     return Outcome(out.verdict, "; ".join(parts))
 
 
-def _needs_state(rows: pd.DataFrame) -> bool:
-    return not _state_rows(rows, "epoch_attribute").empty
-
-
-def _needs_second(rows: pd.DataFrame) -> bool:
-    return "second_loader" in rows and bool(rows["second_loader"].map(is_true).any())
+_needs_state = lambda rows: not _state_rows(rows, "epoch_attribute").empty
+_needs_second = lambda rows: "second_loader" in rows and bool(rows["second_loader"].map(is_true).any())
 
 
 QUESTION = Question(

@@ -162,15 +162,11 @@ def seed_all_no_duplicates(rows: pd.DataFrame) -> Outcome:
     )
 
 
-def _needs(rows: pd.DataFrame) -> bool:
-    return "workload" in rows and bool((rows["workload"] == "rng").any())
-
-
 _SPLIT = f"inconclusive where a cell's repetitions fall on both sides of {DUP:.0%}"
 QUESTION = Question(
     "rng",
     ("num_workers", "worker_init", "persistent_workers", "start_method", "epochs"),
-    _needs,
+    lambda rows: "workload" in rows and bool((rows["workload"] == "rng").any()),
     figure="loaderbench.analysis.figures.questions.rng:rng_duplicates",
     tables={
         "rng": tuple(

@@ -138,14 +138,10 @@ def per_tensor_cost_differs(rows: pd.DataFrame) -> Outcome:
     return any_of(checks, _BOTH)
 
 
-def _needs(rows: pd.DataFrame) -> bool:
-    return varies(rows, "sharing_strategy")
-
-
 QUESTION = Question(
     "sharing",
     ("sharing_strategy", "num_workers", "tensors_per_sample", "ulimit_nofile"),
-    _needs,
+    lambda rows: varies(rows, "sharing_strategy"),
     figure="loaderbench.analysis.figures.questions.sharing:sharing_strategy_limits",
     tables={"sharing": (Metric("samples_per_s", "samples/s"), Metric("open_fds_peak", "open descriptors (peak)"))},
 )

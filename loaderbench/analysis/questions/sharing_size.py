@@ -16,32 +16,15 @@ import pandas as pd
 
 from loaderbench.analysis.rules.claim import Question, finite, g, missing, narrow, pick
 from loaderbench.analysis.table.records import col, is_true, ok_rows
-from loaderbench.stats.verdicts import (
-    FAILS,
-    HOLDS,
-    INCONCLUSIVE,
-    MIN_EFFECT,
-    Outcome,
-    at_least,
-    both,
-    decide_shift,
-)
+from loaderbench.stats.verdicts import FAILS, HOLDS, INCONCLUSIVE, MIN_EFFECT, Outcome, at_least, both, decide_shift
 
 #: "cheaper": one strategy's tensors per second at least this times the other's
 CHEAPER = 1 + MIN_EFFECT
 STRATEGIES = ("file_descriptor", "file_system")
-_READ = [
-    "status",
-    "cell_id",
-    "workload",
-    "num_workers",
-    "sharing_strategy",
-    "sharing_switch",
-    "persistent_workers",
-    "sample_kb",
-    "samples_per_s",
-    "sharing_seen",
-]
+_READ = (
+    "status cell_id workload num_workers sharing_strategy sharing_switch persistent_workers sample_kb samples_per_s "
+    "sharing_seen"
+).split()
 
 
 def size_rows(rows: pd.DataFrame) -> pd.DataFrame:
@@ -136,14 +119,10 @@ def switch_after_start_ignored(rows: pd.DataFrame) -> Outcome:
     return Outcome(INCONCLUSIVE, text + ("" if control_switched else ": the control did not switch either"))
 
 
-def _needs(rows: pd.DataFrame) -> bool:
-    return len(by_size(rows)) >= 2 or not switch_rows(rows).empty
-
-
 QUESTION = Question(
     "sharing-size",
     ("sharing_strategy", "sample_kb", "sharing_switch", "persistent_workers", "epochs"),
-    _needs,
+    lambda rows: len(by_size(rows)) >= 2 or not switch_rows(rows).empty,
     figure="loaderbench.analysis.figures.questions.sharing_size:cost_per_tensor_by_size",
 )
 QUESTION.add(

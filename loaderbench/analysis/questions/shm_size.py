@@ -26,21 +26,9 @@ IN_FLIGHT_BELOW = 1.0
 IN_FLIGHT_ABOVE = 1.0
 SWEEPS = ("num_workers", "prefetch_factor", "batch_size")
 _READ = [
-    "status",
-    "cell_id",
-    "study",
-    "workload",
-    "fault",
-    "sharing_strategy",
-    "error_kind",
-    "error_message",
+    *"status cell_id study workload fault sharing_strategy error_kind error_message".split(),
     *SWEEPS,
-    "shm_size_mb",
-    "shm_peak_bytes",
-    "shm_needed_bytes",
-    "shm_batch_bytes",
-    "shm_left_segments",
-    "shm_left_bytes",
+    *"shm_size_mb shm_peak_bytes shm_needed_bytes shm_batch_bytes shm_left_segments shm_left_bytes".split(),
 ]
 
 
@@ -277,22 +265,14 @@ def crashed_workers_leak(rows: pd.DataFrame, fault: str = "kill_self") -> Outcom
     return Outcome(INCONCLUSIVE, text)
 
 
-def _needs(rows: pd.DataFrame) -> bool:
-    return not sized_rows(rows).empty or not leak_rows(rows).empty
-
-
-def _needs_sized(rows: pd.DataFrame) -> bool:
-    return not sized_rows(rows).empty
-
-
-def _needs_leaks(rows: pd.DataFrame) -> bool:
-    return not leak_rows(rows).empty
+_needs_sized = lambda rows: not sized_rows(rows).empty
+_needs_leaks = lambda rows: not leak_rows(rows).empty
 
 
 QUESTION = Question(
     "shm-size",
     (*SWEEPS, "shm_size_mb", "fault", "sharing_strategy"),
-    _needs,
+    lambda rows: not sized_rows(rows).empty or not leak_rows(rows).empty,
     figure="loaderbench.analysis.figures.questions.shm_size:shm_peak_by_setting",
 )
 QUESTION.add(

@@ -2,32 +2,15 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import pandas as pd
 
-from loaderbench.analysis.rules.claim import (
-    EXTENSION,
-    Metric,
-    Question,
-    finite,
-    g,
-    missing,
-    varies,
-    with_workers,
-)
+from loaderbench.analysis.rules.claim import EXTENSION, Metric, Question, finite, g, missing, varies, with_workers
 from loaderbench.analysis.rules.kinds import FEWEST, MOST, AllOf, Shift, medians
 from loaderbench.analysis.table.derive import MIB, payload_mb, start_method_label
 from loaderbench.analysis.table.records import col, ok_rows
-from loaderbench.stats.verdicts import (
-    MIN_EFFECT,
-    Outcome,
-    Region,
-    all_of,
-    at_least,
-    at_most,
-    both,
-    decide_shift,
-    fact,
-)
+from loaderbench.stats.verdicts import MIN_EFFECT, Outcome, Region, all_of, at_least, at_most, both, decide_shift, fact
 
 #: spawn's time to first batch is at least this many times fork's.
 SPAWN_TTFB_MIN = 2.0
@@ -61,8 +44,6 @@ def _v(ok, method, nw, mb, metric):
 
 
 _PER = ("num_workers", "payload_mb")
-
-
 _FASTER = at_least(1 + MIN_EFFECT)
 
 
@@ -70,28 +51,18 @@ def _first_batch(a: str, b: str, region: Region = _FASTER) -> Shift:
     return Shift("time_to_first_batch_s", "time to first batch", {"method": a}, {"method": b}, region, _PER, frame=_sm)
 
 
+_cpu = partial(Shift, "cpu_per_worker", "workers' CPU seconds per worker", frame=_sm)
 fork_starts_fastest = AllOf(tuple(_first_batch("fork", m) for m in METHODS[1:]))
 
 spawn_pays_startup = AllOf(
     (
         _first_batch("fork", "spawn", at_least(SPAWN_TTFB_MIN)),
-        Shift(
-            "cpu_per_worker",
-            "workers' CPU seconds per worker",
-            {"method": "fork"},
-            {"method": "spawn"},
-            at_least(SPAWN_CPU_MIN),
-            _PER,
-            frame=_sm,
-        ),
-        Shift(
-            "cpu_per_worker",
-            "workers' CPU seconds per worker",
+        _cpu({"method": "fork"}, {"method": "spawn"}, at_least(SPAWN_CPU_MIN), _PER),
+        _cpu(
             {"method": "spawn", "num_workers": FEWEST},
             {"method": "spawn", "num_workers": MOST},
             at_least(PER_WORKER_KEEP),
             ("payload_mb",),
-            frame=_sm,
         ),
     ),
     note="a cost paid by every worker, whatever the core count",
@@ -197,19 +168,14 @@ def fork_is_the_default(rows: pd.DataFrame) -> Outcome:
     return fact(not others, "; ".join(parts))
 
 
-def _needs_default(rows: pd.DataFrame) -> bool:
-    return bool(col(rows, "env_default_start_method").notna().any())
-
-
-def _needs(rows: pd.DataFrame) -> bool:
-    return varies(with_workers(rows), "start_method")
+_needs_default = lambda rows: bool(col(rows, "env_default_start_method").notna().any())
 
 
 _B = f"{1 + MIN_EFFECT:g}x"
 QUESTION = Question(
     "start-method",
     ("start_method", "forkserver_preload", "num_workers", "parent_payload_mb"),
-    _needs,
+    lambda rows: varies(with_workers(rows), "start_method"),
     figure="loaderbench.analysis.figures.questions.start_method:time_to_first_batch_by_start_method",
     tables={
         "start-method": (

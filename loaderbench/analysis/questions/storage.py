@@ -48,34 +48,16 @@ PER_REQUEST_MAX = 1 - MIN_EFFECT
 #: more gives at most this share of reading the same files locally.
 REMOTE_SHARE = 0.5
 
-AXES = (
-    "workload",
-    "storage",
-    "num_workers",
-    "cores",
-    "jpeg_stage",
-    "latency_ms",
-    "jitter_ms",
-    "bandwidth_mbit",
-    "http_client",
-    "sharding",
-    "shards",
-    "shard_samples",
-    "shaping",
+AXES = tuple(
+    "workload storage num_workers cores jpeg_stage latency_ms jitter_ms bandwidth_mbit http_client sharding shards "
+    "shard_samples shaping".split()
 )
 _READ = [
     "status",
     "cell_id",
     *AXES,
-    "model",
-    "step_ms",
-    "ranks",
-    "samples_per_s",
-    "storage_payload_mbit_per_s",
-    "shard_duplicates",
-    "shard_missing",
-    "shard_passes_complete",
-    "shard_expected_per_pass",
+    *"model step_ms ranks samples_per_s storage_payload_mbit_per_s shard_duplicates shard_missing".split(),
+    *"shard_passes_complete shard_expected_per_pass".split(),
 ]
 
 
@@ -274,12 +256,8 @@ def shards_exactly_once(rows: pd.DataFrame) -> Outcome:
     return all_of(checks, "needs shards cells with complete passes")
 
 
-def _has_http(rows: pd.DataFrame) -> bool:
-    return any(len(v) >= 2 for v in curves(rows).values())
-
-
-def _has_shards(rows: pd.DataFrame) -> bool:
-    return "shard_duplicates" in rows and bool((col(rows, "workload") == "shards").any())
+_has_http = lambda rows: any(len(v) >= 2 for v in curves(rows).values())
+_has_shards = lambda rows: "shard_duplicates" in rows and bool((col(rows, "workload") == "shards").any())
 
 
 QUESTION = Question(

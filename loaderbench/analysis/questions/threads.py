@@ -151,29 +151,14 @@ threads_start_faster = Shift(
 )
 
 
-def _needs(rows: pd.DataFrame) -> bool:
-    return varies(rows, "worker_method")
-
-
 def _pure(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[rows["workload"].isin(PURE_PYTHON)] if "workload" in rows else rows
 
 
 QUESTION = Question(
     "threads",
-    (
-        "workload",
-        "loader",
-        "worker_method",
-        "num_workers",
-        "cores",
-        "cpu_work",
-        "zlib_kb",
-        "sleep_ms",
-        "decoder",
-        "jpeg_stage",
-    ),
-    _needs,
+    tuple("workload loader worker_method num_workers cores cpu_work zlib_kb sleep_ms decoder jpeg_stage".split()),
+    lambda rows: varies(rows, "worker_method"),
     figure="loaderbench.analysis.figures.questions.threads:thread_process_curves",
 )
 QUESTION.add(

@@ -59,12 +59,7 @@ _READ = [
     "status",
     "cell_id",
     *AXIS_COLUMNS,
-    "samples_per_s",
-    "time_to_first_batch_s",
-    "ctx_involuntary",
-    "ctx_voluntary",
-    "end_to_end_samples_per_s",
-    "total_s",
+    *"samples_per_s time_to_first_batch_s ctx_involuntary ctx_voluntary end_to_end_samples_per_s total_s".split(),
 ]
 
 
@@ -267,8 +262,7 @@ def readable_tracebacks(rows: pd.DataFrame) -> Outcome:
     return Outcome(INCONCLUSIVE, text)
 
 
-def _has_raised(rows: pd.DataFrame) -> bool:
-    return not _raised(rows).empty
+_has_raised = lambda rows: not _raised(rows).empty
 
 
 def _switches_per_sample(rows: pd.DataFrame) -> pd.Series:
@@ -350,22 +344,14 @@ def io_rule_of_thumb(rows: pd.DataFrame) -> Outcome:
 
 
 def _has(workloads: tuple[str, ...], need_zero: bool = False):
-    def needs(rows: pd.DataFrame) -> bool:
-        return any(not need_zero or (0 in by and 1 in by) for *_, by in curves(rows, workloads))
-
-    return needs
+    return lambda rows: any(not need_zero or (0 in by and 1 in by) for *_, by in curves(rows, workloads))
 
 
-def _has_first_batch(rows: pd.DataFrame) -> bool:
-    return "time_to_first_batch_s" in rows and _has(tuple(set(col(rows, "workload").dropna().astype(str))), True)(rows)
-
-
-def _has_switches(rows: pd.DataFrame) -> bool:
-    return "ctx_involuntary" in rows and _has(CPU_BOUND)(rows)
-
-
-def _has_both(rows: pd.DataFrame) -> bool:
-    return _has(IO_BOUND)(rows) and _has(CPU_BOUND)(rows)
+_has_first_batch = lambda rows: (
+    "time_to_first_batch_s" in rows and _has(tuple(set(col(rows, "workload").dropna().astype(str))), True)(rows)
+)
+_has_switches = lambda rows: "ctx_involuntary" in rows and _has(CPU_BOUND)(rows)
+_has_both = lambda rows: _has(IO_BOUND)(rows) and _has(CPU_BOUND)(rows)
 
 
 _Q = "oversubscription"
