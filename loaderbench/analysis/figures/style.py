@@ -83,6 +83,12 @@ def cores_palette(cores_values) -> dict:
     return dict(zip(values, colors))
 
 
+def only(frame, *names: str):
+    """The columns `names` of the table `frame` that it has: what a figure reads, so that cutting it by panel
+    copies no more."""
+    return frame[[c for c in names if c in frame]]
+
+
 def legend_rows(n_handles: int, ncol: int) -> int:
     return max(1, math.ceil(n_handles / max(1, ncol)))
 

@@ -66,8 +66,10 @@ def medians_by_n(
     order = np.lexsort((xv, inverse))
     xs, gs = xv[order], inverse[order]
     starts = np.searchsorted(gs, np.arange(keys.size))
-    ends = np.append(starts[1:], gs.size)
-    med = [float(np.median(xs[a:b])) for a, b in zip(starts, ends)]
+    sizes = np.append(starts[1:], gs.size) - starts
+    # each group's values are sorted: its median is its middle value, or the mean of its middle two (as np.median)
+    lo, hi = starts + (sizes - 1) // 2, starts + sizes // 2
+    med = np.where(lo == hi, xs[lo], (xs[lo] + xs[hi]) / 2)
     return pd.Series(med, index=pd.Index(keys, name=n_col), name=x_col)
 
 
