@@ -9,6 +9,7 @@ times at scale (`python -m loaderbench.analysis.stage_costs`), where building a 
 from __future__ import annotations
 
 import json
+from itertools import groupby
 from typing import Any, get_type_hints, is_typeddict
 
 from loaderbench.schema.axes import WORKER_ONLY_AXES
@@ -81,18 +82,28 @@ def _dig(d: Any, path: tuple[str, ...]) -> Any:
     return d
 
 
+#: Parquet needs one type per column: nested values are kept as their JSON text (`_DUMPS`, json.dumps(v,
+#: sort_keys=True, default=str) without building an encoder per call, as json.dumps does given options).
 _NESTED = frozenset((list, dict, tuple))
+_DUMPS = json.JSONEncoder(sort_keys=True, default=str).encode
 
 
-def _scalar(v: Any) -> Any:
-    # Parquet needs one type per column: nested values are kept as their JSON text.
-    return json.dumps(v, sort_keys=True, default=str) if type(v) in _NESTED else v
+def _blocks(paths: list[tuple[str, tuple[str, ...]]]) -> list[tuple[str, list[tuple[str, tuple[str, ...]]], dict]]:
+    """`paths` (column, path under `metrics`, two keys or more) in runs of the same block (their first key), in
+    their order: (block, [(column, path within the block)], every column of the run None)."""
+    out: list[tuple[str, list[tuple[str, tuple[str, ...]]], dict]] = []
+    for block, run in groupby(paths, key=lambda cp: cp[1][0]):
+        cols = [(c, p[1:]) for c, p in run]
+        out.append((block, cols, dict.fromkeys(c for c, _ in cols)))
+    return out
 
 
-# METRIC_PATHS split by depth once: flatten runs once per record, 100,000 times at scale
+# METRIC_PATHS split by depth once, the nested ones by block (two keys deep first, then deeper:
+# rng_duplicates.numpy.within_epoch, the order of the columns): flatten runs once per record, 100,000
+# times at scale, and most blocks are absent from most records (one dict update then, not a lookup per column)
 _METRICS_TOP = [(col, p[0]) for col, p in METRIC_PATHS.items() if len(p) == 1]
-_METRICS_SUB = [(col, p[0], p[1]) for col, p in METRIC_PATHS.items() if len(p) == 2]
-_METRICS_DEEP = [(col, p) for col, p in METRIC_PATHS.items() if len(p) > 2]  # e.g. rng_duplicates.numpy.within_epoch
+_METRICS_BLOCKS = _blocks([(col, p) for col, p in METRIC_PATHS.items() if len(p) == 2])
+_METRICS_BLOCKS += _blocks([(col, p) for col, p in METRIC_PATHS.items() if len(p) > 2])
 _ENV_COLS = [(f"env_{k}", k) for k in ENV_KEYS]
 
 
@@ -101,6 +112,11 @@ def flatten(record: dict[str, Any], path: str) -> dict[str, Any]:
     worker-only axes are None, as in the cells made now, whatever version wrote the record. Two columns are derived:
     `samples_per_ref`, the throughput at the machine's own speed (loaderbench.schema.disturbance.normalized), and
     `remeasured`, how many disturbed attempts this repetition replaced."""
+    nested, dumps = _NESTED, _DUMPS
+    error = record.get("error")
+    error = error if type(error) is dict else {}
+    launcher = record.get("launcher")
+    frames = error.get("frames")
     row: dict[str, Any] = {
         "study": record["study"],
         "cell_id": record["cell_id"],
@@ -108,42 +124,44 @@ def flatten(record: dict[str, Any], path: str) -> dict[str, Any]:
         "status": record["status"],
         "attempt": record.get("attempt", 1),
         "previous_attempts_n": len(record.get("previous_attempts") or ()),
-        "error_kind": _dig(record, ("error", "kind")),
-        "error_message": _dig(record, ("error", "message")),
-        "error_frames": _scalar(_dig(record, ("error", "frames"))),
+        "error_kind": error.get("kind"),
+        "error_message": error.get("message"),
+        "error_frames": dumps(frames) if type(frames) in nested else frames,
         "started_at": record.get("started_at"),
         "finished_at": record.get("finished_at"),
-        "launcher": _dig(record, ("launcher", "kind")),
+        "launcher": launcher.get("kind") if type(launcher) is dict else None,
         "path": path,
     }
     config = record.get("config") or {}
     for key, value in config.items():
         if key == "dataset" and isinstance(value, dict):
             for k, v in value.items():
-                row[f"dataset_{k}"] = _scalar(v)
+                row[f"dataset_{k}"] = dumps(v) if type(v) in nested else v
         else:
-            row[key] = _scalar(value)
+            row[key] = dumps(value) if type(value) in nested else value
     if config.get("num_workers") == 0:
         for key in WORKER_ONLY_AXES:
             if key in row:
                 row[key] = None
     metrics = record.get("metrics") or {}
-    nested = _NESTED
+    get = metrics.get
     for col, key in _METRICS_TOP:
-        v = metrics.get(key)
-        row[col] = _scalar(v) if type(v) in nested else v
-    for col, k1, k2 in _METRICS_SUB:
-        sub = metrics.get(k1)
-        v = sub.get(k2) if type(sub) is dict else None
-        row[col] = _scalar(v) if type(v) in nested else v
-    for col, mpath in _METRICS_DEEP:
-        row[col] = _scalar(_dig(metrics, mpath))
+        v = get(key)
+        row[col] = dumps(v) if type(v) in nested else v
+    for block, cols, absent in _METRICS_BLOCKS:
+        sub = get(block)
+        if type(sub) is not dict:
+            row.update(absent)
+            continue
+        for col, mpath in cols:
+            v = sub.get(mpath[0]) if len(mpath) == 1 else _dig(sub, mpath)
+            row[col] = dumps(v) if type(v) in nested else v
     row["samples_per_ref"] = normalized(metrics.get("samples_per_s"), config, machine_of(metrics))
     row["remeasured"] = remeasures_of(record.get("previous_attempts"))
     env = record.get("env") or {}
     for col, key in _ENV_COLS:
         v = env.get(key)
-        row[col] = _scalar(v) if type(v) in nested else v
+        row[col] = dumps(v) if type(v) in nested else v
     allowed = env.get("cpus_allowed")
     row["env_cpus_allowed_n"] = len(allowed) if isinstance(allowed, list) else None
     nofile = env.get("ulimit_nofile_cell", env.get("ulimit_nofile"))

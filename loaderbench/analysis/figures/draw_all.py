@@ -165,7 +165,7 @@ def _work(task: tuple):
     notes it added to the analysis (a figure that could not be drawn) and the CPU seconds matplotlib's `savefig`
     took."""
     from loaderbench.analysis.claims import decide_claims
-    from loaderbench.analysis.figures.style import apply_theme, savefig_cpu_s
+    from loaderbench.analysis.figures.style import after_png, apply_theme, savefig_cpu_s
     from loaderbench.analysis.report.layout import write_embed_copy
 
     if task[0] == "claims":
@@ -175,11 +175,18 @@ def _work(task: tuple):
     apply_theme()
     rendering = savefig_cpu_s()
     before = len(a.notes)
-    with drawing_in(_SHARED["formats"]):
+    copied: set[Path] = set()
+
+    def copy(path: Path, pixels) -> None:  # from the pixels just written, not the file read back
+        write_embed_copy(path, pixels)
+        copied.add(path)
+
+    # the report's 256-colour copies, here, in parallel, rather than in the report (when the page is too heavy)
+    with drawing_in(_SHARED["formats"]), after_png(copy):
         paths = PARTS[part][1](a, _rows(study), out / study)
     for p in paths:
-        if p.suffix == ".png":
-            write_embed_copy(p)  # here, in parallel, rather than in the report (when the page is too heavy)
+        if p.suffix == ".png" and p not in copied:
+            write_embed_copy(p)
     notes = a.notes[before:]
     del a.notes[before:]  # in one process the analysis is shared by every part: the caller adds them in order
     return paths, notes, savefig_cpu_s() - rendering
@@ -240,7 +247,9 @@ def analyze_all(
     )
     _imported_before_forking("loaderbench.analysis.claims", "loaderbench.analysis.table.scaling")
     tasks = [(what, s) for s in studies for what in ("analysis", "claims")]
-    done = map_tasks(_analyze, tasks, jobs, tick, df=df)
+    # one study (one changed since the last run): in this process, where two forked ones would each copy the
+    # pages of the table they touch and send their half back through a pipe
+    done = map_tasks(_analyze, tasks, jobs if len(studies) > 1 else 1, tick, df=df)
     analyses = done[0::2]
     for a, claims in zip(analyses, done[1::2]):
         a.claims = claims

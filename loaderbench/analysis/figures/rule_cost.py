@@ -123,6 +123,8 @@ def rules_of_thumb(a: StudyAnalysis, folder: Path) -> list[Path]:
             annot=np.where(np.isfinite(loss), text, ""),
             fmt="",
             annot_kws={"fontsize": 7},
+            xticklabels=False,  # set below: seaborn's own would be measured for overlap, then replaced
+            yticklabels=False,
             linewidths=0.5,
             linecolor="white",
             cbar_kws={"label": "throughput lost vs best (%)", "orientation": "horizontal"},
@@ -143,7 +145,7 @@ def rules_of_thumb(a: StudyAnalysis, folder: Path) -> list[Path]:
     ax.set_xticks(np.arange(len(rules) + 1) + 0.5)
     ax.set_xticklabels(["measured knee"] + [_SHORT.get(k, k) for k in rules], rotation=0, fontsize=8)
     ax.set_yticks(np.arange(len(curves)) + 0.5)
-    ax.set_yticklabels(curves, rotation=0, fontsize=8)
+    ax.set_yticklabels(curves, rotation=0, fontsize=8, va="center")
     ax.set_xlabel("")
     ax.set_ylabel("")
     ax.xaxis.tick_top()

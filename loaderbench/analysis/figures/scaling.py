@@ -24,6 +24,7 @@ from loaderbench.analysis.figures.style import (
     header,
     log2_axis,
     mark_n,
+    only,
     panel_title,
     repetitions_text,
     save,
@@ -211,7 +212,9 @@ def throughput_vs_workers(a: StudyAnalysis, folder: Path) -> list[Path]:
     cores; dash-dot horizontal: decode-only ceiling (jpeg, when the study measured it); triangle
     above a point: the knee (smallest num_workers within 5% of the best). Every panel has the same x axis.
     """
-    cells, curves = a.cells, a.curves
+    # the columns drawn only: each panel's rows are cut from these, not from the cells' every column
+    cells = only(a.cells, "panel", "cores", "num_workers", "n", "median", "ci_low", "ci_high", "unstable")
+    curves = a.curves
     palette = cores_palette(cells["cores"])
     usual = usual_n(cells["n"])
     fig, axes = grid(len(a.panels))
@@ -254,8 +257,10 @@ def throughput_vs_workers(a: StudyAnalysis, folder: Path) -> list[Path]:
 def _oversubscribed_cells(a: StudyAnalysis) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Cells with workers and a throughput, with workers per core, share of their curve's best and USS in MiB;
     and the median involuntary context switches per 1000 samples per (panel, cores, num_workers)."""
-    cells = a.cells[(a.cells["num_workers"] >= 1) & (a.cells["n"] > 0)].copy()
-    ok = a.ok[a.ok["num_workers"] >= 1].copy()
+    cells = only(a.cells, "panel", "cores", "num_workers", "n", "median", "unstable", "uss_peak_bytes_median")
+    cells = cells[(cells["num_workers"] >= 1) & (cells["n"] > 0)].copy()
+    ok = only(a.ok, "panel", "cores", "num_workers", "end_to_end_samples_per_s", "total_s", "ctx_involuntary")
+    ok = ok[ok["num_workers"] >= 1].copy()
     best = a.curves.set_index(["panel", "cores"])["best_x"]
     cells["ratio"] = cells["num_workers"] / cells["cores"]
     cells["of_best"] = cells["median"] / [best.get((p, c), np.nan) for p, c in zip(cells["panel"], cells["cores"])]

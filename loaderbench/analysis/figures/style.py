@@ -83,6 +83,12 @@ def cores_palette(cores_values) -> dict:
     return dict(zip(values, colors))
 
 
+def only(frame, *names: str):
+    """The columns `names` of the table `frame` that it has: what a figure reads, so that cutting it by panel
+    copies no more."""
+    return frame[[c for c in names if c in frame]]
+
+
 def legend_rows(n_handles: int, ncol: int) -> int:
     return max(1, math.ceil(n_handles / max(1, ncol)))
 
@@ -349,6 +355,22 @@ def savefig_cpu_s() -> float:
     return _SAVEFIG_CPU_S[0]
 
 
+#: Told (path, pixels) of each PNG drawn in one pass once it is written, while `after_png` sets it: the drawing
+#: workers make the report's 256-colour copy from the pixels in hand instead of reading the file back.
+_AFTER_PNG: list = [None]
+
+
+@contextmanager
+def after_png(told):
+    """`told(path, pixels)` after each PNG drawn in one pass (see `save`) is written, the pixels as written (RGBA
+    rows, top first), until the block ends."""
+    _AFTER_PNG[0] = told
+    try:
+        yield
+    finally:
+        _AFTER_PNG[0] = None
+
+
 def save(fig: plt.Figure, folder: Path, name: str, footer: str) -> list[Path]:
     """Write `folder/name.png` (and `.pdf`, `.svg` where formats.current() asks for them) with the provenance
     `footer` under everything else, the canvas grown to hold all that is drawn (`fit_canvas`); returns the files,
@@ -483,6 +505,8 @@ def _png_in_one_pass(fig: plt.Figure, path: Path, footer: str) -> bool:
             buffer: memoryview = memoryview(cut)  # type: ignore[arg-type]
             imsave(path, buffer, format="png", origin="upper", dpi=dpi)
             _SAVEFIG_CPU_S[0] += time.process_time() - cpu
+            if _AFTER_PNG[0] is not None:
+                _AFTER_PNG[0](path, cut)
             reframe(fig, Bbox.from_extents(*(px / dpi)))
             return True
         text.remove()

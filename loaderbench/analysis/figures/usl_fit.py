@@ -16,6 +16,7 @@ from loaderbench.analysis.figures.style import (
     grid,
     header,
     mark_n,
+    only,
     panel_title,
     repetitions_text,
     save,
@@ -77,7 +78,8 @@ def usl_fit(a: StudyAnalysis, folder: Path) -> list[Path]:
     + kappa N (N-1)) as a line where the fit is good (R^2 >= 0.9, >= 4 distinct N), its peak N* as a
     diamond when inside the plotted range; poor fits are not drawn, the panel says why. The legend lists only
     what is drawn; every panel has the same x axis."""
-    ok = a.ok[a.ok["num_workers"] >= 1]
+    ok = only(a.ok, "panel", "cores", "num_workers", "samples_per_s")  # what is drawn: panels cut from these alone
+    ok = ok[ok["num_workers"] >= 1]
     if ok.empty:
         return []
     palette = cores_palette(a.cells["cores"])

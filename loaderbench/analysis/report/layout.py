@@ -147,22 +147,29 @@ def embed_path(path: Path) -> Path:
     return path.parent / ".embed" / path.name
 
 
-def write_embed_copy(path: Path) -> Path | None:
+def write_embed_copy(path: Path, pixels=None) -> Path | None:
     """Write the figure `path` with 256 colours (3-4x smaller) beside it, for a report too heavy to inline full
-    figures; the drawing workers call it right after drawing, so the report itself never converts. None (nothing
-    written) when the copy would not be smaller or the figure cannot be read."""
+    figures; the drawing workers call it right after drawing, so the report itself never converts. `pixels`, when
+    given, are the figure's as written (RGBA rows, top first), so that the file need not be read back and decoded.
+    None (nothing written) when the copy would not be smaller or the figure cannot be read."""
     import io
 
     from PIL import Image
 
     small = embed_path(path)
     try:
-        data = path.read_bytes()
-        with Image.open(io.BytesIO(data)) as im:
+        if pixels is None:
+            data = path.read_bytes()
+            size = len(data)
+            im = Image.open(io.BytesIO(data))
+        else:
+            size = path.stat().st_size
+            im = Image.fromarray(pixels)
+        with im:
             reduced = im.convert("RGB").quantize(colors=256, method=Image.Quantize.FASTOCTREE)
             buf = io.BytesIO()
             reduced.save(buf, format="PNG")
-        if buf.tell() >= len(data):
+        if buf.tell() >= size:
             small.unlink(missing_ok=True)
             return None
         small.parent.mkdir(exist_ok=True)

@@ -27,6 +27,7 @@ __all__ = [
     "Knee",
     "evaluate_rules",
     "knee",
+    "knee_of_medians",
     "lookup",
     "medians_by_n",
     "rules_of_thumb",
@@ -65,8 +66,10 @@ def medians_by_n(
     order = np.lexsort((xv, inverse))
     xs, gs = xv[order], inverse[order]
     starts = np.searchsorted(gs, np.arange(keys.size))
-    ends = np.append(starts[1:], gs.size)
-    med = [float(np.median(xs[a:b])) for a, b in zip(starts, ends)]
+    sizes = np.append(starts[1:], gs.size) - starts
+    # each group's values are sorted: its median is its middle value, or the mean of its middle two (as np.median)
+    lo, hi = starts + (sizes - 1) // 2, starts + sizes // 2
+    med = np.where(lo == hi, xs[lo], (xs[lo] + xs[hi]) / 2)
     return pd.Series(med, index=pd.Index(keys, name=n_col), name=x_col)
 
 
@@ -83,11 +86,16 @@ def knee(
     median is ``>= (1 - within) * best``. Raises ``ValueError`` if no ok row
     carries a finite value.
     """
-    if not 0 <= within < 1:
-        raise ValueError("knee: `within` must be in [0, 1)")
     med = medians_by_n(df, n_col, x_col)
     if med.empty:
         raise ValueError(f"knee: no ok rows with a finite {x_col!r}")
+    return knee_of_medians(med, within)
+
+
+def knee_of_medians(med: pd.Series, within: float = 0.05) -> Knee:
+    """The knee of a curve from its per-N medians (medians_by_n, not empty), for a caller that has them already."""
+    if not 0 <= within < 1:
+        raise ValueError("knee: `within` must be in [0, 1)")
     best_x = float(med.max())
     best_n = med.index[int(np.argmax(med.to_numpy()))]  # first max = smallest N
     close = med[med >= (1.0 - within) * best_x]
@@ -222,7 +230,7 @@ def _score_group(
     med = medians_by_n(g, n_col, x_col)
     if med.empty:
         return []
-    k = knee(g, n_col, x_col, within)
+    k = knee_of_medians(med, within)
     picks = rules_of_thumb(*(_group_value(g, spec, name) for name, spec in specs.items()))
     mem_med = medians_by_n(g, n_col, mem_col) if mem_col else pd.Series(dtype=float)
     mem_knee = lookup(mem_med, k.knee_n, between)[0] if mem_col else nan

@@ -66,14 +66,16 @@ def environment_table(df: pd.DataFrame, max_values: int = 6) -> pd.DataFrame:
         if col not in df:
             continue
         s = df[col].dropna()
-        s = s[s.astype(str) != ""]
+        text = s.astype(str)  # once: the values as text, to drop the empty ones and to count them by
+        kept = (text != "").to_numpy()
+        s, text = s[kept], text[kept]
         if s.empty:
             continue
-        counts = s.astype(str).value_counts()
+        counts = text.value_counts()
         if len(counts) == 1:
             value = _fmt(s.iloc[0], how)
         else:
-            firsts = s.groupby(s.astype(str)).first()
+            firsts = s.groupby(text).first()
             parts = [f"{_fmt(firsts[k], how)} ({n} records)" for k, n in counts.head(max_values).items()]
             if len(counts) > max_values:
                 parts.append(f"and {len(counts) - max_values} more values")

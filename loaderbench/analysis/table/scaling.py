@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from loaderbench.analysis.report.recommend import RULE_LABELS, evaluate_rules, knee, medians_by_n
+from loaderbench.analysis.report.recommend import RULE_LABELS, evaluate_rules, knee_of_medians, medians_by_n
 from loaderbench.analysis.table.environment import environment_table, provenance
 from loaderbench.analysis.table.records import AXIS_COLUMNS, as_objects, ok_mask, ok_rows, plain
 from loaderbench.analysis.table.summary import summarize
@@ -92,6 +92,13 @@ def is_reference(df: pd.DataFrame) -> pd.Series:
     return df["jpeg_stage"].astype(object).eq("decode")
 
 
+def _axis_rows(frame: pd.DataFrame, axes: list[str]) -> list[dict]:
+    """Each row's values of `axes` as plain Python (records.plain), one dict per row: read by column, not as a
+    Series per row."""
+    columns = [[plain(v) for v in frame[a].tolist()] for a in axes]
+    return [dict(zip(axes, vals)) for vals in zip(*columns)] if axes else [{} for _ in range(len(frame))]
+
+
 def assign_panels(cells: pd.DataFrame) -> pd.DataFrame:
     """`cells` (one row per cell_id, with axis columns) -> rows `cell_id, panel` (N=0 cells may map to several)."""
     # the workload's own parameters first in a panel's name ("jpeg · decoder=pil · start_method=spawn")
@@ -115,21 +122,19 @@ def assign_panels(cells: pd.DataFrame) -> pd.DataFrame:
             return " · ".join([str(workload)] + parts)
 
         panel_of: dict[tuple, str] = {}
-        for _, r in basis.iterrows():
-            vals = {a: plain(r[a]) for a in varying}
+        for vals in _axis_rows(basis, varying):
             panel_of[tuple(vals[a] for a in varying)] = label(vals)
         has_workers = set(with_workers["cell_id"])
-        for _, r in sub.iterrows():
-            vals = {a: plain(r[a]) for a in varying}
-            if r["cell_id"] in has_workers or with_workers.empty:
-                out.append((r["cell_id"], label(vals)))
+        for cell_id, vals in zip(sub["cell_id"].tolist(), _axis_rows(sub, varying)):
+            if cell_id in has_workers or with_workers.empty:
+                out.append((cell_id, label(vals)))
                 continue
             # an N=0 cell: axes that mean nothing without workers (None here, or worker-only) match any value
             wild = {a for a in varying if vals[a] is None or a in WORKER_ONLY_AXES}
             matches = {p for key, p in panel_of.items() if all(a in wild or vals[a] == k for a, k in zip(varying, key))}
             if not matches:
                 matches = {label({a: (None if a in wild else v) for a, v in vals.items()})}
-            out += [(r["cell_id"], p) for p in sorted(matches)]
+            out += [(cell_id, p) for p in sorted(matches)]
     return pd.DataFrame(out, columns=["cell_id", "panel"])
 
 
@@ -301,7 +306,7 @@ def _curve(key: tuple, g: pd.DataFrame, cells: pd.DataFrame, rates: pd.DataFrame
     if med.empty:
         rec.update(best_n=np.nan, best_x=np.nan, knee_n=np.nan, knee_x=np.nan)
     else:
-        k = knee(g, within=within)
+        k = knee_of_medians(med, within)
         rec.update(best_n=k.best_n, best_x=k.best_x, knee_n=k.knee_n, knee_x=k.knee_x)
     one = med.get(1.0, med.get(1, np.nan)) if not med.empty else np.nan
     rec["x_one_worker"] = float(one) if one is not None else np.nan
