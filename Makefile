@@ -14,7 +14,8 @@ PYTEST_ARGS ?=
 # pytest-xdist workers for `make test`: half again as many as the CPUs this process may use (2 on 1, 3 on 2). The
 # suite waits for much of its time (Slurm jobs in other processes, sleeping cells and workers, the doctor's known
 # sleeps, fresh interpreters starting), so a worker per CPU leaves CPUs idle; `make test-stress` runs the same
-TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n > 1 ? n * 3 / 2 : 2 )))
+# xdist workers for make test: one per CPU; more overlap the Slurm tests' waits but starve the load-sensitive tests
+TEST_WORKERS ?= auto
 RUN_ARGS ?=
 BENCH_ARGS ?=
 TUNE_ARGS ?=
