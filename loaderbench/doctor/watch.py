@@ -348,10 +348,7 @@ class LoaderWatch:
             log.end_step(n - 1, None)
             self._open_cpu = None
         elif self._open_cpu is not None:  # the sampled batch n - 1's step ends here
-            c_in = cpu_clock()
-            if n - 1 not in log.step_to:
-                log.close_cpu(c_in - self._open_cpu)
-            self._open_cpu = None
+            self._close_sampled_step(n - 1, self._open_cpu)
         log.end_step(n - 1, t_in)
         sample = n >= self._next_sample
         c0 = cpu_clock() if sample else 0.0  # (before the wait's clock: the read is in neither the step nor the wait)
@@ -376,6 +373,13 @@ class LoaderWatch:
         log.start_step(n, clock())
         return batch
 
+    def _close_sampled_step(self, n: int, opened: float) -> None:
+        """The step after sampled batch ``n``, which started at CPU clock ``opened``, ends here."""
+        c_in = cpu_clock()
+        if n not in self.log.step_to:
+            self.log.close_cpu(c_in - opened)
+        self._open_cpu = None
+
     def _sampled(self, n: int, wait_cpu: float) -> None:
         """Batch ``n`` was sampled: its wait's CPU time, and the next sampled batch."""
         self.log.add_cpu(n, 1.0 / self.cpu.p, wait_cpu)
@@ -391,10 +395,7 @@ class LoaderWatch:
         t_in = clock()
         log, n = self.log, len(self._asked)
         if self._open_cpu is not None:  # the sampled batch n - 1's step ends here
-            c_in = cpu_clock()
-            if n - 1 not in log.step_to:
-                log.close_cpu(c_in - self._open_cpu)
-            self._open_cpu = None
+            self._close_sampled_step(n - 1, self._open_cpu)
         log.end_step(n - 1, t_in)
         sample = n >= self._next_sample
         self._schedule(n + 1, sample)

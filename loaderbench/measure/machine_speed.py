@@ -35,7 +35,7 @@ import statistics
 import time
 from typing import Any
 
-from loaderbench.measure.probes import CELL_MARK, tree_pids
+from loaderbench.measure.probes import CELL_MARK, children, tree_pids
 
 PY_ITERATIONS = 100_000  # one reference unit: about 13 ms of the loop on a 2020s x86 core
 PY_REPEATS = 3  # units timed per core, each side of the window
@@ -144,17 +144,6 @@ def tree_cpu_s(pid: int) -> float:
     return total / CLK_TCK
 
 
-def _children(pid: int) -> list[int]:
-    out: list[int] = []
-    try:
-        for t in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{t}/children") as fh:
-                out += [int(c) for c in fh.read().split()]
-    except (OSError, ValueError):
-        pass
-    return out
-
-
 def _carries_mark(pid: int, mark: bytes) -> bool:
     try:
         with open(f"/proc/{pid}/environ", "rb") as fh:
@@ -171,7 +160,7 @@ def adopted_cpu_s(pid: int) -> dict[int, float]:
     mark = f"{CELL_MARK}={pid}".encode()
     out: dict[int, float] = {}
     for parent in {os.getppid(), 1}:
-        for child in _children(parent):
+        for child in children(parent):
             if child != pid and child not in out and _carries_mark(child, mark):
                 out[child] = tree_cpu_s(child)
     return out

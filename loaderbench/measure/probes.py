@@ -31,18 +31,25 @@ def shm_used() -> int:
         return 0
 
 
+def children(pid: int) -> list[int]:
+    """pid's children, from /proc/<pid>/task/*/children ([] once it is gone)."""
+    out: list[int] = []
+    try:
+        for t in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{t}/children") as fh:
+                out += [int(c) for c in fh.read().split()]
+    except (OSError, ValueError):
+        pass
+    return out
+
+
 def tree_pids(pid: int) -> list[int]:
-    """pid and its descendants from /proc/<pid>/task/*/children: far cheaper than psutil's scan of all of /proc."""
+    """pid and its descendants: far cheaper than psutil's scan of all of /proc."""
     out, stack = [], [pid]
     while stack:
         q = stack.pop()
         out.append(q)
-        try:
-            for t in os.listdir(f"/proc/{q}/task"):
-                with open(f"/proc/{q}/task/{t}/children") as fh:
-                    stack += [int(c) for c in fh.read().split()]
-        except (OSError, ValueError):
-            continue
+        stack += children(q)
     return out
 
 
