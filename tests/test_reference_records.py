@@ -24,6 +24,16 @@ def test_h100_records_load_from_a_cuda_device():
     assert (Path(H100) / "README.md").exists()
 
 
+def test_the_h100_readme_is_rendered_from_its_records_kept_whole():
+    from loaderbench.analysis.findings.reference_records import readme_text
+
+    readme = readme_text(H100)
+    assert (H100 / "README.md").read_text() == readme
+    # its records were not copied by `loaderbench reference`: nothing was trimmed, and their code is not recoverable
+    assert "| trimmed | nothing:" in readme and "`raw` block" not in readme
+    assert "| `ladder` | 30 | 6 | 5 |" in readme and "30 records: uncommitted changes on top of 72b554886ea0" in readme
+
+
 def test_h100_ladder_decides_every_ladder_claim():
     df, _ = load_records(H100, use_cache=False)
     ladder = claims_table(df).query("question == 'ladder'")

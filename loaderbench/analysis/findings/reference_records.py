@@ -301,7 +301,7 @@ def readme_text(folder: Path, df: pd.DataFrame | None = None) -> str:
     lines = [
         f"# Reference records: {name}",
         "",
-        "Records kept as reference data, copied with `loaderbench reference`. Draw and decide them with:",
+        "Records kept as reference data. Draw and decide them with:",
         "",
         "```bash",
         f"make figures RESULTS=results/reference/{name}     # figures, report and claims from these records alone",
@@ -314,13 +314,22 @@ def readme_text(folder: Path, df: pd.DataFrame | None = None) -> str:
         f"| software | {software_line(df)} |",
         f"| loaderbench commit | {', '.join(commits) or '?'} |",
         "| fingerprint | in every record (`env`): CPU, memory, libraries, cores allowed, limits, the commit it ran |",
-        f"| trimmed | each record's `{'`, `'.join(TRIMMED)}` block (per-batch clock reads) is left out; everything "
-        "the analysis reads is kept, and failed records are kept as they are |",
+        trimmed_line(_read_meta(folder).get("trimmed", TRIMMED)),
         "",
         md_table(study_rows(df, notes(folder))),
         "",
     ]
     return "\n".join(lines)
+
+
+def trimmed_line(trimmed: list[str] | tuple[str, ...]) -> str:
+    """What `loaderbench reference` left out of the folder's records (reference.json's `trimmed`)."""
+    if not trimmed:
+        return "| trimmed | nothing: the records are kept as they were written, per-batch clock reads included |"
+    return (
+        f"| trimmed | each record's `{'`, `'.join(trimmed)}` block (per-batch clock reads) is left out; everything "
+        "the analysis reads is kept, and failed records are kept as they are |"
+    )
 
 
 def write_readme(folder: Path) -> Path:
