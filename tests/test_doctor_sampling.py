@@ -94,3 +94,100 @@ def test_the_page_shows_the_accelerator_when_it_was_read(fake_smi, monkeypatch):
     assert "The GPU ran a kernel 80% of the time" in page and "up to 2048 MiB" in page
     lo["accelerator"] = None  # no CUDA in use: no section
     assert "Accelerator" not in render({"command": ["python"], "status": "ok", "processes": [{"loaders": [lo]}]})
+
+
+class _Worker:
+    """A stand-in for psutil.Process: its RSS and USS are set by the test; each page-table walk is counted, with the
+    thread that made it."""
+
+    def __init__(self):
+        self.rss, self.uss, self.walks = 100 << 20, 50 << 20, []
+
+    def oneshot(self):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def cpu_times(self):
+        import types
+
+        return types.SimpleNamespace(user=1.0, system=0.0)
+
+    def memory_info(self):
+        import types
+
+        return types.SimpleNamespace(rss=self.rss)
+
+    def num_fds(self):
+        return 7
+
+    def memory_full_info(self):
+        import threading
+        import types
+
+        self.walks.append(threading.current_thread().name)
+        return types.SimpleNamespace(uss=self.uss, pss=self.uss + (10 << 20))
+
+
+def _sampler_at(monkeypatch, worker):
+    clock = {"t": 0.0}
+    monkeypatch.setattr(workers.time, "perf_counter", lambda: clock["t"])
+    sampler = workers.WorkerSampler(lambda: [4242])
+    monkeypatch.setattr(sampler, "_proc", lambda pid: worker)
+    return sampler, clock
+
+
+def test_the_page_tables_are_walked_at_the_first_sample_then_on_a_schedule_that_backs_off_while_memory_is_flat(
+    monkeypatch,
+):
+    worker = _Worker()
+    sampler, clock = _sampler_at(monkeypatch, worker)
+    walked_at = []
+    for i in range(60):  # 30 s of samples every 0.5 s
+        clock["t"] = 0.5 * i
+        before = len(worker.walks)
+        sampler._sample()
+        if len(worker.walks) > before:
+            walked_at.append(clock["t"])
+    # every MEMORY_INTERVAL_S (2 s) at first, doubling up to 2**MEMORY_BACKOFF times (16 s) while flat
+    assert walked_at == [0.0, 2.0, 6.0, 14.0]  # the next one at 30 s
+    assert workers.MEMORY_INTERVAL_S == 2.0 and workers.MEMORY_BACKOFF == 3
+    summary = workers.summarize(sampler.samples, cores=1)
+    w = summary["workers"]["4242"]
+    assert w["memory_walks"] == len(walked_at) and w["uss_growth"] == 0
+    assert summary["series"]["memory_t_s"] == walked_at  # the memory series holds the walked samples only
+
+
+def test_a_worker_whose_rss_rises_is_walked_at_the_next_sample_and_the_schedule_starts_again(monkeypatch):
+    worker = _Worker()
+    sampler, clock = _sampler_at(monkeypatch, worker)
+    for t in (0.0, 2.0, 2.5):  # walks at 0 and 2; the next is due at 6
+        clock["t"] = t
+        sampler._sample()
+    assert len(worker.walks) == 2
+    worker.rss, worker.uss = int(worker.rss * 1.06), worker.uss + (30 << 20)  # copy-on-write: pages turn private
+    clock["t"] = 3.0
+    sampler._sample()
+    assert len(worker.walks) == 3  # RSS passed its last walk's by more than RISE
+    clock["t"] = 4.5
+    sampler._sample()
+    assert len(worker.walks) == 3
+    clock["t"] = 5.0  # the USS had risen: the next walk 2 s after it, not 4
+    sampler._sample()
+    assert len(worker.walks) == 4
+    growth = workers.summarize(sampler.samples, cores=1)["workers"]["4242"]["uss_growth"]
+    assert growth == 30 << 20
+
+
+def test_start_reads_no_page_tables_in_the_caller_s_thread_and_stop_reads_them_last(monkeypatch):
+    worker = _Worker()
+    sampler = workers.WorkerSampler(lambda: [4242], interval_s=60.0)
+    monkeypatch.setattr(sampler, "_proc", lambda pid: worker)
+    sampler.start()
+    assert not sampler.samples[0]["workers"]["4242"]["walked"]  # the loop's thread only read the cheap values
+    deadline = time.monotonic() + 10
+    while not worker.walks and time.monotonic() < deadline:
+        time.sleep(0.01)
+    sampler.stop()
+    assert worker.walks == ["loaderbench-doctor-sampler", "MainThread"]
+    assert sampler.samples[-1]["workers"]["4242"]["walked"]

@@ -3,9 +3,11 @@
 
 Each round times one window of each arm, in a shuffled order, on the same DataLoader: the bare `for` loop, and the
 watched loop while the watch measures (two clock reads and one log entry per batch, and the sampler of the
-workers' CPU and memory, twice a second). Both arms skip the same warm-up batches first. The ratio of the watched
-arm's batches per second over the bare arm's is taken per round, so that a machine whose speed drifts moves both
-sides of a ratio; its median comes with an order-statistic interval over the rounds.
+workers' CPU and memory: their CPU times twice a second, their page tables for USS and PSS every 2-16 s). Both
+arms skip the same warm-up batches first. The ratio of the watched arm's batches per second over the bare arm's is
+taken per round, so that a machine whose speed drifts moves both sides of a ratio; its median comes with an
+order-statistic interval over the rounds. The sampler's own CPU over each watched window is counted beside the
+watch's.
 
 Beside it, precise whatever the machine's load (`watch_cost`): the watch's own work per batch, in the loop thread's
 CPU time, over an in-memory list (a bare `for` against the watched one, in a shuffled order per round): the median
@@ -16,8 +18,9 @@ costs, and that over EVERY_S the share of the loop's time the samples take, at a
 bare batch period: the watch's share of the fastest loop.
 
 Contract: `hook_overhead(rounds, batches)` returns, per loop (num_workers 0 and 2), the per-round ratios, their
-median with its interval, both arms' batches per second and `cpu_share` (the watch's CPU per batch over the bare
-batch period, plus the samples' share of the time), and `watch_cost` (`watch_cost(...)`: `cost_ns_per_batch` and
+median with its interval, both arms' batches per second, `sampler_share` (the workers' sampler's CPU over the
+watched window, median over rounds) and `cpu_share` (the watch's CPU per batch over the bare batch period, plus the
+samples' share of the time, plus `sampler_share`), and `watch_cost` (`watch_cost(...)`: `cost_ns_per_batch` and
 `sample_ns`, each with its interval, and `samples_share_of_time`).
 """
 
@@ -127,7 +130,7 @@ def hook_overhead(rounds: int, batches: int, seed: int = 0, cost_batches: int = 
     for workers in LOOPS:
         loader = _loader(workers)
         _window(loader, batches)  # first iterator: workers, caches
-        ratios, rates = [], {"bare": [], "watched": []}
+        ratios, rates, sampler = [], {"bare": [], "watched": []}, []
         for _ in range(rounds):
             arms = ["bare", "watched"]
             rng.shuffle(arms)
@@ -136,7 +139,10 @@ def hook_overhead(rounds: int, batches: int, seed: int = 0, cost_batches: int = 
                 if arm == "bare":
                     seconds[arm] = _window(loader, batches)
                 else:
-                    seconds[arm] = _window(_watched(loader, batches), batches, tail=2)
+                    watched = _watched(loader, batches)
+                    seconds[arm] = _window(watched, batches, tail=2)
+                    (lw,) = watched.session.watches.values()
+                    sampler.append(lw.sampler.cpu_s / seconds[arm])  # its samples, the last (in the tail) too
                 rates[arm].append(batches / seconds[arm])
             ratios.append(seconds["bare"] / seconds["watched"])
         out["loops"].append(
@@ -146,10 +152,13 @@ def hook_overhead(rounds: int, batches: int, seed: int = 0, cost_batches: int = 
                 "ratios": ratios,
                 "bare_batches_per_s": median_interval(rates["bare"]),
                 "watched_batches_per_s": median_interval(rates["watched"]),
-                # the watch's CPU per batch over this loop's bare batch period, and its CPU samples' share of the
-                # loop's time: the watch's share where nothing else runs
+                # the watch's CPU per batch over this loop's bare batch period, its CPU samples' share of the
+                # loop's time, and the workers' sampler's CPU over the watched window: the watch's share where
+                # nothing else runs
+                "sampler_share": statistics.median(sampler),
                 "cpu_share": cost["cost_ns_per_batch"]["estimate"] * 1e-9 * median_interval(rates["bare"])["estimate"]
-                + (cost["samples_share_of_time"] or 0.0),
+                + (cost["samples_share_of_time"] or 0.0)
+                + statistics.median(sampler),
             }
         )
     out["load_end"] = loadavg()

@@ -517,17 +517,18 @@ def doctor_hooks(dh: dict, console) -> None:
             "bare batches/s",
             "watched batches/s",
             "watched / bare (per round, median)",
-            "watch's CPU per batch / bare period, plus its CPU samples' share",
+            "watch's CPU per batch / bare period, plus its CPU samples' and its workers' sampler's share",
         ],
     )
     for loop in dh["loops"]:
-        share = loop.get("cpu_share")
+        share, sampler = loop.get("cpu_share"), loop.get("sampler_share")
         t.add_row(
             str(loop["num_workers"]),
             fmt(loop["bare_batches_per_s"]["estimate"], ".0f"),
             fmt(loop["watched_batches_per_s"]["estimate"], ".0f"),
             fmt_interval(loop["ratio"]),
-            f"{100 * share:.2f}%" if share is not None else "n/a",
+            (f"{100 * share:.2f}%" if share is not None else "n/a")
+            + (f" (the sampler {100 * sampler:.2f}%)" if sampler is not None else ""),
         )
     cost = dh.get("watch_cost")
     if cost:

@@ -19,7 +19,9 @@ SCHEMA = "loaderbench-doctor"
 #: imported: null), and each process carries its own `versions`; workers' PSS beside their USS; loaders[].accelerator.
 #: Version 5: steps.step_cpu_share and steps.wait_cpu_share are estimated from a sample of the measured batches (the
 #: loop thread's CPU clock is read on those only), and steps.cpu_sampled_steps says how many steps they rest on.
-VERSION = 5
+#: Version 6: the workers' USS and PSS come from page-table walks on a schedule (workers.memory_walks per worker; the
+#: series' memory_t_s), no longer at every sample; workers.sampler_cpu_s is the sampler's own CPU time.
+VERSION = 6
 
 #: What a run's status says.
 STATUSES = ("ok", "script failed", "no loader", "interrupted", "stopped")

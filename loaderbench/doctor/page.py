@@ -93,14 +93,15 @@ def workers_svg(workers: dict) -> str:
         f'<text x="{W - 330}" y="20" font-size="11"><tspan fill="{COLORS["cpu"]}">— workers</tspan> '
         f'<tspan fill="{COLORS["step"]}">— main process</tspan> - - cores allowed ({cores:g})</text></svg>'
     )
+    tm = s.get("memory_t_s", t)
     uss = [u / 2**20 for u in s["workers_uss"]]
     pss = [p / 2**20 for p in s.get("workers_pss", [])]
     mem_svg = ""
-    if any(uss):
+    if len(tm) >= 2 and any(uss):
         mtop = max([*uss, *pss]) * 1.1
         mem_svg = (
             f'<svg width="{W}" height="{H}" role="img">{_axes("seconds", "workers memory", mtop, "MiB")}'
-            f"{_polyline(t, uss, t[-1], mtop, COLORS['mem'])}{_polyline(t, pss, t[-1], mtop, COLORS['cpu'])}"
+            f"{_polyline(tm, uss, t[-1], mtop, COLORS['mem'])}{_polyline(tm, pss, t[-1], mtop, COLORS['cpu'])}"
             f'<text x="{W - 330}" y="20" font-size="11"><tspan fill="{COLORS["mem"]}">— USS (their own pages)</tspan> '
             f'<tspan fill="{COLORS["cpu"]}">— PSS (their share of all)</tspan></text></svg>'
         )

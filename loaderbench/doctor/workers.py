@@ -14,8 +14,16 @@ import psutil
 
 from loaderbench.doctor.accelerator import UtilizationSampler
 
-#: Seconds between samples; USS needs the kernel to walk page tables, so it is not read more often.
+#: Seconds between samples of the cheap readings: CPU times, RSS, open files, /dev/shm (about 0.2 ms a worker).
 INTERVAL_S = 0.5
+#: USS and PSS need the kernel to walk a worker's page tables (20-30 ms of CPU for a worker forked from a process
+#: that imported torch, holding its memory map's lock, so that a worker mapping its next batch's shared memory
+#: waits): they are read at the first sample, at the last, whenever a worker's RSS passes the RSS of its last walk
+#: by RISE, and on a schedule that starts at MEMORY_INTERVAL_S and doubles, up to MEMORY_BACKOFF times, while memory
+#: stays flat.
+MEMORY_INTERVAL_S = 2.0
+MEMORY_BACKOFF = 3
+RISE = 1.05
 
 
 def _shm_used() -> int | None:
@@ -43,7 +51,9 @@ def worker_pids(iterator) -> list[int]:
 
 
 class WorkerSampler:
-    """Samples the workers ``pids()`` names, and this process, every ``interval_s`` until stopped."""
+    """Samples the workers ``pids()`` names, and this process, every ``interval_s`` until stopped; their USS and PSS
+    on the schedule MEMORY_INTERVAL_S describes. ``start`` reads only the cheap values in the caller's thread (the
+    CPU times the run's share is counted from); the first walk is the background thread's first task."""
 
     def __init__(self, pids: Callable[[], list[int]], interval_s: float = INTERVAL_S):
         self._pids = pids
@@ -54,9 +64,14 @@ class WorkerSampler:
         self.samples: list[dict] = []
         self._me = psutil.Process(os.getpid())
         self.gpu = UtilizationSampler()
+        self._walked: dict[str, dict] = {}  # per worker: its last walk's uss, pss, rss and time
+        self._walk_every = MEMORY_INTERVAL_S
+        self._walk_at = 0.0  # when the next scheduled walk is due (perf_counter)
+        self.walks = 0
+        self.cpu_s = 0.0  # the samples' own CPU time, in the threads that took them (the page-table walks included)
 
     def start(self) -> None:
-        self._sample()
+        self._sample(walk=False)
         self._thread = threading.Thread(target=self._run, name="loaderbench-doctor-sampler", daemon=True)
         self._thread.start()
 
@@ -65,9 +80,10 @@ class WorkerSampler:
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
-        self._sample()
+        self._sample(walk=True)
 
     def _run(self) -> None:
+        self._sample(walk=True)
         while not self._stop.wait(self._interval):
             self._sample()
 
@@ -80,8 +96,17 @@ class WorkerSampler:
                 return None
         return p
 
-    def _sample(self) -> None:
-        workers = {}
+    def _due(self, now: float, rss: dict[str, int]) -> bool:
+        """Whether this sample walks the page tables: on schedule, or a worker is new or its RSS has risen."""
+        if now >= self._walk_at:
+            return True
+        return any(pid not in self._walked or r > RISE * self._walked[pid]["rss"] for pid, r in rss.items())
+
+    def _sample(self, walk: bool | None = None) -> None:
+        """One sample; ``walk``: read USS and PSS (True), not (False), or when due (None)."""
+        c0 = time.thread_time()
+        now = time.perf_counter()
+        cheap: dict[str, dict] = {}
         for pid in self._pids():
             p = self._proc(pid)
             if p is None:
@@ -89,19 +114,22 @@ class WorkerSampler:
             try:
                 with p.oneshot():
                     cpu = p.cpu_times()
-                    mem = p.memory_full_info()  # one walk of the page tables gives both
-                    workers[str(pid)] = {
-                        "cpu_s": cpu.user + cpu.system,
-                        "uss": mem.uss,
-                        "pss": getattr(mem, "pss", None),
-                        "fds": p.num_fds(),
-                    }
+                    cheap[str(pid)] = {"cpu_s": cpu.user + cpu.system, "rss": p.memory_info().rss, "fds": p.num_fds()}
             except psutil.Error:
                 continue
+        if walk is None:
+            walk = self._due(now, {pid: w["rss"] for pid, w in cheap.items()})
+        if walk and cheap:
+            self._schedule(now, risen=self._walk(cheap, now))
+        workers = {}
+        for key, w in cheap.items():
+            mem = self._walked.get(key, {})
+            # uss and pss: the last walk's, and whether this sample made it (`walked`)
+            workers[key] = {**w, "uss": mem.get("uss"), "pss": mem.get("pss"), "walked": mem.get("at") == now}
         cpu = self._me.cpu_times()
         self.samples.append(
             {
-                "t": time.perf_counter(),
+                "t": now,
                 "main_cpu_s": cpu.user + cpu.system,
                 "main_fds": self._safe(self._me.num_fds),
                 "shm_used": _shm_used(),
@@ -109,6 +137,32 @@ class WorkerSampler:
             }
         )
         self.gpu.maybe_sample()
+        self.cpu_s += time.thread_time() - c0
+
+    def _walk(self, cheap: dict[str, dict], now: float) -> bool:
+        """Read each worker's USS and PSS; whether any is new or its USS has risen by RISE."""
+        risen = False
+        for key, w in cheap.items():
+            p = self._proc(int(key))
+            try:
+                mem = p.memory_full_info() if p is not None else None  # one walk gives both
+            except psutil.Error:
+                continue
+            if mem is None:
+                continue
+            before = self._walked.get(key)
+            risen = risen or before is None or mem.uss > RISE * before["uss"]
+            self._walked[key] = {"uss": mem.uss, "pss": getattr(mem, "pss", None), "rss": w["rss"], "at": now}
+        self.walks += 1
+        return risen
+
+    def _schedule(self, now: float, risen: bool) -> None:
+        """The next scheduled walk: sooner again after one that found memory risen, later after a flat one."""
+        if risen:
+            self._walk_every = MEMORY_INTERVAL_S
+        else:
+            self._walk_every = min(self._walk_every * 2, MEMORY_INTERVAL_S * 2**MEMORY_BACKOFF)
+        self._walk_at = now + self._walk_every
 
     @staticmethod
     def _safe(f):
@@ -118,10 +172,11 @@ class WorkerSampler:
             return None
 
 
-def summarize(samples: list[dict], cores: float) -> dict:
+def summarize(samples: list[dict], cores: float, sampler_cpu_s: float | None = None) -> dict:
     """CPU per worker and in all (cores' worth over the sampled time), USS and PSS at start and end per worker,
-    /dev/shm's peak over the run, open files at the end; and the series for the page."""
+    /dev/shm's peak over the run, open files at the end, the sampler's own CPU time; and the series for the page."""
     out: dict = {"samples": len(samples), "cores_allowed": cores, "shm_total": _shm_total()}
+    out["sampler_cpu_s"] = sampler_cpu_s
     if len(samples) < 2:
         return out
     first, last = samples[0], samples[-1]
@@ -132,17 +187,18 @@ def summarize(samples: list[dict], cores: float) -> dict:
         seen = [s["workers"][pid] for s in samples if pid in s["workers"]]
         t_seen = [s["t"] for s in samples if pid in s["workers"]]
         dt = t_seen[-1] - t_seen[0]
+        walked = [w for w in seen if w.get("walked")] or [{}]  # USS and PSS: the first and the last walk
+        m0, m1 = walked[0], walked[-1]
         per_worker[pid] = {
             "cpu_cores": (end["cpu_s"] - seen[0]["cpu_s"]) / dt if dt > 0 else None,
-            "uss_start": seen[0]["uss"],
-            "uss_end": end["uss"],
-            "uss_growth": end["uss"] - seen[0]["uss"],
+            "uss_start": m0.get("uss"),
+            "uss_end": m1.get("uss"),
+            "uss_growth": _growth(m0.get("uss"), m1.get("uss")),
             # PSS: each worker's share of the pages it shares (the parent's, copied-on-write or not)
-            "pss_start": seen[0].get("pss"),
-            "pss_end": end.get("pss"),
-            "pss_growth": end["pss"] - seen[0]["pss"]
-            if end.get("pss") is not None and seen[0].get("pss") is not None
-            else None,
+            "pss_start": m0.get("pss"),
+            "pss_end": m1.get("pss"),
+            "pss_growth": _growth(m0.get("pss"), m1.get("pss")),
+            "memory_walks": sum(1 for w in seen if w.get("walked")),
             "fds": end["fds"],
         }
     out["workers"] = per_worker
@@ -154,12 +210,19 @@ def summarize(samples: list[dict], cores: float) -> dict:
     out["shm_peak"] = max(shm) if shm else None
     out["main_fds"] = last.get("main_fds")
     t0 = first["t"]
+    walks = [s for s in samples if any(w.get("walked") for w in s["workers"].values())]
     out["series"] = {
         "t_s": [round(s["t"] - t0, 3) for s in samples],
         "workers_cpu_s": [round(sum(w["cpu_s"] for w in s["workers"].values()), 4) for s in samples],
         "main_cpu_s": [round(s["main_cpu_s"], 4) for s in samples],
-        "workers_uss": [sum(w["uss"] for w in s["workers"].values()) for s in samples],
-        "workers_pss": [sum(w.get("pss") or 0 for w in s["workers"].values()) for s in samples],
         "shm_used": [s["shm_used"] for s in samples],
+        # memory: at the samples that walked the workers' page tables
+        "memory_t_s": [round(s["t"] - t0, 3) for s in walks],
+        "workers_uss": [sum(w.get("uss") or 0 for w in s["workers"].values()) for s in walks],
+        "workers_pss": [sum(w.get("pss") or 0 for w in s["workers"].values()) for s in walks],
     }
     return out
+
+
+def _growth(start: int | None, end: int | None) -> int | None:
+    return end - start if start is not None and end is not None else None
