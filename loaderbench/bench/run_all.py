@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from loaderbench.bench.result_tables import render
     from loaderbench.measure.fingerprint import host_fingerprint
-    from loaderbench.measure.runner import warm_imports
+    from loaderbench.measure.warm import warm_imports
     from loaderbench.study.study_file import StudySettings
 
     console = Console(highlight=False)

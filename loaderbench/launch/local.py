@@ -57,7 +57,7 @@ class LocalLauncher(Launcher):
 
         check_tools([t.cell.typed for t in tasks])  # a missing nginx, ip or tc: one clear error, before any cell
         check_same_machine(self.study.name, self.store)
-        runner = TaskRunner(dataset_spec(self.study))
+        runner = TaskRunner(dataset_spec(self.study), [t.cell.typed for t in tasks])
         reference = StudyReference(self.study, self.store)
         previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
         try:

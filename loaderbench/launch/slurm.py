@@ -61,7 +61,7 @@ class CellJob(submitit.helpers.Checkpointable):
         if store.is_done(t.study, t.cell.cell_id, t.repetition):
             return "ok (already measured)"
         launcher = _launcher_info()
-        runner = TaskRunner(self.dataset)
+        runner = TaskRunner(self.dataset, [t.cell.typed])
         env = submitit.JobEnvironment()
         if env.num_tasks > 1:  # one task per DDP rank (loaderbench.measure.ddp)
             from loaderbench.measure.ddp import LAUNCHED

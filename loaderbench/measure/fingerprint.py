@@ -92,26 +92,35 @@ def container_info() -> dict:
 
 #: the packages whose versions a fingerprint names, by the key it names them with
 PACKAGES = {"torch": "torch", "torchvision": "torchvision", "numpy": "numpy", "pillow": "PIL"}
+#: those whose version is read from their version.py when this process has not imported them: torchvision's import
+#: takes seconds, and only the cells that use it have it imported (loaderbench.measure.warm)
+READ_NOT_IMPORTED = ("torchvision",)
 
 
 def package_versions(import_missing: bool = True) -> dict:
     """Python's and the packages' versions, each as the package itself says (`torch.__version__`, with its local
     build label). ``import_missing=False``: only packages this process has already imported (the others None), for a
     process that must not pay an import for a version (torchvision's import takes seconds)."""
+    import importlib
     import sys
 
     def loaded(name: str):
         if name in sys.modules:
             return sys.modules[name]
+        if not import_missing or name in READ_NOT_IMPORTED:
+            return None
+        return importlib.import_module(name)
+
+    def version(name: str, module) -> str | None:
+        if module is not None:
+            return getattr(module, "__version__", None)
         if not import_missing:
             return None
-        import importlib
-
-        return importlib.import_module(name)
+        return stated_version(name) or getattr(importlib.import_module(name), "__version__", None)
 
     mods = {key: loaded(name) for key, name in PACKAGES.items()}
     out: dict = {"python": platform.python_version()}
-    out |= {key: getattr(m, "__version__", None) if m is not None else None for key, m in mods.items()}
+    out |= {key: version(PACKAGES[key], m) for key, m in mods.items()}
     pil, torch = mods["pillow"], mods["torch"]
     if pil is not None:
         from PIL import features
@@ -182,6 +191,29 @@ def default_start_method() -> str | None:
     if out.returncode != 0:
         return None
     return out.stdout.strip() or None
+
+
+def stated_version(name: str) -> str | None:
+    """The `__version__` string a package's version.py assigns, read without importing the package (None when it
+    has no such file or assignment)."""
+    import ast
+    import importlib.util
+
+    spec = importlib.util.find_spec(name)  # a top-level name: found, not imported
+    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
+        try:
+            tree = ast.parse((Path(folder) / "version.py").read_text())
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in tree.body:
+            if (
+                isinstance(node, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == "__version__" for t in node.targets)
+                and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str)
+            ):
+                return node.value.value
+    return None
 
 
 def host_fingerprint(versions: bool = True) -> dict:

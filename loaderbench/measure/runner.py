@@ -65,26 +65,6 @@ CELL_GO = b"g"  # the runner has sampled the cell once: it may start
 os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
 
 
-def warm_imports() -> None:
-    """What every cell would import: done once here so forked cells inherit it."""
-    import numpy  # noqa: F401 - imported once here, inherited by every forked cell
-    import scipy.stats  # noqa: F401  (the adaptive stopping rule; 1-3 s to import)
-    import torch
-    import torch.utils.data  # noqa: F401 - imported once here, inherited by every forked cell
-    import torchvision.transforms.v2  # noqa: F401 - imported once here, inherited by every forked cell
-
-    import loaderbench.measure.cell_process
-    import loaderbench.measure.consumers
-    import loaderbench.measure.limits
-    import loaderbench.measure.loop
-    import loaderbench.workloads.claim_axes  # noqa: F401 - imported once here, inherited by every forked cell
-    from loaderbench.measure.machine_speed import reference_jpeg
-    from loaderbench.workloads import import_all
-
-    import_all()
-    reference_jpeg()  # encoded once here: every cell's reference decodes the same bytes, made before it forked
-
-
 def _prctl(option: int, arg: int) -> bool:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
