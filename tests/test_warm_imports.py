@@ -17,11 +17,11 @@ import torchvision
 SCRIPT = r"""
 import json, sys
 args = json.loads(sys.argv[1])
-from loaderbench.measure.warm import warm_imports
+from loaderbench.measure.warm import study_imports, warm_imports
 from loaderbench.study.one_cell import one_cell_study
 
 cells = [one_cell_study(settings).cells[0].typed for settings in args["cells"]]
-warm_imports(cells)
+warm_imports(study_imports(cells))
 warmed = sorted(m for m in sys.modules if m.split(".")[0] in ("torchvision", "scipy"))
 
 from loaderbench.measure.loop import run_loop
@@ -97,3 +97,19 @@ def test_cells_that_decode_jpegs_have_torchvision_before_their_loop(tmp_path):
     assert "torchvision.transforms.v2" in got["warmed"] and "scipy" not in got["warmed"]
     assert got["torchvision"] == torchvision.__version__
     assert [watched(new) for new in got["in_loops"]] == [[]] * len(cells), got["in_loops"]
+
+
+def test_a_study_s_cells_share_one_set_of_imports_whichever_of_them_a_process_runs():
+    """What any cell of a study needs is imported for all of them (a settle round of its sleep cells alone, or one
+    Slurm array task, maps the same modules as the whole run did), so their memory reads alike."""
+    from loaderbench.measure.warm import SCIPY, TORCHVISION, study_imports
+    from loaderbench.study.one_cell import one_cell_study
+
+    def cell(*settings: str):
+        return one_cell_study(SMALL + list(settings)).cells[0].typed
+
+    sleep, jpeg = cell("workload=sleep"), cell("workload=jpeg")
+    adaptive = cell("workload=cpu", "target_precision=0.5")
+    assert study_imports([sleep]) == []
+    assert study_imports([sleep, jpeg]) == [TORCHVISION]
+    assert study_imports([sleep, jpeg, adaptive]) == sorted([SCIPY, TORCHVISION])

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from loaderbench.schema.cell import CellConfig, Task
+from loaderbench.schema.cell import Task
 from loaderbench.schema.record import Record
 from loaderbench.schema.store import Store
 from loaderbench.study.plan import counts, pending_tasks
@@ -47,18 +47,18 @@ def prepare_dataset(spec: dict | None):
 
 
 class TaskRunner:
-    """The set-up of a process that runs tasks, done once: the dataset, the imports its cells inherit (those of
-    `cells`, the cells it will run; None: of any cell), the host's fingerprint, with the machine's 1-minute load
-    average read before any of it (`load_1m_at_start`: the load others left on the machine when the run began).
-    Then `run` measures one task into one record."""
+    """The set-up of a process that runs tasks, done once: the dataset, the imports its cells inherit
+    (`imports`: loaderbench.measure.warm.study_imports of the study; None: those of any cell), the host's
+    fingerprint, with the machine's 1-minute load average read before any of it (`load_1m_at_start`: the load
+    others left on the machine when the run began). Then `run` measures one task into one record."""
 
-    def __init__(self, dataset: dict | None, cells: Iterable[CellConfig] | None = None):
+    def __init__(self, dataset: dict | None, imports: Iterable[str] | None = None):
         from loaderbench.measure.fingerprint import host_fingerprint
         from loaderbench.measure.warm import warm_imports
 
         load_at_start = os.getloadavg()[0]
         self.prepared = prepare_dataset(dataset)
-        warm_imports(cells)
+        warm_imports(imports)
         self.host_env = {**host_fingerprint(), "load_1m_at_start": load_at_start}
 
     def run(

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from loaderbench.launch.base import Launcher, TaskRunner, dataset_spec
 from loaderbench.launch.progress import Progress
 from loaderbench.launch.same_machine import check_same_machine
+from loaderbench.measure.warm import study_imports
 from loaderbench.schema.cell import Task
 from loaderbench.schema.record import Record
 from loaderbench.schema.store import Store
@@ -57,7 +58,7 @@ class LocalLauncher(Launcher):
 
         check_tools([t.cell.typed for t in tasks])  # a missing nginx, ip or tc: one clear error, before any cell
         check_same_machine(self.study.name, self.store)
-        runner = TaskRunner(dataset_spec(self.study), [t.cell.typed for t in tasks])
+        runner = TaskRunner(dataset_spec(self.study), study_imports(c.typed for c in self.study.cells))
         reference = StudyReference(self.study, self.store)
         previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
         try:

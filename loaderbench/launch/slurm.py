@@ -27,6 +27,7 @@ from loaderbench.errors import StudyError, ToolMissing
 from loaderbench.launch.base import Launcher, TaskRunner, dataset_spec, prepare_dataset
 from loaderbench.launch.preflight import check_submission
 from loaderbench.launch.slurm_end import job_end
+from loaderbench.measure.warm import study_imports
 from loaderbench.schema.cell import Task
 from loaderbench.schema.record import FAILED, TIMEOUT, ErrorInfo, Record
 from loaderbench.schema.store import Store
@@ -52,8 +53,9 @@ class CellJob(submitit.helpers.Checkpointable):
     """One cell repetition as a Slurm array task. Preempted or timed out, it is requeued (checkpoint()
     resubmits it unchanged: a cell is measured whole or not at all); out of requeues, it records a timeout."""
 
-    def __init__(self, task: Task, results: str, dataset: dict | None, settings):
+    def __init__(self, task: Task, results: str, dataset: dict | None, settings, imports: list[str] | None = None):
         self.task, self.results, self.dataset, self.settings = task, results, dataset, settings
+        self.imports = imports  # loaderbench.measure.warm.study_imports of its study
 
     def __call__(self) -> str:
         store = Store(self.results)
@@ -61,7 +63,7 @@ class CellJob(submitit.helpers.Checkpointable):
         if store.is_done(t.study, t.cell.cell_id, t.repetition):
             return "ok (already measured)"
         launcher = _launcher_info()
-        runner = TaskRunner(self.dataset, [t.cell.typed])
+        runner = TaskRunner(self.dataset, self.imports)
         env = submitit.JobEnvironment()
         if env.num_tasks > 1:  # one task per DDP rank (loaderbench.measure.ddp)
             from loaderbench.measure.ddp import LAUNCHED
@@ -331,12 +333,13 @@ class SlurmLauncher(Launcher):
         }
         dataset = dataset_spec(self.study)
         prepare_dataset(dataset)  # generate once here (shared cache), not in every array task
+        imports = study_imports(c.typed for c in self.study.cells)
         submitted = []
         for key, group in sorted(groups.items()):
             jobs_tasks = []
             with executors[key].batch():
                 for task in group:
-                    job = executors[key].submit(CellJob(task, str(root), dataset, self.settings))
+                    job = executors[key].submit(CellJob(task, str(root), dataset, self.settings, imports))
                     jobs_tasks.append((job, task))
             now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
             self.ledger.append(

@@ -6,6 +6,9 @@ imported for every cell. The slow imports only some cells use come on top, for t
   JPEGs (the workloads that read the [dataset]), run a user's factory (whose pipeline often uses it), or step a
   torchvision model;
 - scipy.special (the adaptive stopping rule's t quantile) for cells with a `target_precision`.
+What a study's cells need is imported for every cell of that study, in every process that runs any of them (a local
+run, a settle round, each Slurm array task): a cell's memory (RSS, PSS) is read with the same modules mapped
+whichever launcher ran it and whichever of the study's cells ran beside it.
 A cell imports what its own set-up needs before its first batch as well (the stopping rule reads its quantile
 once when it is made), so a cell forked without them pays the import before its window, never inside it.
 """
@@ -34,9 +37,14 @@ def cell_imports(cell: CellConfig) -> set[str]:
     return needs
 
 
-def warm_imports(cells: Iterable[CellConfig] | None = None) -> None:
+def study_imports(cells: Iterable[CellConfig]) -> list[str]:
+    """The slow imports any of a study's `cells` needs: what every process that runs one of them imports."""
+    return sorted(set().union(*(cell_imports(c) for c in cells)))
+
+
+def warm_imports(needs: Iterable[str] | None = None) -> None:
     """Import what the cells forked from here would import, once, so they inherit it: what every cell needs and
-    what `cells` need (None: any cell, of any workload and setting)."""
+    `needs` (`study_imports` of the study; None: what any cell of any workload and setting needs)."""
     import numpy  # noqa: F401 - imported once here, inherited by every forked cell
     import torch
     import torch.utils.data  # noqa: F401 - imported once here, inherited by every forked cell
@@ -51,6 +59,5 @@ def warm_imports(cells: Iterable[CellConfig] | None = None) -> None:
 
     import_all()
     reference_jpeg()  # encoded once here: every cell's reference decodes the same bytes, made before it forked
-    needs = {TORCHVISION, SCIPY} if cells is None else set().union(*(cell_imports(c) for c in cells))
-    for module in sorted(needs):
+    for module in sorted({TORCHVISION, SCIPY} if needs is None else set(needs)):
         importlib.import_module(module)
