@@ -113,3 +113,28 @@ def test_a_study_s_cells_share_one_set_of_imports_whichever_of_them_a_process_ru
     assert study_imports([sleep]) == []
     assert study_imports([sleep, jpeg]) == [TORCHVISION]
     assert study_imports([sleep, jpeg, adaptive]) == sorted([SCIPY, TORCHVISION])
+
+
+PRELOAD = r"""
+import json, multiprocessing.forkserver as fs, sys
+from loaderbench.measure.warm import warm_imports
+from loaderbench.measure.rank import measure_rank
+from loaderbench.study.one_cell import one_cell_study
+from loaderbench.workloads import DataSource
+
+warm_imports([])  # a study without image cells
+cell = one_cell_study(json.loads(sys.argv[1])).cells[0].typed
+measure_rank(cell, 0, DataSource(None))
+print(json.dumps(fs._forkserver._preload_modules))
+"""
+
+
+def test_the_fork_server_preloads_what_a_forked_worker_would_inherit():
+    settings = ["workload=sleep", "sleep_ms=0", "num_workers=1", "start_method=forkserver", "forkserver_preload=true"]
+    out = subprocess.run(
+        [sys.executable, "-c", PRELOAD, json.dumps(SMALL[1:] + settings)], capture_output=True, text=True, timeout=600
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    preload = json.loads(out.stdout.splitlines()[-1])
+    assert preload[0] == "torch" and "torchvision" not in preload  # the parent has no torchvision to share
+    assert preload[-1].startswith("loaderbench.workloads")  # the dataset's module

@@ -11,6 +11,7 @@ import functools
 import gc
 import inspect
 import resource
+import sys
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -102,8 +103,11 @@ def build_loader(cell: CellConfig, parts, samples: int, rank: int, repetition: i
     generator = torch.Generator().manual_seed(cell.seed * 1000 + repetition * 64 + rank)
     pin = cell.pin_memory and torch.cuda.is_available()
     if workers > 0 and cell.forkserver_preload:
-        # Python <= 3.13's forkserver imports nothing of the parent unless told to
-        tmp.get_context("forkserver").set_forkserver_preload(["torch", "torchvision", type(dataset).__module__])
+        # Python <= 3.13's forkserver imports nothing of the parent unless told to: it preloads what a forked
+        # worker would inherit of the slow imports (torchvision where the study's cells need it,
+        # loaderbench.measure.warm), and the dataset's module
+        parents = [m for m in ("torch", "torchvision") if m in sys.modules]
+        tmp.get_context("forkserver").set_forkserver_preload([*parents, type(dataset).__module__])
     if cell.loader == "nodes":
         from loaderbench.measure.nodes_loader import nodes_loader
 
