@@ -13,7 +13,7 @@ import pandas as pd
 
 from loaderbench.analysis.rules.claim import EXTENSION, NOISE_RULE, Metric, Question, finite, narrow, pick, quiet
 from loaderbench.analysis.rules.kinds import Of, Shift
-from loaderbench.analysis.rules.rows import loading_alone
+from loaderbench.analysis.rules.rows import loading_alone, with_workers
 from loaderbench.analysis.rules.worker_costs import IO_ENOUGH
 from loaderbench.analysis.table.records import col, ok_rows
 from loaderbench.stats.verdicts import (
@@ -66,8 +66,7 @@ def _jpeg_alone(rows: pd.DataFrame) -> pd.DataFrame:
     ok = ok_rows(narrow(rows, _READ))
     if ok.empty:
         return ok
-    workers = pd.to_numeric(col(ok, "num_workers", 0), errors="coerce").fillna(0) > 0
-    return ok[(col(ok, "workload") == "jpeg") & workers & loading_alone(ok)]
+    return with_workers(ok[(col(ok, "workload") == "jpeg") & loading_alone(ok)])
 
 
 def http_rows(rows: pd.DataFrame) -> pd.DataFrame:

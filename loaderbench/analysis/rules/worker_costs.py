@@ -20,7 +20,7 @@ import pandas as pd
 
 from loaderbench.analysis.rules.claim import EXTENSION, NOISY, Claim, finite, missing, narrow, quiet
 from loaderbench.analysis.rules.kinds import MOST, Of, Shift, medians
-from loaderbench.analysis.table.derive import ranks
+from loaderbench.analysis.rules.rows import loading_alone
 from loaderbench.analysis.table.records import AXIS_COLUMNS, col, ok_rows
 from loaderbench.schema.axes import WORKER_ONLY_AXES
 from loaderbench.stats.intervals import MIN_N
@@ -68,11 +68,9 @@ def plain_rows(rows: pd.DataFrame) -> pd.DataFrame:
     ok = ok_rows(narrow(rows, _READ))
     if ok.empty:
         return ok
-    keep = (ranks(ok) == 1) & ~col(ok, "workload").isin(_NOT_LOADING)
+    keep = loading_alone(ok) & ~col(ok, "workload").isin(_NOT_LOADING)
     keep &= ~col(ok, "jpeg_stage").astype(object).isin(("decode", "read"))
     keep &= col(ok, "storage").astype(object).ne("http")
-    keep &= col(ok, "model").isna() | col(ok, "model").astype(str).isin(("none", ""))
-    keep &= pd.to_numeric(col(ok, "step_ms", 0.0), errors="coerce").fillna(0.0) == 0
     return ok[keep]
 
 
