@@ -216,6 +216,8 @@ def write_summary(summary: pd.DataFrame, folder: Path, study: str) -> list[Path]
     ]
     cols = [c for c in cols if c in summary]
     table = summary.sort_values(axes)[["cell_id"] + cols]
+    # an axis a cell does not have reads blank, whether the records came from JSON (None) or the cache (NaN)
+    table = table.assign(**{a: table[a].astype(object).where(table[a].notna(), None) for a in axes if a in table})
     csv = folder / "summary.csv"
     table.to_csv(csv, index=False)
     md = folder / "summary.md"
