@@ -1,9 +1,15 @@
 """Analysis input: records -> tidy table, bad files skipped with their path, cache kept honest."""
 
 import json
+import warnings
 
+import pandas as pd
+
+from loaderbench.analysis.claims import claims_table
 from loaderbench.analysis.table.records import load_records
 from loaderbench.analysis.table.summary import cell_summary
+from loaderbench.fake_records.questions import COW_OK, cow_records
+from loaderbench.fake_records.studies import study_cells, study_records, write_records
 
 
 def record(cell, rep, sps, status="ok", **config):
@@ -144,3 +150,20 @@ def test_env_columns_for_the_report(tmp_path):
     assert row["env_shm_size"] == 2**30 and row["env_mem_total"] == 2**34
     assert row["env_ulimit_nofile"] == 1024 and row["env_container_image"] == "img:1"
     assert row["env_slurm_job_id"] == "7" and row["env_slurm_array_task_id"] == "3"
+
+
+def test_a_loaded_table_takes_new_columns_without_a_fragmentation_warning(tmp_path):
+    """The table as loaded (parsed in a pool and joined; then read back from the Parquet cache) holds a block per
+    dtype: the claims decided on it, and the dozens of columns questions and figures add to their rows, cost pandas
+    no PerformanceWarning ("highly fragmented")."""
+    write_records(tmp_path, study_records("scaling", study_cells(), repetitions=3, raw=False))
+    write_records(tmp_path, cow_records(COW_OK))
+    for parsed in (True, False):
+        df, report = load_records(tmp_path, workers=2)
+        assert (report.parsed > 2000) == parsed  # over 2000 new records: parsed in a pool of 2
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", pd.errors.PerformanceWarning)
+            claims = claims_table(df)
+            added = df.assign(**{f"derived_{i}": float(i) for i in range(70)})
+        assert set(claims["verdict"]) - {"not measured yet"}
+        assert added.shape == (len(df), df.shape[1] + 70)

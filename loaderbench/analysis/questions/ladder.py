@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pandas as pd
 
 from loaderbench.analysis.rules.claim import GPU_REFERENCE, NOISY, Question, finite, missing, pick, quiet
-from loaderbench.analysis.rules.kinds import Shift
+from loaderbench.analysis.rules.kinds import Aside, Shift
 from loaderbench.analysis.rules.rows import listed
 from loaderbench.analysis.table.derive import RUNGS, ladder_rung, on_gpu
 from loaderbench.analysis.table.records import ok_rows
@@ -88,7 +88,7 @@ def ladder_step_helps(rung: str, previous: str) -> Shift:
         rung,
         previous,
         at_least(LADDER_STEP_MIN),
-        aside=lambda a, b: f"tutorial: {pub:.3g}x; model step on {listed(b, 'consumer')}",
+        aside=Aside(lambda a, b: f"tutorial: {pub:.3g}x; model step on {listed(b, 'consumer')}", ("consumer",)),
         note=f"inconclusive when repetitions scatter by more than {NOISY:.0%} of their median: the cores were not "
         "the cells' own",
     )

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from loaderbench.analysis.rules.rows import finite, pick, values_of, with_workers
+from loaderbench.analysis.rules.rows import finite, narrow, pick, values_of, with_workers
 from loaderbench.analysis.table.records import ok_rows
 from loaderbench.stats.intervals import MIN_N
 from loaderbench.stats.verdicts import Outcome, Region, all_of, both, decide_shift, g, within
@@ -175,6 +175,18 @@ def _scope(per: tuple[str, ...], where: Mapping[str, Any]) -> str:
     return ", ".join(words)
 
 
+@dataclass(frozen=True)
+class Aside:
+    """A few words of context a Shift's evidence ends with: `words` of (a's rows, b's rows) of a group, which hold
+    the columns the Shift reads and `reads`."""
+
+    words: Callable[[pd.DataFrame, pd.DataFrame], str]
+    reads: tuple[str, ...] = ()
+
+    def __call__(self, a: pd.DataFrame, b: pd.DataFrame) -> str:
+        return self.words(a, b)
+
+
 class Kind:
     """What every kind does: its checks on the rows (one Outcome per group), its clause of English, where it reads
     (`scope`) and what it needs; a kind called on rows decides them (all of its checks)."""
@@ -234,8 +246,8 @@ class Shift(Kind):
     frame: Callable[[pd.DataFrame], pd.DataFrame] = ok_with_workers
     note: str = ""
     guard: Callable[[pd.DataFrame], Outcome | None] | None = None
-    #: (a's rows, b's rows) of a group -> a few words of context its evidence ends with, in parentheses
-    aside: Callable[[pd.DataFrame, pd.DataFrame], str] | None = None
+    #: a few words of context each group's evidence ends with, in parentheses, from its sides' rows
+    aside: Aside | None = None
 
     def sides(self) -> tuple[str, str]:
         """The sides in words: `names`, else what tells them apart."""
@@ -310,8 +322,15 @@ class Shift(Kind):
             )
         return f"{self.what} {b_name} / {a_name}" if self.log else f"{self.what} {b_name} - {a_name}"
 
+    def reads(self) -> list[str]:
+        """The columns the kind reads of its frame: the metric, the axes it picks and groups by, the aside's."""
+        sides = [*self.a.items(), *self.b.items(), *self.where.items()]
+        ofs = [v.axis for _, v in sides if isinstance(v, Of)]
+        return [self.metric, *self.per, *(k for k, _ in sides), *ofs, *(self.aside.reads if self.aside else ())]
+
     def grouped(self, rows: pd.DataFrame) -> list[tuple[str, Outcome]]:
-        cells, fixed = _cells(self.frame(rows), self.where)
+        # only the columns read: each group and side picked is a copy of every column it keeps
+        cells, fixed = _cells(narrow(self.frame(rows), self.reads()), self.where)
         if self.metric not in cells:
             return []
         out = []
@@ -335,14 +354,14 @@ def _median(x: np.ndarray) -> float:
     return float(np.median(x)) if len(x) else float("nan")
 
 
-def medians(metric: str, unit: str = "", scale: float = 1.0) -> Callable[[pd.DataFrame, pd.DataFrame], str]:
+def medians(metric: str, unit: str = "", scale: float = 1.0) -> Aside:
     """An aside that shows both sides' medians of `metric` (times `scale`): "9.36 -> 297 MiB"."""
 
-    def aside(a: pd.DataFrame, b: pd.DataFrame) -> str:
+    def words(a: pd.DataFrame, b: pd.DataFrame) -> str:
         ma, mb = (_median(finite(r[metric])) * scale for r in (a, b))
         return f"{g(ma)} -> {g(mb)}{unit}"
 
-    return aside
+    return Aside(words, (metric,))
 
 
 def Equivalent(metric: str, what: str, a: Mapping[str, Any], b: Mapping[str, Any], band: float, **fields) -> Shift:

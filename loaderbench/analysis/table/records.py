@@ -280,10 +280,14 @@ def load_records(
     if not df.empty:
         # kept (renamed): which file version each row came from; the digest of its bytes keys the per-study cache
         # of figures (loaderbench.analysis.figures.draw_all), so a record rewritten with the same content
-        # redraws nothing
-        df = df.rename(
-            columns={"_size": "record_bytes", "_mtime_ns": "record_mtime_ns", "_digest": "record_digest"}
-        ).reset_index(drop=True)
+        # redraws nothing. The table is then copied once, into a block per dtype: the workers' frames joined and
+        # the Parquet cache read back hold a block per few columns, and on such a table every column a reader adds
+        # costs a slower insert and pandas' PerformanceWarning ("highly fragmented")
+        df = (
+            df.rename(columns={"_size": "record_bytes", "_mtime_ns": "record_mtime_ns", "_digest": "record_digest"})
+            .reset_index(drop=True)
+            .copy()
+        )
     return df, report
 
 
