@@ -14,7 +14,7 @@ from loaderbench.analysis.figures.questions.shared import NothingToDraw, bars
 from loaderbench.analysis.table.derive import MIB, alive_samples, peak_pss_mib_per_worker, with_growth
 from loaderbench.analysis.table.records import col, is_true
 
-BACKING_ORDER = ["list_str", "numpy_object", "numpy_bytes", "arrow", "decoded"]
+BACKING_ORDER = ["list_str", "numpy_object", "numpy_bytes", "arrow", "decoded", "decoded_objects"]
 #: The bottom row: (metric, y label, panel title).
 BARS = [
     ("growth_mib_per_worker", "USS growth per worker over the run (MiB)", "growth while iterating (fork)"),
