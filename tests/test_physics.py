@@ -112,44 +112,41 @@ def test_with_no_work_in_memory_zero_workers_beat_two_on_two_cores(tmp_path):
 # --- thread workers (loader = "nodes", worker_method = "thread") ---------------------------------------------
 
 
-GIL_BOUND = 1.5  # one core's worth, and room for the VM's speed moving between cells; no GIL would give about 2
+GIL_BOUND = 1.5  # cores: one, and room for what the pipeline's threads do without the GIL; no GIL would give about 2
 
 
-def test_thread_workers_never_beat_one_core_on_pure_python_work(tmp_path):
-    """Pure-Python work holds the GIL: however many thread workers, and however many cores, the cell does at most
-    one core's worth of it. One core's worth is the plain DataLoader's main process (0 workers) read as samples per
-    CPU-second, measured between the thread cells: the same work with nothing beside it. (The nodes pipeline's own
-    threads spend CPU on their queues, so its cells' CPU per sample would set the bound too low.) End to end, as
-    test_cpu_bound_on_one_core_does_not_scale. Each cell measures for about a third of a second: far longer than the
-    bursts of a shared host's other work, which a cell of a few batches (under 0.1 s) can catch whole."""
+def test_thread_workers_never_keep_more_than_one_core_busy_on_pure_python_work(tmp_path):
+    """Pure-Python work holds the GIL: however many thread workers, and however many cores, the cell keeps at most
+    one core busy, and so does at most one core's worth of the work (its rate is the cores it keeps busy over its
+    CPU cost per sample, and that cost is never below the work's own). A shared host's other work only lowers the
+    cores a cell keeps busy. Read as the process tree's CPU over the window the machine watch spans, which brackets
+    the pipeline's start and stop (the rusage in `cpu_s` also counts the pipeline's start, and read 1.36 cores on
+    one pinned core). An earlier form compared the rate with samples per CPU-second of separate plain cells, and
+    failed under a loaded CI run: the host's speed moved between cells, and a thread cell on one pinned core read
+    1.6 of it."""
     raw = {
         "study": {"name": "gil", "repetitions": 1, "warmup_batches": 2, "measure_batches": 48},
         "matrix": {
             "workload": "cpu",
             "cpu_work": 10,
             "batch_size": 4,
-            "loader": ["dataloader", "nodes"],
-            "worker_method": ["process", "thread"],
+            "loader": "nodes",
+            "worker_method": "thread",
             "num_workers": [0, 4],
             "cores": [1, 2],
         },
-        "exclude": [
-            {"loader": "dataloader", "worker_method": "thread"},
-            {"loader": "dataloader", "num_workers": 4},
-            {"loader": "nodes", "worker_method": "process"},
-        ],
     }
     store = Store(tmp_path)
     run_local(parse_study(raw, where="test"), store)
     recs = [rec.to_json() for _, rec in store.records("gil")]
     assert all(r["status"] == "ok" for r in recs), [r.get("error") for r in recs]
-    plain = [r for r in recs if r["config"]["loader"] == "dataloader"]
-    threads = {(r["config"]["num_workers"], r["config"]["cores"]): r for r in recs if r not in plain}
-    assert len(plain) == 2 and set(threads) == {(0, 1), (0, 2), (4, 1), (4, 2)}
-    per_core = 1.0 / min(cpu_per_sample(r["metrics"]) for r in plain)
-    for (workers, cores), r in threads.items():
-        rate = r["metrics"]["end_to_end_samples_per_s"]
-        assert rate < GIL_BOUND * per_core, (workers, cores, rate / per_core)
+    busy = {
+        (r["config"]["num_workers"], r["config"]["cores"]): r["metrics"]["machine"]["cell_cpu_s"]
+        / r["metrics"]["machine"]["window_s"]
+        for r in recs
+    }
+    assert set(busy) == {(0, 1), (0, 2), (4, 1), (4, 2)}
+    assert all(cores < GIL_BOUND for cores in busy.values()), busy
 
 
 @pytest.mark.parametrize("method", ["thread", "process"])
