@@ -191,6 +191,38 @@ def test_the_rounds_for_the_goal_scale_the_interval_by_the_square_root_of_the_ro
     assert overhead.rounds_for_goal(None, 20) is None
 
 
+class _SpinningProbe:
+    """A probe whose every third sample walks (spins 20 ms of CPU, counted in full_samples) and the rest 1 ms."""
+
+    def __init__(self):
+        self.full_samples, self.procs_peak, self.n = 0, 1, 0
+
+    def sample(self):
+        import time
+
+        walk = self.n % 3 == 0
+        self.n += 1
+        self.full_samples += walk
+        until = time.thread_time() + (0.020 if walk else 0.001)
+        while time.thread_time() < until:
+            pass
+
+
+def test_the_probe_ticker_counts_the_walks_and_what_they_cost_apart_from_the_cheap_samples():
+    ticker = overhead._ProbeTicker(_SpinningProbe(), 0.0)
+    ticker.switch(True)
+    for _ in range(6):
+        ticker.next_tick = 0.0
+        ticker.tick()
+    m = ticker.metrics()
+    assert m["samples"] == 6 and m["walks"] == 2
+    assert m["cpu_ms_per_walk"] >= 20 and m["cpu_ms_per_cheap_sample"] >= 1
+    assert m["cpu_ms_per_walk"] > 5 * m["cpu_ms_per_cheap_sample"]  # CPU time: other tenants cannot add to it
+    assert m["walks_share_of_probe_cpu"] == pytest.approx(
+        m["walks"] * m["cpu_ms_per_walk"] / (m["samples"] * m["cpu_ms_per_sample"])
+    )
+
+
 def test_paired_difference_is_the_median_difference_with_an_interval():
     rng = np.random.default_rng(0)
     base = rng.normal(1000.0, 200.0, 41)  # ns per batch, shared by both arms of a round

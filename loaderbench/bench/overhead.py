@@ -270,15 +270,20 @@ class _ProbeTicker:
         self.on, self.cpu_s, self.on_s, self._since = False, 0.0, 0.0, 0.0
         self.next_tick = math.inf
         self.spans: list[tuple[float, float]] = []
+        self.walk_cpu_s: list[float] = []  # the CPU of each sample that read PSS and USS (walked the page tables)
 
     def tick(self) -> None:
         if not self.on or time.perf_counter() < self.next_tick:
             return
+        walks = getattr(self.probe, "full_samples", 0)
         c0 = _self_cpu()
         t0 = time.perf_counter()
         self.probe.sample()
         t1 = time.perf_counter()
-        self.cpu_s += _self_cpu() - c0
+        cpu_s = _self_cpu() - c0
+        self.cpu_s += cpu_s
+        if getattr(self.probe, "full_samples", 0) > walks:
+            self.walk_cpu_s.append(cpu_s)
         self.spans.append((t0, t1))
         self.next_tick = t1 + self.interval_s
 
@@ -294,9 +299,16 @@ class _ProbeTicker:
         if not n:
             return None
         cpu_s, wall_s = self.cpu_s / n, sum(b - a for a, b in self.spans) / n
+        walks, walk_cpu_s = len(self.walk_cpu_s), sum(self.walk_cpu_s)
         return {
             "samples": n,
             "cpu_ms_per_sample": 1000 * cpu_s,
+            # the samples that read PSS and USS, and what they took: most of the probe's CPU where the tree has
+            # torch processes (the kernel walks each one's page tables)
+            "walks": walks,
+            "cpu_ms_per_walk": 1000 * walk_cpu_s / walks if walks else None,
+            "cpu_ms_per_cheap_sample": 1000 * (self.cpu_s - walk_cpu_s) / (n - walks) if n > walks else None,
+            "walks_share_of_probe_cpu": walk_cpu_s / self.cpu_s if self.cpu_s > 0 else None,
             "wall_ms_per_sample": 1000 * wall_s,
             # what the runner's loop (sample, then wait probe_interval_s) takes of one CPU
             "cpu_share_of_one_cpu": cpu_s / (self.interval_s + wall_s),
