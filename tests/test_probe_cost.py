@@ -142,10 +142,15 @@ def test_a_steady_tree_is_walked_less_and_less_often_and_a_rising_one_on_schedul
     # steady: 2, 4, 8 s apart, then at most 4 x 2 s
     assert scheduled_full_samples(probe, fake, lambda t: 100) == [0, 2, 6, 14, 22, 30, 38]
     probe, fake = fake_probe(monkeypatch, 2.0)
-    # pages turning private under copy-on-write (RSS steady, USS rising): every 2 s, as before
-    assert scheduled_full_samples(probe, fake, lambda t: 100 + 10 * t) == list(range(0, 41, 2))
+    # pages turning private under copy-on-write (RSS steady, USS rising by 10% a second): every 2 s, as before
+    assert scheduled_full_samples(probe, fake, lambda t: round(100 * 1.1**t)) == list(range(0, 41, 2))
     probe, fake = fake_probe(monkeypatch, 2.0)
     # steady, then a rise at 25 s: seen at the next scheduled walk (30 s), then every 2 s while it lasts
-    got = scheduled_full_samples(probe, fake, lambda t: 100 if t < 25 else 100 + 10 * t)
+    got = scheduled_full_samples(probe, fake, lambda t: 100 if t < 25 else round(100 * 1.1 ** (t - 24)))
     assert got[:6] == [0, 2, 6, 14, 22, 30] and got[6:] == [32, 34, 36, 38, 40]
-    assert probe.uss_peak == 500  # the peak at the last walk, 40 s
+    assert probe.uss_peak == round(100 * 1.1**16)  # the peak at the last walk, 40 s
+    probe, fake = fake_probe(monkeypatch, 2.0)
+    # creeping up by 0.5% a second (1% between walks 2 s apart, under RISE): walked as the steady tree is
+    got = scheduled_full_samples(probe, fake, lambda t: round(10_000 * 1.005**t))
+    assert got == [0, 2, 6, 14, 22, 30, 38]
+    assert probe.uss_peak == round(10_000 * 1.005**38)

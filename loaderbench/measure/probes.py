@@ -18,6 +18,9 @@ import psutil
 from loaderbench.processes import pid_alive
 
 SHM = "/dev/shm"
+#: What counts as memory rising: RSS this far above its highest at a walk walks now, and PSS or USS this far above
+#: their peaks keeps the walks at `memory_interval_s` (memory creeping up by less is walked as a steady tree is).
+RISE = 1.05
 #: The environment variable a cell process sets to its pid: every program the cell starts (torch_shm_manager,
 #: a forkserver, spawned workers) carries it in /proc/<pid>/environ (a process forked without exec shows the
 #: environment its program started with, so forked workers are found by their process group instead).
@@ -61,11 +64,14 @@ class TreeProbe:
     PSS and USS need the kernel to walk every page table (smaps_rollup, about 6 ms for a torch process, holding the
     cell's mmap lock), so they are read whenever RSS passes a new high by 5%, once when the cell's last window
     ends (its workers still alive: loaderbench.measure.window_mark), and on a schedule: every
-    `memory_interval_s` while they keep rising, the interval doubling (up to `memory_backoff` times) after each
-    scheduled read that finds no new peak, and back to `memory_interval_s` at the next that does. Their peaks are
-    the peaks of those samples: a rise shows at the next tick (RSS) or within one interval (pages turning private
+    `memory_interval_s` while they keep rising by RISE, the interval doubling (up to `memory_backoff` times) after
+    each scheduled read that finds no such rise, and back to `memory_interval_s` at the next that does. Their peaks
+    are the peaks of those samples: a rise shows at the next tick (RSS) or within one interval (pages turning private
     under copy-on-write, which RSS does not show), and a long steady window pays for few walks. (Reading them every
-    0.2 s cost the cell 5-15% throughput on 2 cores, measured by `make bench`.) The probe's own CPU time and its
+    0.2 s cost the cell 5-15% throughput on 2 cores, measured by `make bench`; a walk of a cell and two workers takes
+    about 45 ms of CPU on a 2-vCPU VM, 30 to 70 cheap samples' worth, and with a rise of 1% keeping the schedule at
+    `memory_interval_s`, a fast 2-worker cell's memory creeping up paid 7 walks in 16 s, not 4.) The probe's own CPU
+    time and its
     share of one CPU go into every record, with the CPUs it ran on where those were none of the cell's
     (`off_cell_cpus`)."""
 
@@ -144,7 +150,7 @@ class TreeProbe:
         self.fds_peak = max(self.fds_peak, fds)
         self.procs_peak = max(self.procs_peak, len(procs))
         self.shm_peak = max(self.shm_peak, self.shm_reader() - self.shm_baseline)
-        if walk or t0 - self._last_full >= self._interval or rss > 1.05 * self._rss_at_full:
+        if walk or t0 - self._last_full >= self._interval or rss > RISE * self._rss_at_full:
             self._full_sample(procs, t0, rss)
             self.window_end_samples += walk
 
@@ -168,7 +174,7 @@ class TreeProbe:
         # memory) would otherwise pay a full sample at every swing above a low one
         self._last_full, self._rss_at_full = t0, max(self._rss_at_full, rss)
         self.full_samples += 1
-        risen = pss > 1.01 * self.pss_peak or uss > 1.01 * self.uss_peak or workers[1] > 1.01 * self.workers_uss_peak
+        risen = pss > RISE * self.pss_peak or uss > RISE * self.uss_peak or workers[1] > RISE * self.workers_uss_peak
         cap = self.memory_backoff * self.memory_interval_s
         self._interval = self.memory_interval_s if risen else min(2 * self._interval, cap)
         self.pss_peak = max(self.pss_peak, pss)
