@@ -334,3 +334,12 @@ def test_the_doctor_hook_part_times_the_watched_iterator_against_the_bare_loop(m
     assert cost["sampled_share"]["sampled"] > cost["sampled_share"]["watched"] and cost["sample_ns"]["estimate"] > 0
     assert len(loop["ratios"]) == rounds and all(r > 0 and math.isfinite(r) for r in loop["ratios"])
     assert loop["ratio"]["low"] <= loop["ratio"]["estimate"] <= loop["ratio"]["high"]
+
+
+def test_the_probes_cpu_text_names_its_walks_and_the_rest_only_where_there_are_both():
+    walks = {"cpu_ms_per_sample": 6.0, "walks": 7, "cpu_ms_per_walk": 46.2, "cpu_ms_per_cheap_sample": 1.6}
+    assert overhead.probe_cpu_text(walks) == "6.0 ms (7 walks, 46 ms each; the rest 1.6 ms)"
+    every = {"cpu_ms_per_sample": 46.0, "walks": 2, "cpu_ms_per_walk": 46.0, "cpu_ms_per_cheap_sample": None}
+    assert overhead.probe_cpu_text(every) == "46.0 ms (2 walks, 46 ms each)"
+    assert overhead.probe_cpu_text({"cpu_ms_per_sample": 1.0, "cpu_ms_per_walk": None}) == "1.0 ms"
+    assert overhead.probe_cpu_text({}) == "n/a"

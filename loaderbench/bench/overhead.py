@@ -45,6 +45,7 @@ __all__ = [
     "overhead_cells",
     "overhead_experiment",
     "overhead_ratios",
+    "probe_cpu_text",
     "probe_excess",
     "rounds_for_goal",
     "rounds_for_goal_text",
@@ -242,6 +243,18 @@ def drift_text(drift: dict | None) -> str:
     if not drift:
         return "n/a"
     return f"{drift['all_iqr'] * 100:.0f}% | {drift['neighbour_iqr'] * 100:.0f}%"
+
+
+def probe_cpu_text(p: dict) -> str:
+    """The probe's CPU per sample, and how many of its samples walked the page tables at what cost each."""
+    if p.get("cpu_ms_per_sample") is None:
+        return "n/a"
+    text = f"{p['cpu_ms_per_sample']:.1f} ms"
+    if p.get("cpu_ms_per_walk") is not None:
+        rest = p.get("cpu_ms_per_cheap_sample")
+        text += f" ({p['walks']} walks, {p['cpu_ms_per_walk']:.0f} ms each"
+        text += f"; the rest {rest:.1f} ms)" if rest is not None else ")"
+    return text
 
 
 def overhead_cells() -> list:

@@ -10,7 +10,7 @@ import os
 from rich.table import Table
 
 from loaderbench.bench.common import CONFIDENCE
-from loaderbench.bench.overhead import drift_text, rounds_for_goal_text
+from loaderbench.bench.overhead import drift_text, probe_cpu_text, rounds_for_goal_text
 from loaderbench.stats.intervals import pct
 
 
@@ -103,24 +103,12 @@ def overhead(ov: dict, console) -> None:
             row.get("goal", "n/a"),
             rounds_for_goal_text(row),
             " | ".join(fmt(v, ".1f") for v in (row.get("loop_cpu_us_per_batch") or {}).values()) + " µs",
-            _probe_cpu_text(p),
+            probe_cpu_text(p),
             f"{p['cpu_share_of_one_cpu'] * 100:.1f}%" if p.get("cpu_share_of_one_cpu") is not None else "n/a",
             drift_text(row.get("speed_drift")),
             f"{row['load_before'][0]:.1f}" if row.get("load_before") else "",
         )
     console.print(t)
-
-
-def _probe_cpu_text(p: dict) -> str:
-    """The probe's CPU per sample, and how many of its samples walked the page tables at what cost each."""
-    if p.get("cpu_ms_per_sample") is None:
-        return "n/a"
-    text = f"{p['cpu_ms_per_sample']:.1f} ms"
-    if p.get("cpu_ms_per_walk") is not None:
-        rest = p.get("cpu_ms_per_cheap_sample")
-        text += f" ({p['walks']} walks, {p['cpu_ms_per_walk']:.0f} ms each"
-        text += f"; the rest {rest:.1f} ms)" if rest is not None else ")"
-    return text
 
 
 def precision(pr: dict, console) -> None:
