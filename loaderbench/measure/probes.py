@@ -61,19 +61,17 @@ class TreeProbe:
     """Every tick: the tree's processes, RSS (statm), open fds, CPU times (workers the cell has not reaped when it
     reports, persistent ones, are counted from these) and /dev/shm: cheap reads (about 0.5 ms of CPU for a cell and
     two workers).
-    PSS and USS need the kernel to walk every page table (smaps_rollup, about 6 ms for a torch process, holding the
-    cell's mmap lock), so they are read whenever RSS passes a new high by 5%, once when the cell's last window
-    ends (its workers still alive: loaderbench.measure.window_mark), and on a schedule: every
-    `memory_interval_s` while they keep rising by RISE, the interval doubling (up to `memory_backoff` times) after
-    each scheduled read that finds no such rise, and back to `memory_interval_s` at the next that does. Their peaks
-    are the peaks of those samples: a rise shows at the next tick (RSS) or within one interval (pages turning private
-    under copy-on-write, which RSS does not show), and a long steady window pays for few walks. (Reading them every
-    0.2 s cost the cell 5-15% throughput on 2 cores, measured by `make bench`; a walk of a cell and two workers takes
-    about 45 ms of CPU on a 2-vCPU VM, 30 to 70 cheap samples' worth, and with a rise of 1% keeping the schedule at
-    `memory_interval_s`, a fast 2-worker cell's memory creeping up paid 7 walks in 16 s, not 4.) The probe's own CPU
-    time and its
-    share of one CPU go into every record, with the CPUs it ran on where those were none of the cell's
-    (`off_cell_cpus`)."""
+    PSS and USS need the kernel to walk every page table (smaps_rollup, 16-19 ms of CPU for a torch process on a
+    2-vCPU VM, 25 to 70 cheap samples' worth, holding the cell's mmap lock), so they are read whenever RSS passes a
+    new high by RISE, once when the cell's last window ends (its workers still alive:
+    loaderbench.measure.window_mark), and on a schedule: every `memory_interval_s` while they keep rising by RISE,
+    the interval doubling (up to `memory_backoff` times) after each scheduled read that finds no such rise, and back
+    to `memory_interval_s` at the next that does. Their peaks are the peaks of those samples: a rise shows at the
+    next tick (RSS) or within one interval (pages turning private under copy-on-write, which RSS does not show), and
+    a long steady window, or memory creeping up by less than RISE, pays for few walks. (Reading them every 0.2 s cost
+    the cell 5-15% throughput on 2 cores, measured by `make bench`; part 1 there counts the walks and their CPU.)
+    The probe's own CPU time and its share of one CPU go into every record, with the CPUs it ran on where those were
+    none of the cell's (`off_cell_cpus`)."""
 
     pid: int
     memory_interval_s: float = 2.0
