@@ -14,6 +14,7 @@ from loaderbench.analysis.figures.questions.shared import NothingToDraw, bars
 from loaderbench.analysis.table.derive import MIB, alive_samples, peak_pss_mib_per_worker, with_growth
 from loaderbench.analysis.table.records import col, is_true
 
+#: The order backings are drawn in: the ones that copy first, then the control and Arrow, then the eager datasets.
 BACKING_ORDER = ["list_str", "numpy_object", "numpy_bytes", "arrow", "decoded", "decoded_objects"]
 #: The bottom row: (metric, y label, panel title).
 BARS = [
@@ -93,8 +94,10 @@ def memory_growth_by_backing(df: pd.DataFrame, study: str, out: Path) -> list[Pa
     ok["peak_pss_mib_per_worker"] = [
         peak_pss_mib_per_worker(t, n) for t, n in zip(col(ok, "memory_timeline"), ok["num_workers"])
     ]
-    backings = [b for b in BACKING_ORDER if b in set(ok["index_backing"])]
-    palette = dict(zip(BACKING_ORDER, sns.color_palette("colorblind", len(BACKING_ORDER))))
+    measured = set(ok["index_backing"])
+    order = BACKING_ORDER + sorted(measured - set(BACKING_ORDER))  # a backing not listed is drawn last, never dropped
+    backings = [b for b in order if b in measured]
+    palette = dict(zip(order, sns.color_palette("colorblind", len(order))))
     ok["frozen"] = col(ok, "gc_freeze", False).map(is_true).astype(bool)
     combos = sorted(
         {(sm, int(n), bool(f)) for sm, n, f in zip(ok["start_method"], ok["num_workers"], ok["frozen"])},
@@ -110,7 +113,8 @@ def memory_growth_by_backing(df: pd.DataFrame, study: str, out: Path) -> list[Pa
         "cow-memory",
         f"Copy-on-write: workers' memory while reading a {items:,}-entry index ({study})",
         "memory_growth_by_backing",
-        "Top: workers' USS per worker from the runner's probe (every 0.2 s), each line one repetition. "
+        "Top: workers' USS per worker from the runner's probe (read when RSS rises, every 2-8 s, and when the last "
+        "window ends), each line one repetition. "
         "Bottom: bars median, dots repetitions. Growth: highest minus first probe sample with all workers "
         "alive. Workers = every process under the cell but the main one (spawn: the resource tracker too)."
         "\nnumpy_bytes is the control (an index that is one object). A step shared by every backing is not "
