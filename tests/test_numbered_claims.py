@@ -35,6 +35,8 @@ from loaderbench.analysis.rules.worker_costs import (
     CTX_RISE,
     FIRST_BATCH_MIN,
     IO_ENOUGH,
+    PYTHON_LOOP,
+    REAL_LOAD,
     first_batch_without_workers,
     io_rule_of_thumb,
     readable_tracebacks,
@@ -221,11 +223,18 @@ def test_context_switches_past_the_cores():
     assert decide(switches_rise_past_cores, curve_table({("sleep", 2): CURVES[("sleep", 2)]})) == N
 
 
-def test_sleep_scales_past_the_cores_where_cpu_does_not():
-    assert decide(sleep_scales_past_cores, curve_table(CURVES)) == H
-    flat = {**CURVES, ("sleep", 2): {0: 450.0, 1: 480.0, 2: 950.0, 4: 950.0, 8: 950.0}}
-    assert decide(sleep_scales_past_cores, curve_table(flat)) == F
-    assert decide(sleep_scales_past_cores, curve_table({("sleep", 2): CURVES[("sleep", 2)]})) == N
+def test_sleep_scales_past_the_cores_where_image_loading_does_not():
+    seed = lambda rows: sleep_scales_past_cores(rows, REAL_LOAD)
+    loop = lambda rows: sleep_scales_past_cores(rows, PYTHON_LOOP)
+    jpeg = {**CURVES, ("jpeg", 2): {0: 300.0, 1: 290.0, 2: 560.0, 4: 540.0, 8: 520.0}}
+    assert decide(seed, curve_table(jpeg)) == H
+    flat = {**jpeg, ("sleep", 2): {0: 450.0, 1: 480.0, 2: 950.0, 4: 950.0, 8: 950.0}}
+    assert decide(seed, curve_table(flat)) == F
+    assert decide(seed, curve_table({("sleep", 2): CURVES[("sleep", 2)]})) == N
+    # the seed's rule reads image loading only: a pure-Python loop that gained past the cores decides the extension
+    gains = {**jpeg, ("cpu", 2): {0: 500.0, 1: 480.0, 2: 930.0, 4: 1400.0, 8: 1800.0}}
+    assert (decide(seed, curve_table(gains)), decide(loop, curve_table(gains))) == (H, F)
+    assert decide(seed, curve_table(CURVES)) == N  # sleep and a Python loop, no image loading
 
 
 def test_four_times_the_cores_for_io_bound_loading():
@@ -239,9 +248,14 @@ def test_four_times_the_cores_for_io_bound_loading():
 def test_curve_claims_are_read_from_the_quick_study():
     t = claims_table(curve_table(CURVES))
     quick = t[t["study"] == "quick"].set_index("number")
-    for n in ("#16", "#17", "#57"):
+    for n in ("#17", "#57"):
         assert quick.loc[n, "verdict"] == H, quick.loc[n, "evidence"]
     assert quick.loc["#17", "role"].startswith("extension: on a pure sleep")  # the seed's I/O is a network path
+    # #16's source compares sleep with real image loading; against the pure-Python loop it is an extension
+    sleep = t[t["number"] == "#16"].set_index("role")["verdict"].to_dict()
+    assert sleep == {"seed": N, "extension: against a pure-Python loop, not image loading": H}
+    with_jpeg = claims_table(curve_table({**CURVES, ("jpeg", 2): {0: 300.0, 1: 290.0, 2: 560.0, 4: 540.0, 8: 520.0}}))
+    assert with_jpeg[(with_jpeg["number"] == "#16") & (with_jpeg["role"] == "seed")]["verdict"].tolist() == [H]
 
 
 # --------------------------------------------------------------------------------------------------------
