@@ -207,7 +207,6 @@ def questions_drawn(out: Path, only: set[str] | None = None) -> dict:
     try:
         for current, (study, table) in question_tables().items():
             if only is None or current in only:
-                np.random.seed(0)  # the strip plots' jitter
                 questions.draw_question_figures(table(), study, out / current)
     finally:
         style._write_png = real_png

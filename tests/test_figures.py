@@ -626,3 +626,21 @@ def test_question_figures_show_the_data_they_showed_before(tmp_path):
     assert set(have) == set(want)
     problems = differences(want, have)
     assert not problems, "\n".join(problems[:20])
+
+
+def test_bar_dots_jitter_alike_whatever_drew_before_and_leave_the_global_generator_alone():
+    from loaderbench.analysis.figures.questions.shared import bars
+
+    data = pd.DataFrame({"w": ["a"] * 5 + ["b"] * 5, "v": np.arange(10.0)})
+    dots, next_draws = [], []
+    for seed in (1, 2):
+        np.random.seed(seed)
+        fig, ax = plt.subplots()
+        bars(ax, data, "w", "v")
+        dots.append(np.concatenate([c.get_offsets() for c in ax.collections if isinstance(c, PathCollection)]))
+        next_draws.append(np.random.random())
+        plt.close(fig)
+        np.random.seed(seed)
+        assert next_draws[-1] == np.random.random()  # the caller's stream goes on as if nothing had drawn
+    assert len(dots[0]) == 10 and np.array_equal(dots[0], dots[1])
+    assert len(set(np.round(dots[0][:, 0], 6))) > 2  # jittered: the dots are not all on the two bars' centres

@@ -25,6 +25,9 @@ from loaderbench.analysis.table.records import ok_mask, ok_rows
 from loaderbench.stats.comparison import Comparison, compare
 from loaderbench.stats.intervals import pct
 
+#: the dots' jitter in every bar plot: the same records draw the same figure, whatever else drew before it
+JITTER_SEED = 0
+
 
 class NothingToDraw(Exception):
     """A question figure's rows hold nothing it can draw; the message says why, and draw_question_figures
@@ -70,15 +73,20 @@ def bars(
         legend=hue is not None,
         **({} if hue else {"color": sns.color_palette("colorblind")[0]}),
     )
-    sns.stripplot(
-        **kw,
-        dodge=hue is not None,
-        palette=["0.1"] * len(hue_order or data[hue].unique()) if hue else None,
-        color=None if hue else "0.1",
-        size=3,
-        jitter=0.08,
-        legend=False,
-    )
+    outside = np.random.get_state()  # seaborn jitters the dots with NumPy's global generator: seeded here, so that
+    np.random.seed(JITTER_SEED)  # the same records draw the same figure, and restored after
+    try:
+        sns.stripplot(
+            **kw,
+            dodge=hue is not None,
+            palette=["0.1"] * len(hue_order or data[hue].unique()) if hue else None,
+            color=None if hue else "0.1",
+            size=3,
+            jitter=0.08,
+            legend=False,
+        )
+    finally:
+        np.random.set_state(outside)
     if log:
         plain_log(ax)
     sns.despine(ax=ax)
