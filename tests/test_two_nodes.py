@@ -159,6 +159,12 @@ def test_a_lost_node_is_resubmitted_exactly_once(slurm_two_nodes, tmp_path, resu
 
 
 def _kill_node(cluster: SlurmCluster, node: str) -> None:
-    """The node is lost: its slurmd and everything in its network namespace (steps, the cells) killed at once."""
-    pids = subprocess.run(["ip", "netns", "pids", f"lb{node}"], capture_output=True, text=True, check=True).stdout
-    subprocess.run(["kill", "-KILL", *pids.split()], check=False)
+    """The node is lost: its slurmd and everything in its network namespace (steps, the cells) killed, again until
+    none is left: a process forked between one listing and its kill (a step starting its cell) would live on."""
+    for _ in range(50):
+        pids = subprocess.run(["ip", "netns", "pids", f"lb{node}"], capture_output=True, text=True, check=True).stdout
+        if not pids.split():
+            return
+        subprocess.run(["kill", "-KILL", *pids.split()], check=False)
+        time.sleep(0.1)
+    raise AssertionError(f"node {node}: processes still in its namespace after 50 rounds of SIGKILL: {pids.split()}")
