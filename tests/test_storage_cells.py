@@ -33,12 +33,18 @@ def nginx_installed():
         pytest.skip("nginx is not installed and installing it needs root: run tools/install-storage-tools.sh")
 
 
+#: the Slurm test cluster's namespaces and links (slurm/testcluster/start.sh: `lbtc<port>s`, `lbtc<port>h`, ...),
+#: which a test running beside these may start and stop: no cell makes them (its namespaces are anonymous)
+TEST_CLUSTER = "lbtc"
+
+
 def host_network() -> dict:
-    """What the host's own network namespace holds that a cell could leak into it."""
+    """What the host's own network namespace holds that a cell could leak into it (the test cluster's own aside)."""
 
     def run(*args):
         exe = tools.find_program(args[0])
-        return subprocess.run([exe, *args[1:]], capture_output=True, text=True).stdout if exe else ""
+        out = subprocess.run([exe, *args[1:]], capture_output=True, text=True).stdout if exe else ""
+        return "".join(line for line in out.splitlines(keepends=True) if TEST_CLUSTER not in line)
 
     return {
         "veth": run("ip", "-o", "link", "show", "type", "veth"),
