@@ -56,7 +56,7 @@ PYTHON_LOOP = ("cpu",)
 #: "2-4 x the cores is enough for I/O-bound loading": the rule's num_workers reaches at least this share of the
 #: best throughput measured on the curve.
 IO_ENOUGH = 0.9
-CPU_BOUND = ("cpu", "jpeg")
+CPU_BOUND = PYTHON_LOOP + REAL_LOAD
 IO_BOUND = ("sleep",)
 _NOT_LOADING = ("rng", "fault")
 _READ = [
