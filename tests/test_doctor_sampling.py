@@ -174,7 +174,7 @@ def test_a_worker_whose_rss_rises_is_walked_at_the_next_sample_and_the_schedule_
     assert len(worker.walks) == 3
     clock["t"] = 5.0  # the USS had risen: the next walk 2 s after it, not 4
     sampler._sample()
-    assert len(worker.walks) == 4
+    assert sampler.walks == 4  # the baseline, at 10 s, at 20 s, and now
     growth = workers.summarize(sampler.samples, cores=1)["workers"]["4242"]["uss_growth"]
     assert growth == 30 << 20
 
@@ -191,3 +191,73 @@ def test_start_reads_no_page_tables_in_the_caller_s_thread_and_stop_reads_them_l
     sampler.stop()
     assert worker.walks == ["loaderbench-doctor-sampler", "MainThread"]
     assert sampler.samples[-1]["workers"]["4242"]["walked"]
+
+
+def test_prepare_walks_in_a_thread_of_its_own_and_start_takes_that_walk_as_its_first_sample_s(monkeypatch):
+    worker = _Worker()
+    sampler = workers.WorkerSampler(lambda: [4242], interval_s=60.0)
+    monkeypatch.setattr(sampler, "_proc", lambda pid: worker)
+    sampler.prepare()
+    sampler.start()  # waits for the baseline walk
+    assert worker.walks == ["loaderbench-doctor-baseline"]
+    first = sampler.samples[0]["workers"]["4242"]
+    assert first["walked"] and first["uss"] == 50 << 20
+    time.sleep(0.2)  # the background thread's first task walks only workers the baseline did not see
+    worker.uss += 8 << 20
+    sampler.stop()
+    assert worker.walks == ["loaderbench-doctor-baseline", "MainThread"]
+    summary = workers.summarize(sampler.samples, cores=1, sampler_cpu_s=sampler.cpu_s)
+    assert summary["workers"]["4242"]["uss_growth"] == 8 << 20 and summary["workers"]["4242"]["memory_walks"] == 2
+
+
+def test_within_the_measured_steps_the_walks_keep_to_their_share_of_the_time(monkeypatch):
+    # each walk costs 50 ms of CPU: within the measured steps, one is made only once the walks made there, and the
+    # next, fit in WALK_SHARE of the time since they began (10 s for the first at 0.5%), whatever the schedule says
+    worker = _Worker()
+    sampler, clock = _sampler_at(monkeypatch, worker)
+    cpu = {"s": 0.0}
+    walk = worker.memory_full_info
+
+    def costly_walk():
+        cpu["s"] += 0.05
+        return walk()
+
+    worker.memory_full_info = costly_walk
+    monkeypatch.setattr(workers.time, "thread_time", lambda: cpu["s"])
+    sampler._walk_now()  # the baseline, as `prepare` makes it
+    sampler._sample(walk=False, adopt=True)  # as `start` does, at 0 s
+    sampler._started = 0.0
+    walked_at = []
+    for i in range(1, 60):
+        clock["t"] = 0.5 * i
+        before = len(worker.walks)
+        sampler._sample()
+        if len(worker.walks) > before:
+            walked_at.append(clock["t"])
+    assert workers.WALK_SHARE == 0.005
+    assert walked_at == [10.0, 20.0]  # the schedule alone would walk at 2, 6, 14 and 30 s
+    assert sampler.window_cpu_s == pytest.approx(0.10) and sampler.cpu_s == pytest.approx(0.15)
+    # a worker new to the sampler is walked at once: it has no baseline
+    sampler._pids = lambda: [4242, 4343]
+    clock["t"] = 30.0
+    sampler._sample()
+    assert sampler.walks == 4  # the baseline, at 10 s, at 20 s, and now
+
+
+def test_a_watched_loader_s_workers_are_walked_before_and_after_the_measured_steps_not_within_them():
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from loaderbench.doctor.api import watch
+
+    loader = DataLoader(TensorDataset(torch.zeros(512, 4)), batch_size=4, num_workers=2)
+    watched = watch(loader, steps=20, warmup=5, headspace=0, echo=False)
+    for _ in watched:
+        pass
+    (lw,) = watched.session.watches.values()
+    report = lw.sampler
+    summary = workers.summarize(report.samples, cores=1, sampler_cpu_s=report.cpu_s)
+    assert len(summary["workers"]) == 2
+    assert all(w["memory_walks"] == 2 for w in summary["workers"].values())  # the baseline and the last
+    assert report.samples[0]["workers"] and all(w["walked"] for w in report.samples[0]["workers"].values())
+    assert report.window_cpu_s < report.cpu_s

@@ -295,7 +295,7 @@ def test_tune_finds_workers_and_the_loop_runs_faster_with_them(tmp_path):
     )
     assert r.returncode == 0 and "script done" in r.stdout, r.stderr[-3000:]
     doc = read(tmp_path / "out" / "doctor.json")
-    assert doc["schema"] == SCHEMA and doc["schema_version"] == VERSION == 6 and doc["plan"]["tune"] is True
+    assert doc["schema"] == SCHEMA and doc["schema_version"] == VERSION == 7 and doc["plan"]["tune"] is True
     (lo,) = doc["processes"][0]["loaders"]
     tune, in_loop = lo["tune"], lo["in_loop"]
     assert len(tune["trials"]) <= 12 and tune["changes"]["num_workers"] > 0

@@ -3,11 +3,13 @@
 
 Each round times one window of each arm, in a shuffled order, on the same DataLoader: the bare `for` loop, and the
 watched loop while the watch measures (two clock reads and one log entry per batch, and the sampler of the
-workers' CPU and memory: their CPU times twice a second, their page tables for USS and PSS every 2-16 s). Both
-arms skip the same warm-up batches first. The ratio of the watched arm's batches per second over the bare arm's is
-taken per round, so that a machine whose speed drifts moves both sides of a ratio; its median comes with an
-order-statistic interval over the rounds. The sampler's own CPU over each watched window is counted beside the
-watch's.
+workers' CPU and memory: their CPU times twice a second; their page tables for USS and PSS during the warm-up,
+after the window, and within it only as loaderbench.doctor.workers.WALK_SHARE allows). Both arms skip the same
+warm-up batches first. The ratio of the watched arm's batches per second over the bare arm's is taken per round, so
+that a machine whose speed drifts moves both sides of a ratio; its median comes with an order-statistic interval
+over the rounds. The sampler's own CPU within each watched window is counted beside the watch's; what it spends at
+the window's edges (the baseline walk in the warm-up, the last sample after the window) is reported apart, in
+milliseconds per watch.
 
 Beside it, precise whatever the machine's load (`watch_cost`): the watch's own work per batch, in the loop thread's
 CPU time, over an in-memory list (a bare `for` against the watched one, in a shuffled order per round): the median
@@ -18,10 +20,11 @@ costs, and that over EVERY_S the share of the loop's time the samples take, at a
 bare batch period: the watch's share of the fastest loop.
 
 Contract: `hook_overhead(rounds, batches)` returns, per loop (num_workers 0 and 2), the per-round ratios, their
-median with its interval, both arms' batches per second, `sampler_share` (the workers' sampler's CPU over the
-watched window, median over rounds) and `cpu_share` (the watch's CPU per batch over the bare batch period, plus the
-samples' share of the time, plus `sampler_share`), and `watch_cost` (`watch_cost(...)`: `cost_ns_per_batch` and
-`sample_ns`, each with its interval, and `samples_share_of_time`).
+median with its interval, both arms' batches per second, `sampler_share` (the workers' sampler's CPU within the
+watched window over the window, median over rounds), `sampler_edge_ms` (its CPU at the window's edges, median) and
+`cpu_share` (the watch's CPU per batch over the bare batch period, plus the samples' share of the time, plus
+`sampler_share`), and `watch_cost` (`watch_cost(...)`: `cost_ns_per_batch` and `sample_ns`, each with its
+interval, and `samples_share_of_time`).
 """
 
 from __future__ import annotations
@@ -130,7 +133,7 @@ def hook_overhead(rounds: int, batches: int, seed: int = 0, cost_batches: int = 
     for workers in LOOPS:
         loader = _loader(workers)
         _window(loader, batches)  # first iterator: workers, caches
-        ratios, rates, sampler = [], {"bare": [], "watched": []}, []
+        ratios, rates, sampler, edge = [], {"bare": [], "watched": []}, [], []
         for _ in range(rounds):
             arms = ["bare", "watched"]
             rng.shuffle(arms)
@@ -142,7 +145,9 @@ def hook_overhead(rounds: int, batches: int, seed: int = 0, cost_batches: int = 
                     watched = _watched(loader, batches)
                     seconds[arm] = _window(watched, batches, tail=2)
                     (lw,) = watched.session.watches.values()
-                    sampler.append(lw.sampler.cpu_s / seconds[arm])  # its samples, the last (in the tail) too
+                    # within the window; and at its edges: the baseline walk (warm-up), the last sample (the tail)
+                    sampler.append(lw.sampler.window_cpu_s / seconds[arm])
+                    edge.append((lw.sampler.cpu_s - lw.sampler.window_cpu_s) * 1e3)
                 rates[arm].append(batches / seconds[arm])
             ratios.append(seconds["bare"] / seconds["watched"])
         out["loops"].append(
@@ -156,6 +161,7 @@ def hook_overhead(rounds: int, batches: int, seed: int = 0, cost_batches: int = 
                 # loop's time, and the workers' sampler's CPU over the watched window: the watch's share where
                 # nothing else runs
                 "sampler_share": statistics.median(sampler),
+                "sampler_edge_ms": statistics.median(edge),
                 "cpu_share": cost["cost_ns_per_batch"]["estimate"] * 1e-9 * median_interval(rates["bare"])["estimate"]
                 + (cost["samples_share_of_time"] or 0.0)
                 + statistics.median(sampler),

@@ -528,7 +528,8 @@ def doctor_hooks(dh: dict, console) -> None:
             fmt(loop["watched_batches_per_s"]["estimate"], ".0f"),
             fmt_interval(loop["ratio"]),
             (f"{100 * share:.2f}%" if share is not None else "n/a")
-            + (f" (the sampler {100 * sampler:.2f}%)" if sampler is not None else ""),
+            + (f" (the sampler {100 * sampler:.2f}%)" if sampler is not None else "")
+            + (f"; {loop['sampler_edge_ms']:.0f} ms at the window's edges" if "sampler_edge_ms" in loop else ""),
         )
     cost = dh.get("watch_cost")
     if cost:

@@ -21,7 +21,9 @@ SCHEMA = "loaderbench-doctor"
 #: loop thread's CPU clock is read on those only), and steps.cpu_sampled_steps says how many steps they rest on.
 #: Version 6: the workers' USS and PSS come from page-table walks on a schedule (workers.memory_walks per worker; the
 #: series' memory_t_s), no longer at every sample; workers.sampler_cpu_s is the sampler's own CPU time.
-VERSION = 6
+#: Version 7: workers.sampler_window_cpu_s, the part of it taken within the measured steps (the baseline walk is
+#: made during the warm-up, the last after the measured steps).
+VERSION = 7
 
 #: What a run's status says.
 STATUSES = ("ok", "script failed", "no loader", "interrupted", "stopped")

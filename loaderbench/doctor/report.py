@@ -11,7 +11,9 @@ from loaderbench.doctor.workers import summarize
 def loader_report(watch, timeline: bool = True) -> dict:
     """`watch`: a loaderbench.doctor.watch.LoaderWatch (read by its attributes: watch imports this module)."""
     steps = summarize_steps(watch.log)
-    workers = summarize(watch.sampler.samples, float(watch.cores["cores"]), watch.sampler.cpu_s)
+    workers = summarize(
+        watch.sampler.samples, float(watch.cores["cores"]), watch.sampler.cpu_s, watch.sampler.window_cpu_s
+    )
     head = headspace(watch.log)
     verdict, sentence, warnings = diagnose(watch.settings, steps, workers, head)
     out = {

@@ -141,6 +141,8 @@ class LoaderWatch:
     def _start_measure(self, first: int) -> None:
         self.state = MEASURE
         self.log.begin(first, MEASURE)
+        self.sampler.start()  # (before the measuring clock: it may wait for the baseline walk to end)
+        self._sampling = True
         t = self._t_measure = clock()
         if self.plan.seconds is not None:
             self._deadline, self._phase_end = t + self.plan.seconds, NEVER
@@ -149,8 +151,6 @@ class LoaderWatch:
             if self.plan.headspace > 0:
                 self._keep_from = max(first, self._phase_end - CACHED_BATCHES + 1)
         self._next_sample, self.cpu.p = first, 1.0
-        self.sampler.start()
-        self._sampling = True
 
     def _end_measure(self, last: int) -> None:
         if self._sampling:
@@ -364,6 +364,8 @@ class LoaderWatch:
         self._arrived.append(t1)
         if first:
             log.mark_epoch(n)
+            if self.state == WARMUP:  # the workers' memory baseline, walked while the warm-up goes on
+                self.sampler.prepare()
         if sample:
             self._sampled(n, c1 - c0)
         self._after(n, batch, t1)

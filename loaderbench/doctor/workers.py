@@ -18,12 +18,15 @@ from loaderbench.doctor.accelerator import UtilizationSampler
 INTERVAL_S = 0.5
 #: USS and PSS need the kernel to walk a worker's page tables (20-30 ms of CPU for a worker forked from a process
 #: that imported torch, holding its memory map's lock, so that a worker mapping its next batch's shared memory
-#: waits): they are read at the first sample, at the last, whenever a worker's RSS passes the RSS of its last walk
-#: by RISE, and on a schedule that starts at MEMORY_INTERVAL_S and doubles, up to MEMORY_BACKOFF times, while memory
-#: stays flat.
+#: waits). They are read outside the measured steps where the loop allows, at the start (`prepare`, during the
+#: warm-up) and at the end (`stop`). Within the measured steps, a worker new to the sampler is walked at once; the
+#: others whenever a worker's RSS passes the RSS of its last walk by RISE, and on a schedule that starts at
+#: MEMORY_INTERVAL_S and doubles, up to MEMORY_BACKOFF times, while memory stays flat; either only while the walks
+#: made within the measured steps stay within WALK_SHARE of their time (of one CPU).
 MEMORY_INTERVAL_S = 2.0
 MEMORY_BACKOFF = 3
 RISE = 1.05
+WALK_SHARE = 0.005
 
 
 def _shm_used() -> int | None:
@@ -52,14 +55,22 @@ def worker_pids(iterator) -> list[int]:
 
 class WorkerSampler:
     """Samples the workers ``pids()`` names, and this process, every ``interval_s`` until stopped; their USS and PSS
-    on the schedule MEMORY_INTERVAL_S describes. ``start`` reads only the cheap values in the caller's thread (the
-    CPU times the run's share is counted from); the first walk is the background thread's first task."""
+    as MEMORY_INTERVAL_S describes.
+
+    ``prepare`` (optional, while the loop warms up) walks the workers' page tables in a thread of its own: the
+    baseline of their memory, outside the measured steps. ``start`` waits for that walk if it is still running,
+    then reads the cheap values in the caller's thread (the CPU times the run's share is counted from), the walk's
+    USS and PSS as this first sample's; a worker it did not walk is walked as the background thread's first task.
+    ``stop`` reads everything once more, in the caller's thread, after the last measured step. ``cpu_s`` is the
+    samples' own CPU time, ``window_cpu_s`` the part of it taken between ``start`` and ``stop`` (the rest is at the
+    edges of the measured steps)."""
 
     def __init__(self, pids: Callable[[], list[int]], interval_s: float = INTERVAL_S):
         self._pids = pids
         self._interval = interval_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._prepared: threading.Thread | None = None
         self._procs: dict[int, psutil.Process] = {}
         self.samples: list[dict] = []
         self._me = psutil.Process(os.getpid())
@@ -67,11 +78,25 @@ class WorkerSampler:
         self._walked: dict[str, dict] = {}  # per worker: its last walk's uss, pss, rss and time
         self._walk_every = MEMORY_INTERVAL_S
         self._walk_at = 0.0  # when the next scheduled walk is due (perf_counter)
+        self._started: float | None = None  # when the measured steps began (perf_counter)
+        self._window_walk_cpu_s = 0.0  # the CPU of the walks made within the measured steps
+        self._last_walk_cpu_s = 0.0  # the CPU of the last walk: what the next one is expected to cost
         self.walks = 0
         self.cpu_s = 0.0  # the samples' own CPU time, in the threads that took them (the page-table walks included)
+        self.window_cpu_s = 0.0
+
+    def prepare(self) -> None:
+        """Walk the current workers' page tables in a thread of its own, while the loop goes on."""
+        if self._prepared is None and self._thread is None:
+            self._prepared = threading.Thread(target=self._walk_now, name="loaderbench-doctor-baseline", daemon=True)
+            self._prepared.start()
 
     def start(self) -> None:
-        self._sample(walk=False)
+        if self._prepared is not None:
+            self._prepared.join()
+            self._prepared = None
+        self._sample(walk=False, adopt=True)
+        self._started = self.samples[-1]["t"]
         self._thread = threading.Thread(target=self._run, name="loaderbench-doctor-sampler", daemon=True)
         self._thread.start()
 
@@ -80,12 +105,24 @@ class WorkerSampler:
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
+        self._started = None
         self._sample(walk=True)
 
     def _run(self) -> None:
-        self._sample(walk=True)
+        if self.samples and any(not w["walked"] for w in self.samples[-1]["workers"].values()):
+            self._sample(walk=True)  # workers the baseline walk did not see
         while not self._stop.wait(self._interval):
             self._sample()
+
+    def _walk_now(self) -> None:
+        c0 = time.thread_time()
+        cheap = self._cheap()
+        if cheap:
+            now = time.perf_counter()
+            w0 = time.thread_time()
+            self._schedule(now, risen=self._walk(cheap, now))
+            self._last_walk_cpu_s = time.thread_time() - w0
+        self.cpu_s += time.thread_time() - c0
 
     def _proc(self, pid: int) -> psutil.Process | None:
         p = self._procs.get(pid)
@@ -97,15 +134,20 @@ class WorkerSampler:
         return p
 
     def _due(self, now: float, rss: dict[str, int]) -> bool:
-        """Whether this sample walks the page tables: on schedule, or a worker is new or its RSS has risen."""
+        """Whether this sample walks the page tables: a worker is new; or on schedule, or a worker's RSS has risen,
+        while the walks within the measured steps stay within their share."""
+        if any(pid not in self._walked for pid in rss):
+            return True
+        if self._started is not None:
+            spent = self._window_walk_cpu_s + self._last_walk_cpu_s
+            if spent > WALK_SHARE * (now - self._started):
+                return False
         if now >= self._walk_at:
             return True
-        return any(pid not in self._walked or r > RISE * self._walked[pid]["rss"] for pid, r in rss.items())
+        return any(r > RISE * self._walked[pid]["rss"] for pid, r in rss.items())
 
-    def _sample(self, walk: bool | None = None) -> None:
-        """One sample; ``walk``: read USS and PSS (True), not (False), or when due (None)."""
-        c0 = time.thread_time()
-        now = time.perf_counter()
+    def _cheap(self) -> dict[str, dict]:
+        """The cheap readings of every worker: CPU time, RSS, open files."""
         cheap: dict[str, dict] = {}
         for pid in self._pids():
             p = self._proc(pid)
@@ -117,10 +159,26 @@ class WorkerSampler:
                     cheap[str(pid)] = {"cpu_s": cpu.user + cpu.system, "rss": p.memory_info().rss, "fds": p.num_fds()}
             except psutil.Error:
                 continue
+        return cheap
+
+    def _sample(self, walk: bool | None = None, adopt: bool = False) -> None:
+        """One sample; ``walk``: read USS and PSS (True), not (False), or when due (None); ``adopt``: a worker's
+        walk since its last sample counts as this sample's."""
+        c0 = time.thread_time()
+        now = time.perf_counter()
+        cheap = self._cheap()
         if walk is None:
             walk = self._due(now, {pid: w["rss"] for pid, w in cheap.items()})
         if walk and cheap:
+            w0 = time.thread_time()
             self._schedule(now, risen=self._walk(cheap, now))
+            self._last_walk_cpu_s = time.thread_time() - w0
+            if self._started is not None:
+                self._window_walk_cpu_s += self._last_walk_cpu_s
+        if adopt:
+            for key in cheap:
+                if key in self._walked:
+                    self._walked[key]["at"] = now
         workers = {}
         for key, w in cheap.items():
             mem = self._walked.get(key, {})
@@ -137,7 +195,10 @@ class WorkerSampler:
             }
         )
         self.gpu.maybe_sample()
-        self.cpu_s += time.thread_time() - c0
+        spent = time.thread_time() - c0
+        self.cpu_s += spent
+        if self._started is not None:
+            self.window_cpu_s += spent
 
     def _walk(self, cheap: dict[str, dict], now: float) -> bool:
         """Read each worker's USS and PSS; whether any is new or its USS has risen by RISE."""
@@ -172,11 +233,15 @@ class WorkerSampler:
             return None
 
 
-def summarize(samples: list[dict], cores: float, sampler_cpu_s: float | None = None) -> dict:
+def summarize(
+    samples: list[dict], cores: float, sampler_cpu_s: float | None = None, sampler_window_cpu_s: float | None = None
+) -> dict:
     """CPU per worker and in all (cores' worth over the sampled time), USS and PSS at start and end per worker,
-    /dev/shm's peak over the run, open files at the end, the sampler's own CPU time; and the series for the page."""
+    /dev/shm's peak over the run, open files at the end, the sampler's own CPU time (in all, and within the measured
+    steps); and the series for the page."""
     out: dict = {"samples": len(samples), "cores_allowed": cores, "shm_total": _shm_total()}
     out["sampler_cpu_s"] = sampler_cpu_s
+    out["sampler_window_cpu_s"] = sampler_window_cpu_s
     if len(samples) < 2:
         return out
     first, last = samples[0], samples[-1]
