@@ -118,11 +118,14 @@ class WorkerSampler:
         c0 = time.thread_time()
         cheap = self._cheap()
         if cheap:
-            now = time.perf_counter()
-            w0 = time.thread_time()
-            self._schedule(now, risen=self._walk(cheap, now))
-            self._last_walk_cpu_s = time.thread_time() - w0
+            self._walk_and_schedule(cheap, time.perf_counter())
         self.cpu_s += time.thread_time() - c0
+
+    def _walk_and_schedule(self, cheap: dict[str, dict], now: float) -> None:
+        """Walk the workers in `cheap`, set the next scheduled walk, and keep what the walk cost."""
+        w0 = time.thread_time()
+        self._schedule(now, risen=self._walk(cheap, now))
+        self._last_walk_cpu_s = time.thread_time() - w0
 
     def _proc(self, pid: int) -> psutil.Process | None:
         p = self._procs.get(pid)
@@ -170,9 +173,7 @@ class WorkerSampler:
         if walk is None:
             walk = self._due(now, {pid: w["rss"] for pid, w in cheap.items()})
         if walk and cheap:
-            w0 = time.thread_time()
-            self._schedule(now, risen=self._walk(cheap, now))
-            self._last_walk_cpu_s = time.thread_time() - w0
+            self._walk_and_schedule(cheap, now)
             if self._started is not None:
                 self._window_walk_cpu_s += self._last_walk_cpu_s
         if adopt:
